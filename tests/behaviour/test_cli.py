@@ -1,0 +1,81 @@
+"""The `densekv` command as a user runs it: real processes, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from densekv.server.process import ServerProcess, free_port
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "densekv.cli", *args],
+        capture_output=True, text=True, timeout=120, env={**os.environ, **(env or {})},
+    )
+
+
+def test_probe_json_on_the_embedded_server() -> None:
+    out = run("probe", "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["flavor"] == "valkey" and data["field_ttl_encoding"] == "hashtable"
+
+
+def test_probe_with_url(server: ServerProcess, server_name: str) -> None:
+    out = run("probe", "--url", server.url, "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["version"] == server.binary.version
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["probe", "--url", f"redis://127.0.0.1:{free_port()}"], "nothing answers"),
+        (["probe", "--url", "http://example"], "not a redis:// URL"),
+        (["probe", "--server", "redis-2.8"], "choose one of"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    out = run(*args)
+    assert out.returncode == 2
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_missing_matrix_server_says_how_to_get_it(tmp_path: Path) -> None:
+    out = run("probe", "--server", "redis-7.0", env={"DENSEKV_SERVERS": str(tmp_path)})
+    assert out.returncode == 2 and "scripts/get-servers" in out.stderr
+
+
+def test_port_in_use_is_exit_2(server: ServerProcess) -> None:
+    out = run("server", "start", "--port", str(server.port), env={"XDG_RUNTIME_DIR": "/tmp/densekv-test-state"})
+    assert out.returncode == 2 and "in use" in out.stderr
+
+
+def test_server_start_status_stop(tmp_path: Path) -> None:
+    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
+    started = run("server", "start", env=env)
+    assert started.returncode == 0, started.stderr
+    url = started.stdout.strip()
+    try:
+        assert run("server", "status", env=env).stdout.strip() == url
+        assert json.loads(run("probe", "--url", url, "--json").stdout)["flavor"] == "valkey"
+        again = run("server", "start", env=env)
+        assert again.stdout.strip() == url and "already running" in again.stderr
+    finally:
+        stopped = run("server", "stop", env=env)
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    assert run("probe", "--url", url).returncode == 2
+
+
+def test_servers_lists_the_matrix() -> None:
+    out = run("servers", "--json")
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    assert rows["valkey-9.1"]["present"] is True
+    assert set(rows) == {"redis-7.0", "redis-7.4", "valkey-8.0", "valkey-9.1"}

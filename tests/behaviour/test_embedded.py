@@ -1,0 +1,120 @@
+"""The embedded server and the cluster fixture start, answer, and leave nothing behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import densekv
+from densekv.errors import BinaryMissing, PortInUse, ServerStartFailed
+from densekv.server.binaries import ServerBinary
+from densekv.server.process import ServerProcess, pid_alive
+
+
+def test_embedded_answers_and_cleans_up() -> None:
+    with densekv.embedded() as srv:
+        client = srv.client()
+        assert client.ping()
+        assert srv.url.startswith("redis://127.0.0.1:")
+        assert client.config_get("save")["save"] == ""
+        assert client.config_get("appendonly")["appendonly"] == "no"
+        proc = srv.process
+        assert proc is not None and proc.proc is not None
+        pid, workdir = proc.proc.pid, proc.dir
+        client.close()
+    assert not pid_alive(pid)
+    assert not workdir.exists()
+
+
+def test_embedded_cleans_up_when_the_block_raises() -> None:
+    with pytest.raises(RuntimeError):
+        with densekv.embedded() as srv:
+            assert srv.process is not None and srv.process.proc is not None
+            pid, workdir = srv.process.proc.pid, srv.process.dir
+            raise RuntimeError("boom")
+    assert not pid_alive(pid)
+    assert not workdir.exists()
+
+
+def test_server_dies_with_a_parent_that_is_killed(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import os, densekv
+        cm = densekv.embedded()
+        srv = cm.__enter__()
+        print(srv.process.proc.pid, srv.process.dir, flush=True)
+        os._exit(0)   # no atexit, no context exit: only PDEATHSIG can stop the server
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    pid_text, workdir = out.stdout.split()
+    pid = int(pid_text)
+    deadline = time.monotonic() + 10
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(pid)
+    import shutil
+
+    shutil.rmtree(workdir, ignore_errors=True)  # a hard kill cannot run cleanup code
+
+
+def test_port_in_use_is_a_clear_error() -> None:
+    with densekv.embedded() as srv:
+        assert srv.process is not None
+        with pytest.raises(PortInUse, match="in use"):
+            with densekv.embedded(port=srv.process.port):
+                pass
+
+
+def test_unknown_server_name_says_what_exists() -> None:
+    with pytest.raises(BinaryMissing, match="choose one of"):
+        with densekv.embedded("redis-2.8"):
+            pass
+
+
+def test_broken_binary_is_a_clear_error(tmp_path: Path) -> None:
+    fake = tmp_path / "server"
+    fake.write_text("#!/bin/sh\necho 'FATAL: broken build' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    binary = ServerBinary("fake", fake, "redis", "0", "libc")
+    proc = ServerProcess(binary)
+    with pytest.raises(ServerStartFailed, match="broken build"):
+        proc.start()
+    assert not proc.dir.exists()
+
+
+def test_missing_binary_is_a_clear_error(tmp_path: Path) -> None:
+    binary = ServerBinary("gone", tmp_path / "nothing-here", "redis", "0", "libc")
+    with pytest.raises(ServerStartFailed, match="get-servers"):
+        ServerProcess(binary).start()
+
+
+def test_aof_restart_keeps_acknowledged_writes() -> None:
+    with densekv.embedded(aof=True) as srv:
+        client = srv.client()
+        for i in range(100):
+            client.set(f"k{i}", i)
+        srv.restart()
+        client = srv.client()
+        assert client.dbsize() == 100
+        assert client.get("k99") == b"99"
+
+
+def test_cluster_handle_gives_a_cluster_client() -> None:
+    with densekv.embedded(cluster=3) as srv:
+        assert srv.is_cluster and srv.cluster is not None
+        client = srv.client()
+        for i in range(200):
+            client.set(f"key:{i}", i)
+        sizes = [node.client().dbsize() for node in srv.cluster.nodes]
+        assert sum(sizes) == 200 and all(s > 0 for s in sizes)
+        info = srv.cluster.nodes[0].client().execute_command("CLUSTER", "INFO").decode()
+        assert "cluster_state:ok" in info and "cluster_known_nodes:3" in info
+        pids = [n.proc.pid for n in srv.cluster.nodes if n.proc is not None]
+    assert not any(pid_alive(p) for p in pids)
