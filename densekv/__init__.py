@@ -20,11 +20,19 @@ from densekv.plan import AsyncExecutor, ClusterExecutor, Plan, SyncExecutor, exe
 from densekv.server.binaries import MATRIX, ServerBinary, find_servers
 from densekv.server.embedded import EmbeddedServer, embedded
 from densekv.server.probe import Capabilities, probe
+from densekv.sessions import (
+    AsyncSessionStore,
+    LayoutUnavailable,
+    Session,
+    SessionDataTooLarge,
+    SessionStore,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncExecutor",
+    "AsyncSessionStore",
     "BinaryMissing",
     "BulkLoadError",
     "Capabilities",
@@ -33,6 +41,7 @@ __all__ = [
     "DecodeError",
     "DensekvError",
     "EmbeddedServer",
+    "LayoutUnavailable",
     "MATRIX",
     "Meter",
     "Plan",
@@ -42,6 +51,9 @@ __all__ = [
     "ServerStartFailed",
     "ServerTooOld",
     "ServerUnavailable",
+    "Session",
+    "SessionDataTooLarge",
+    "SessionStore",
     "SyncExecutor",
     "WrongType",
     "__version__",

@@ -1,0 +1,38 @@
+-- hrec_sweep: remove the expired sessions of one partition, atomically.
+-- A session whose expires_at is in the future is never touched.
+-- KEYS[1]  the partition hash   KEYS[2] its expiry zset (mode "zset" only)
+-- ARGV[1]  now (unix s)   ARGV[2] at most this many removals
+-- ARGV[3]  mode: "plain" (scan the listpack) | "zset" (ZRANGEBYSCORE the index)
+-- Reply:   flat list field1, record1, field2, record2, ... of what was removed
+local now = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local out = {}
+local function u32(s, i)
+  local a, b, c, d = string.byte(s, i, i + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+if ARGV[3] == 'zset' then
+  local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
+  for _, field in ipairs(due) do
+    local rec = redis.call('HGET', KEYS[1], field)
+    redis.call('ZREM', KEYS[2], field)
+    if rec and u32(rec, 2) <= now then
+      redis.call('HDEL', KEYS[1], field)
+      out[#out + 1] = field
+      out[#out + 1] = rec
+    elseif rec then
+      redis.call('ZADD', KEYS[2], u32(rec, 2), field)  -- index was stale: repair it
+    end
+  end
+  return out
+end
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  if #out >= 2 * limit then break end
+  if u32(all[i + 1], 2) <= now then
+    redis.call('HDEL', KEYS[1], all[i])
+    out[#out + 1] = all[i]
+    out[#out + 1] = all[i + 1]
+  end
+end
+return out

@@ -1,0 +1,1 @@
+"""Session layouts: key-per-session baselines (perkey.py) and partitioned ones (partitioned.py)."""

@@ -1,0 +1,82 @@
+"""What a session layout is: a builder of plans, with no I/O and no global state.
+
+A layout turns one logical operation on a session (keyed by its 16-byte digest) into a
+Plan and decodes the replies into Records. The store (densekv/sessions/store.py) adds
+tokens, clocks, the identity index and the sync/async shells; every layout passes the
+same behavioural suite (tests/behaviour/test_sessions.py) against a reference model.
+Limits (listpack sizes, partition counts) are passed in, never read here.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from densekv.plan import Plan
+from densekv.sessions.model import Record
+
+
+@dataclass(frozen=True)
+class LayoutLimits:
+    """What the partitioned layouts need to know of the server."""
+
+    hash_max_listpack_entries: int = 128
+    hash_max_listpack_value: int = 64
+    zset_max_listpack_entries: int = 128
+
+
+class Layout(ABC):
+    #: name used by `layout=` and in stats/explain
+    name: str
+    #: the server removes expired sessions itself (SETEX / field TTL); sweep only cleans
+    #: the identity index
+    server_expires: bool = False
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+
+    # -- writes ---------------------------------------------------------------------
+    @abstractmethod
+    def plan_put(self, rec: Record, now: int) -> Plan[None]:
+        """Store a new session (the digest is fresh: nothing to overwrite)."""
+
+    @abstractmethod
+    def plan_get(self, digest: bytes) -> Plan[Record | None]:
+        """The stored record, expired or not (the store filters by its clock)."""
+
+    @abstractmethod
+    def plan_touch(self, digest: bytes, now: int, idle_ttl: int) -> Plan[int]:
+        """Roll the idle expiry; reply the new expires_at, 0 if missing or expired."""
+
+    @abstractmethod
+    def plan_update(self, digest: bytes, data: dict[str, Any] | None, now: int) -> Plan[int]:
+        """Replace the payload of a live session: 1 done, 0 missing, -1 too large."""
+
+    @abstractmethod
+    def plan_delete(self, digest: bytes) -> Plan[Record | None]:
+        """Remove the session; reply what was removed (for the identity index)."""
+
+    @abstractmethod
+    def plan_rename(self, old: bytes, new: bytes, now: int) -> Plan[Record | None]:
+        """Move a live session to a new digest atomically (same slot group)."""
+
+    # -- housekeeping ---------------------------------------------------------------
+    @abstractmethod
+    def group_of(self, digest: bytes) -> Hashable:
+        """Digests with equal groups have all their keys in one cluster slot."""
+
+    def sweep_units(self) -> Iterator[Any]:
+        """What sweep visits one at a time (partitions); none for server-expired data."""
+        return iter(())
+
+    def plan_sweep(self, unit: Any, now: int, limit: int) -> Plan[list[Record]]:
+        raise NotImplementedError
+
+    def max_data_bytes(self) -> int | None:
+        """Largest msgpack payload a record may carry, or None for no fixed limit."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"layout": self.name}

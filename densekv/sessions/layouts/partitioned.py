@@ -1,0 +1,172 @@
+"""Partitioned session layouts: many sessions per HASH, kept in the listpack encoding.
+
+  dense     HASH per partition; field = digest less the partition bits (15 bytes at 4096
+            partitions), value = the compact record (densekv/sessions/record.py) with the
+            expiry inside; no ZSET. Expired records are invisible at once (the store
+            checks the expiry on read) and removed by sweep, a Lua script per partition.
+  zset      the seed's best layout: the same HASH plus a per-partition ZSET of
+            field -> expires_at, so sweep finds the due sessions with ZRANGEBYSCORE.
+  fieldttl  the HASH with the server's own field TTL (HEXPIREAT) on each field: the
+            server removes expired sessions. Compact only where the probe finds a hash
+            with expiring fields still in a listpack (listpackex: Redis 7.4+).
+
+Keys: `{ns}:sd:{P}`, `{ns}:sz:{P}` (zset) where P is the partition number, so a
+partition's hash and zset share a slot. Cost per session (dense, 4-byte identity, no
+payload): 17 bytes of field entry + 11 of value entry in the listpack, plus the
+partition's key overhead shared by a few hundred sessions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+import msgpack
+
+from densekv.keys import join_digest, partition_bits, split_digest, tag
+from densekv.lua import script
+from densekv.plan import Command, Plan, ScriptCall, command, script_call
+from densekv.sessions.layouts.base import Layout, LayoutLimits
+from densekv.sessions.model import Record
+from densekv.sessions.record import pack_record, unpack_record
+
+
+class PartitionedLayout(Layout):
+    mode = "plain"  # the Lua scripts' mode argument
+
+    def __init__(self, namespace: str, partitions: int, limits: LayoutLimits) -> None:
+        super().__init__(namespace)
+        self.partitions = partitions
+        self.bits = partition_bits(partitions)
+        self.limits = limits
+
+    # -- naming -----------------------------------------------------------------------
+    def hash_key(self, partition: int) -> bytes:
+        return tag(self.namespace, "sd", partition)
+
+    def zset_key(self, partition: int) -> bytes:
+        return tag(self.namespace, "sz", partition)
+
+    def locate(self, digest: bytes) -> tuple[int, bytes]:
+        return split_digest(digest, self.bits)
+
+    def group_of(self, digest: bytes) -> Hashable:
+        return self.locate(digest)[0]
+
+    def max_data_bytes(self) -> int:
+        # record = flags + expiry + absolute + identity (up to 1+255) + payload; the
+        # store checks the exact packed length, this is only the headline figure.
+        return self.limits.hash_max_listpack_value - 9
+
+    def describe(self) -> dict[str, Any]:
+        return {"layout": self.name, "partitions": self.partitions,
+                "hash_max_listpack_entries": self.limits.hash_max_listpack_entries,
+                "hash_max_listpack_value": self.limits.hash_max_listpack_value}
+
+    def _decode(self, digest: bytes, where: bytes) -> Any:
+        def decode(reply: Any) -> Record | None:
+            if reply is None:
+                return None
+            return unpack_record(digest, reply, where=f" in {where.decode()}")
+
+        return decode
+
+    # -- operations ---------------------------------------------------------------------
+    def plan_put(self, rec: Record, now: int) -> Plan[None]:
+        p, field = self.locate(rec.digest)
+        key = self.hash_key(p)
+        steps: list[Command] = [Command(("HSET", key, field, pack_record(rec)), (key,))]
+        steps += self._put_extra(p, field, rec)
+        return Plan(tuple(steps), lambda r: None, atomic=len(steps) > 1)
+
+    def _put_extra(self, p: int, field: bytes, rec: Record) -> list[Command]:
+        return []
+
+    def plan_get(self, digest: bytes) -> Plan[Record | None]:
+        p, field = self.locate(digest)
+        key = self.hash_key(p)
+        return command("HGET", key, field, keys=(key,), decode=self._decode(digest, key))
+
+    def _keys(self, p: int) -> tuple[bytes, ...]:
+        return (self.hash_key(p),)
+
+    def plan_touch(self, digest: bytes, now: int, idle_ttl: int) -> Plan[int]:
+        p, field = self.locate(digest)
+        return script_call(script("hrec_touch"), self._keys(p), (field, now, idle_ttl, self.mode), int)
+
+    def plan_update(self, digest: bytes, data: dict[str, Any] | None, now: int) -> Plan[int]:
+        p, field = self.locate(digest)
+        payload = b"" if data is None else msgpack.packb(data, use_bin_type=True)
+        return script_call(
+            script("hrec_update"),
+            (self.hash_key(p),),
+            (field, now, payload, self.limits.hash_max_listpack_value, self.mode),
+            int,
+        )
+
+    def plan_delete(self, digest: bytes) -> Plan[Record | None]:
+        p, field = self.locate(digest)
+        key = self.hash_key(p)
+        steps = [Command(("HGET", key, field), (key,)), Command(("HDEL", key, field), (key,))]
+        steps += self._delete_extra(p, field)
+        decode = self._decode(digest, key)
+        return Plan(tuple(steps), lambda r: decode(r[0]), atomic=True)
+
+    def _delete_extra(self, p: int, field: bytes) -> list[Command]:
+        return []
+
+    def plan_rename(self, old: bytes, new: bytes, now: int) -> Plan[Record | None]:
+        p_old, f_old = self.locate(old)
+        p_new, f_new = self.locate(new)
+        keys = (self.hash_key(p_old), self.hash_key(p_new))
+        if self.mode == "zset":
+            keys += (self.zset_key(p_old), self.zset_key(p_new))
+        return Plan(
+            (ScriptCall(script("hrec_rename"), keys, (f_old, f_new, now, self.mode)),),
+            lambda r: None if r[0] is None else unpack_record(new, r[0]),
+        )
+
+    def sweep_units(self) -> Iterator[int]:
+        return iter(range(self.partitions))
+
+    def plan_sweep(self, unit: int, now: int, limit: int) -> Plan[list[Record]]:
+        def decode(reply: Any) -> list[Record]:
+            return [
+                unpack_record(join_digest(unit, reply[i], self.bits), reply[i + 1])
+                for i in range(0, len(reply), 2)
+            ]
+
+        return script_call(script("hrec_sweep"), self._keys(unit), (now, limit, self.mode), decode)
+
+
+class DenseLayout(PartitionedLayout):
+    name = "dense"
+
+
+class ZsetLayout(PartitionedLayout):
+    name = "zset"
+    mode = "zset"
+
+    def _keys(self, p: int) -> tuple[bytes, ...]:
+        return (self.hash_key(p), self.zset_key(p))
+
+    def _put_extra(self, p: int, field: bytes, rec: Record) -> list[Command]:
+        key = self.zset_key(p)
+        return [Command(("ZADD", key, rec.expires_at, field), (key,))]
+
+    def _delete_extra(self, p: int, field: bytes) -> list[Command]:
+        key = self.zset_key(p)
+        return [Command(("ZREM", key, field), (key,))]
+
+
+class FieldTtlLayout(PartitionedLayout):
+    name = "fieldttl"
+    mode = "fieldttl"
+    server_expires = True
+
+    def _put_extra(self, p: int, field: bytes, rec: Record) -> list[Command]:
+        key = self.hash_key(p)
+        return [Command(("HEXPIREAT", key, rec.expires_at, "FIELDS", 1, field), (key,))]
+
+    def sweep_units(self) -> Iterator[int]:
+        return iter(())  # the server expires fields itself

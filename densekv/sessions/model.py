@@ -1,0 +1,93 @@
+"""Sessions as values: tokens, digests, the Session a caller sees and the Record we store.
+
+Tokens are 24 random bytes from `secrets` (192 bits) as 32 URL-safe characters. The server
+never sees a token: every layout keys a session by its *digest*, the first 16 bytes (128
+bits) of SHA-256(token), so a dump of the server yields no usable cookie. A string that
+is not a well-formed token (wrong length, wrong alphabet, not ASCII, huge) has no digest:
+`digest_of` returns None and every lookup answers "not found" without asking the server.
+
+Expiry: `expires_at` is the moment the session stops working (unix seconds). With an idle
+TTL it moves on each touch but never past `absolute_at`, the hard limit set at creation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any, Union
+
+from densekv.errors import DensekvError
+
+TOKEN_BYTES = 24
+TOKEN_CHARS = 32  # base64url of 24 bytes, no padding
+DIGEST_BYTES = 16
+_TOKEN_RE = re.compile(r"\A[A-Za-z0-9_-]{32}\Z")
+
+Identity = Union[int, str]
+
+
+class SessionDataTooLarge(DensekvError):
+    """The payload would push a record past the server's listpack value limit."""
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def digest_of(token: object) -> bytes | None:
+    """The stored digest of a well-formed token, or None for anything else."""
+    if not isinstance(token, str) or len(token) != TOKEN_CHARS or not _TOKEN_RE.match(token):
+        return None
+    return hashlib.sha256(token.encode("ascii")).digest()[:DIGEST_BYTES]
+
+
+def check_identity(identity: object) -> Identity:
+    if isinstance(identity, bool) or not isinstance(identity, (int, str)):
+        raise TypeError("identity is an int >= 0 or a non-empty str")
+    if isinstance(identity, int) and not 0 <= identity < 2**64:
+        raise ValueError("an int identity is in 0 .. 2**64-1")
+    if isinstance(identity, str) and not 0 < len(identity.encode()) <= 255:
+        raise ValueError("a str identity is 1 to 255 bytes of UTF-8")
+    return identity
+
+
+def identity_bytes(identity: Identity) -> bytes:
+    """The identity as stored in the index: ints as minimal big-endian, strs as UTF-8.
+
+    A leading b"s" byte marks strings so that the int 7 and the str "\\x07" differ.
+    """
+    if isinstance(identity, int):
+        return identity.to_bytes(max(1, (identity.bit_length() + 7) // 8), "big")
+    return b"s" + identity.encode()
+
+
+@dataclass(frozen=True)
+class Session:
+    """What `SessionStore.get` returns. `id` is the digest in hex: safe to show or log,
+    useless as a cookie. Sessions listed by `sessions_of` have token "" (the server
+    never had it) and can be ended with `destroy_id(session.id)`."""
+
+    token: str
+    identity: Identity
+    expires_at: int
+    data: dict[str, Any] | None = None
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class Record:
+    """A session as stored: its digest, owner, expiry and payload (already a dict)."""
+
+    digest: bytes
+    identity: Identity
+    expires_at: int
+    absolute_at: int  # == expires_at when there is no idle TTL
+    data: dict[str, Any] | None = None
+
+    def live(self, now: int) -> bool:
+        return self.expires_at > now
+
+    def session(self, token: str) -> Session:
+        return Session(token, self.identity, self.expires_at, self.data, self.digest.hex())

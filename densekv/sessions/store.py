@@ -1,0 +1,599 @@
+"""SessionStore and AsyncSessionStore: the session API over any layout.
+
+Every operation is written once, as a *flow*: a generator that yields lists of plans and
+receives their results (one list = one round trip). `SessionStore` drives flows with a
+sync or cluster executor, `AsyncSessionStore` with an asyncio one, so the two cannot
+drift. Invariants:
+  * a malformed token never reaches the server (digest_of() is None -> "not found");
+  * get/touch/sessions_of never return a session whose expiry has passed, swept or not;
+  * data too large for the layout is refused before anything is written;
+  * regenerate is one atomic step on the server (a script or RENAME on one slot): the
+    new token is drawn until it falls in the old one's slot group;
+  * the identity index gains an entry before a session can be found under a new digest
+    and loses it after the session is gone, so destroy_all() never misses a live one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import msgpack
+import redis
+from redis.crc import key_slot
+
+from densekv.errors import DensekvError
+from densekv.keys import partition_count
+from densekv.plan import Plan, executor_for
+from densekv.sessions.index import IdentityIndex
+from densekv.sessions.layouts.base import Layout, LayoutLimits
+from densekv.sessions.layouts.partitioned import DenseLayout, FieldTtlLayout, PartitionedLayout, ZsetLayout
+from densekv.sessions.layouts.perkey import HashLayout, JsonLayout, PackedLayout
+from densekv.sessions.model import (
+    Identity,
+    Record,
+    Session,
+    SessionDataTooLarge,
+    check_identity,
+    digest_of,
+    new_token,
+)
+from densekv.sessions.record import pack_record
+
+T = TypeVar("T")
+Flow = Generator[list[Plan[Any]], list[Any], T]
+
+LAYOUTS = ("json", "packed", "hash", "zset", "dense", "fieldttl")
+DEFAULT_TTL = 30 * 24 * 3600
+SWEEP_BATCH = 64  # partitions per round trip
+
+
+class LayoutUnavailable(DensekvError):
+    """The layout asked for cannot run on this server (e.g. fieldttl without HEXPIRE)."""
+
+
+def step(plan_or_flow: Any) -> Flow[Any]:
+    """Run one layout operation inside a flow: a Plan (one round trip) or a sub-flow."""
+    if isinstance(plan_or_flow, Plan):
+        return (yield [plan_or_flow])[0]
+    return (yield from plan_or_flow)
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What the store needs of the server (from the probe, or a few CONFIG GETs)."""
+
+    limits: LayoutLimits
+    field_ttl: str = "none"
+    field_ttl_encoding: str | None = None
+    cluster: bool = False
+
+
+@dataclass(frozen=True)
+class Choice:
+    layout: str
+    reason: str
+
+
+def choose_layout(facts: ServerFacts) -> Choice:
+    """`layout="auto"`: the densest layout for this server, with the reason."""
+    if facts.field_ttl_encoding == "listpackex":
+        why = ("field TTL stays in a listpack here (listpackex), but each expiring field "
+               "carries its own TTL entry: dense (expiry inside the record) is still smaller")
+    elif facts.field_ttl != "none":
+        why = (f"field TTL exists here but converts the hash to a {facts.field_ttl_encoding}: "
+               "dense keeps listpacks")
+    else:
+        why = "no field TTL on this server: dense keeps the expiry inside the record"
+    return Choice("dense", why)
+
+
+def make_layout(name: str, namespace: str, facts: ServerFacts, expected: int, partitions: int | None) -> Layout:
+    if name in ("json", "packed", "hash"):
+        return {"json": JsonLayout, "packed": PackedLayout, "hash": HashLayout}[name](namespace)
+    limit = facts.limits.hash_max_listpack_entries
+    if name == "zset":
+        limit = min(limit, facts.limits.zset_max_listpack_entries)
+    p = partitions or partition_count(expected, limit)
+    if name == "dense":
+        return DenseLayout(namespace, p, facts.limits)
+    if name == "zset":
+        return ZsetLayout(namespace, p, facts.limits)
+    if name == "fieldttl":
+        if facts.field_ttl == "none":
+            raise LayoutUnavailable("layout fieldttl needs hash field TTL (Redis 7.4+, Valkey 9+)")
+        return FieldTtlLayout(namespace, p, facts.limits)
+    raise ValueError(f"unknown layout {name!r}: choose one of auto, {', '.join(LAYOUTS)}")
+
+
+class SessionCore:
+    """The flows; no I/O. Both stores hold one and drive its flows."""
+
+    def __init__(
+        self,
+        facts: ServerFacts,
+        *,
+        namespace: str,
+        layout: str,
+        ttl: int,
+        idle_ttl: int | None,
+        expected_sessions: int,
+        index_identities: bool,
+        partitions: int | None,
+        clock: Callable[[], float],
+    ) -> None:
+        if ttl <= 0 or (idle_ttl is not None and idle_ttl <= 0):
+            raise ValueError("ttl and idle_ttl are positive numbers of seconds")
+        if not namespace or "{" in namespace or "}" in namespace:
+            raise ValueError("namespace is a non-empty string without braces")
+        self.facts = facts
+        self.choice = choose_layout(facts) if layout == "auto" else Choice(layout, "asked for")
+        self.layout = make_layout(self.choice.layout, namespace, facts, expected_sessions, partitions)
+        self.ttl = int(ttl)
+        self.idle_ttl = int(idle_ttl) if idle_ttl else None
+        self.index = (
+            IdentityIndex(namespace, partition_count(expected_sessions, facts.limits.hash_max_listpack_entries))
+            if index_identities
+            else None
+        )
+        self.clock = clock
+        self.sweep_cursor = 0
+        self.refused_too_large = 0
+
+    def now(self) -> int:
+        return int(self.clock())
+
+    # -- helpers --------------------------------------------------------------------
+    def _new_record(self, identity: Any, data: dict[str, Any] | None, ttl: int | None) -> Record:
+        identity = check_identity(identity)
+        if data is not None and not isinstance(data, dict):
+            raise TypeError("session data is a dict (or None)")
+        now = self.now()
+        absolute = now + int(ttl or self.ttl)
+        expires = min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute
+        self._check_size(identity, data, expires, absolute)
+        return Record(b"\0" * 16, identity, expires, absolute, data)
+
+    def _check_size(self, identity: Identity, data: dict[str, Any] | None, expires: int, absolute: int) -> None:
+        if not isinstance(self.layout, PartitionedLayout):
+            return
+        size = len(pack_record(Record(b"", identity, expires, absolute, data)))
+        limit = self.facts.limits.hash_max_listpack_value
+        if size > limit:
+            self.refused_too_large += 1
+            raise SessionDataTooLarge(
+                f"this session's record would be {size} bytes, over the server's "
+                f"hash-max-listpack-value {limit}: keep session data small (ids, flags), "
+                "store bulky data elsewhere, or raise the limit"
+            )
+
+    def _token_in_group(self, old: bytes) -> tuple[str, bytes]:
+        """A fresh token whose keys share the old one's slot (needed for one-step rename)."""
+        group = self._group(old)
+        while True:
+            token = new_token()
+            digest = digest_of(token)
+            assert digest is not None
+            if self._group(digest) == group:
+                return token, digest
+
+    def _group(self, digest: bytes) -> Any:
+        layout = self.layout
+        if isinstance(layout, PartitionedLayout):
+            if not self.facts.cluster:
+                return 0  # one server: any two partitions can share a script
+            return key_slot(layout.hash_key(layout.locate(digest)[0]))
+        return layout.group_of(digest)
+
+    # -- flows ------------------------------------------------------------------------
+    def create(self, identity: Identity, data: dict[str, Any] | None, ttl: int | None) -> Flow[str]:
+        tokens = yield from self.create_many([identity], data, ttl)
+        return tokens[0]
+
+    def create_many(self, identities: Iterable[Identity], data: dict[str, Any] | None, ttl: int | None) -> Flow[list[str]]:
+        made: list[tuple[str, Record]] = []
+        for identity in identities:
+            base = self._new_record(identity, data, ttl)
+            token = new_token()
+            digest = digest_of(token)
+            assert digest is not None
+            made.append((token, Record(digest, base.identity, base.expires_at, base.absolute_at, data)))
+        if not made:
+            return []
+        now = self.now()
+        yield [self.layout.plan_put(rec, now) for _, rec in made]
+        if self.index is not None:
+            yield [self.index.plan_add(rec.identity, rec.digest, rec.absolute_at) for _, rec in made]
+        return [token for token, _ in made]
+
+    def get(self, token: str) -> Flow[Session | None]:
+        digest = digest_of(token)
+        if digest is None:
+            return None
+        rec = yield from step(self.layout.plan_get(digest))
+        if rec is None or not rec.live(self.now()):
+            return None
+        return rec.session(token)  # type: ignore[no-any-return]
+
+    def touch(self, token: str) -> Flow[bool]:
+        digest = digest_of(token)
+        if digest is None:
+            return False
+        if self.idle_ttl is None:
+            session = yield from self.get(token)
+            return session is not None
+        new_expiry = yield from step(self.layout.plan_touch(digest, self.now(), self.idle_ttl))
+        return bool(new_expiry)
+
+    def update(self, token: str, data: dict[str, Any] | None) -> Flow[bool]:
+        digest = digest_of(token)
+        if data is not None and not isinstance(data, dict):
+            raise TypeError("session data is a dict (or None)")
+        if digest is None:
+            return False
+        if isinstance(self.layout, PartitionedLayout):
+            # exact check needs the identity: the script refuses (-1) past the limit
+            payload = 0 if data is None else len(msgpack.packb(data, use_bin_type=True))
+            if payload > self.facts.limits.hash_max_listpack_value:
+                self.refused_too_large += 1
+                raise SessionDataTooLarge(f"{payload} bytes of session data cannot fit a listpack value")
+        result = yield from step(self.layout.plan_update(digest, data, self.now()))
+        if result == -1:
+            self.refused_too_large += 1
+            raise SessionDataTooLarge("this data would push the session's record past hash-max-listpack-value")
+        return bool(result == 1)
+
+    def destroy(self, token: str) -> Flow[bool]:
+        digest = digest_of(token)
+        if digest is None:
+            return False
+        return (yield from self.destroy_digest(digest))
+
+    def destroy_id(self, session_id: str) -> Flow[bool]:
+        try:
+            digest = bytes.fromhex(session_id)
+        except (ValueError, TypeError):
+            return False
+        if len(digest) != 16:
+            return False
+        return (yield from self.destroy_digest(digest))
+
+    def destroy_digest(self, digest: bytes) -> Flow[bool]:
+        rec = yield from step(self.layout.plan_delete(digest))
+        if rec is None:
+            return False
+        if self.index is not None:
+            yield [self.index.plan_remove(rec.identity, [digest])]
+        return bool(rec.live(self.now()))
+
+    def regenerate(self, token: str) -> Flow[str | None]:
+        old = digest_of(token)
+        if old is None:
+            return None
+        current = yield from step(self.layout.plan_get(old))
+        now = self.now()
+        if current is None or not current.live(now):
+            return None
+        new_token_, new = self._token_in_group(old)
+        if self.index is not None:  # listed before it can be found: destroy_all never misses it
+            yield [self.index.plan_add(current.identity, new, current.absolute_at)]
+        moved = yield from step(self.layout.plan_rename(old, new, now))
+        if self.index is not None:
+            gone = old if moved is not None else new
+            yield [self.index.plan_remove(current.identity, [gone])]
+        return new_token_ if moved is not None else None
+
+    def _digests_of(self, identity: Identity) -> Flow[list[bytes]]:
+        assert self.index is not None
+        found: list[bytes] = []
+        cursor = 0
+        while True:
+            cursor, digests = (yield [self.index.plan_scan(identity, cursor)])[0]
+            found.extend(digests)
+            if cursor == 0:
+                return list(dict.fromkeys(found))
+
+    def _need_index(self) -> None:
+        if self.index is None:
+            raise DensekvError("this store was made with index_identities=False")
+
+    def sessions_of(self, identity: Identity) -> Flow[list[Session]]:
+        self._need_index()
+        identity = check_identity(identity)
+        digests = yield from self._digests_of(identity)
+        if not digests:
+            return []
+        records = yield from self._get_many(digests)
+        now = self.now()
+        return [
+            Session("", r.identity, r.expires_at, r.data, id=r.digest.hex())
+            for r in records
+            if r is not None and r.live(now) and r.identity == identity
+        ]
+
+    def _get_many(self, digests: Sequence[bytes]) -> Flow[list[Record | None]]:
+        plans = [self.layout.plan_get(d) for d in digests]
+        if all(isinstance(p, Plan) for p in plans):
+            return (yield plans)
+        out = []
+        for p in plans:
+            out.append((yield from step(p)))
+        return out
+
+    def destroy_all(self, identity: Identity) -> Flow[int]:
+        self._need_index()
+        identity = check_identity(identity)
+        digests = yield from self._digests_of(identity)
+        if not digests:
+            return 0
+        removed = yield [self.layout.plan_delete(d) for d in digests]
+        yield [self.index.plan_remove(identity, digests)]  # type: ignore[union-attr]
+        now = self.now()
+        return sum(1 for r in removed if r is not None and r.live(now) and r.identity == identity)
+
+    def sweep(self, max_items: int | None) -> Flow[int]:
+        """Remove expired sessions, partition by partition; a full pass when max_items is None."""
+        units = list(self.layout.sweep_units())
+        removed_total = 0
+        budget = max_items if max_items is not None else float("inf")
+        if units:
+            visited = 0
+            while visited < len(units) and removed_total < budget:
+                batch = [units[(self.sweep_cursor + i) % len(units)] for i in range(min(SWEEP_BATCH, len(units) - visited))]
+                now = self.now()
+                # share what is left of the budget among this round trip's partitions
+                left = budget - removed_total
+                limit = 1 << 30 if max_items is None else max(1, -(-int(left) // len(batch)))
+                results = yield [self.layout.plan_sweep(u, now, limit) for u in batch]
+                self.sweep_cursor = (self.sweep_cursor + len(batch)) % len(units)
+                visited += len(batch)
+                gone: list[Record] = [r for rs in results for r in rs]
+                removed_total += len(gone)
+                if self.index is not None and gone:
+                    by_identity: dict[Identity, list[bytes]] = {}
+                    for r in gone:
+                        by_identity.setdefault(r.identity, []).append(r.digest)
+                    yield [self.index.plan_remove(i, ds) for i, ds in by_identity.items()]
+        if self.index is not None and (max_items is None or removed_total < budget):
+            parts = list(self.index.units())
+            now = self.now()
+            for i in range(0, len(parts), SWEEP_BATCH):
+                yield [self.index.plan_sweep(p, now) for p in parts[i : i + SWEEP_BATCH]]
+        return removed_total
+
+    def count(self) -> Flow[int]:
+        """Sessions stored (expired ones not yet swept included, for sweep-based layouts)."""
+        layout = self.layout
+        if isinstance(layout, PartitionedLayout):
+            from densekv.plan import command
+
+            total = 0
+            keys = [layout.hash_key(p) for p in range(layout.partitions)]
+            for i in range(0, len(keys), 512):
+                replies = yield [command("HLEN", k, keys=(k,), decode=int) for k in keys[i : i + 512]]
+                total += sum(replies)
+            return total
+        raise NotImplementedError  # key-per-session: counted with SCAN by the shells
+
+    def explain(self) -> dict[str, Any]:
+        return {
+            **self.layout.describe(),
+            "reason": self.choice.reason,
+            "ttl": self.ttl,
+            "idle_ttl": self.idle_ttl,
+            "index_partitions": self.index.partitions if self.index else None,
+            "server": {
+                "hash_max_listpack_entries": self.facts.limits.hash_max_listpack_entries,
+                "hash_max_listpack_value": self.facts.limits.hash_max_listpack_value,
+                "field_ttl": self.facts.field_ttl,
+                "field_ttl_encoding": self.facts.field_ttl_encoding,
+                "cluster": self.facts.cluster,
+            },
+        }
+
+
+def facts_from_probe(client: Any) -> ServerFacts:
+    from densekv.server.probe import probe
+
+    caps = probe(client)
+    return ServerFacts(
+        LayoutLimits(caps.hash_max_listpack_entries, caps.hash_max_listpack_value, caps.zset_max_listpack_entries),
+        caps.field_ttl,
+        caps.field_ttl_encoding,
+        caps.cluster,
+    )
+
+
+class SessionStore:
+    """Sessions in Redis/Valkey at a few dozen bytes each. See README "Sessions"."""
+
+    def __init__(
+        self,
+        client: redis.Redis | redis.RedisCluster,
+        namespace: str = "sess",
+        layout: str = "auto",
+        ttl: int = DEFAULT_TTL,
+        idle_ttl: int | None = None,
+        expected_sessions: int = 100_000,
+        index_identities: bool = True,
+        *,
+        partitions: int | None = None,
+        facts: ServerFacts | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self._ex = executor_for(client)
+        self._core = SessionCore(
+            facts or facts_from_probe(client),
+            namespace=namespace, layout=layout, ttl=ttl, idle_ttl=idle_ttl,
+            expected_sessions=expected_sessions, index_identities=index_identities,
+            partitions=partitions, clock=clock,
+        )
+
+    def _run(self, flow: Flow[T]) -> T:
+        try:
+            plans = next(flow)
+            while True:
+                plans = flow.send(self._ex.run_many(plans))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    @property
+    def layout(self) -> str:
+        return self._core.layout.name
+
+    def explain(self) -> dict[str, Any]:
+        return self._core.explain()
+
+    def create(self, identity: Identity, data: dict[str, Any] | None = None, ttl: int | None = None) -> str:
+        return self._run(self._core.create(identity, data, ttl))
+
+    def create_many(self, identities: Iterable[Identity], data: dict[str, Any] | None = None, ttl: int | None = None, *, batch: int = 1000) -> list[str]:
+        """Create many sessions, one pipeline round trip (two with the index) per batch."""
+        out: list[str] = []
+        chunk: list[Identity] = []
+        for identity in identities:
+            chunk.append(identity)
+            if len(chunk) >= batch:
+                out += self._run(self._core.create_many(chunk, data, ttl))
+                chunk = []
+        if chunk:
+            out += self._run(self._core.create_many(chunk, data, ttl))
+        return out
+
+    def get(self, token: str) -> Session | None:
+        return self._run(self._core.get(token))
+
+    def touch(self, token: str) -> bool:
+        return self._run(self._core.touch(token))
+
+    def update(self, token: str, data: dict[str, Any] | None) -> bool:
+        return self._run(self._core.update(token, data))
+
+    def destroy(self, token: str) -> bool:
+        return self._run(self._core.destroy(token))
+
+    def destroy_id(self, session_id: str) -> bool:
+        """End a session listed by sessions_of() (by its id, not its token)."""
+        return self._run(self._core.destroy_id(session_id))
+
+    def regenerate(self, token: str) -> str | None:
+        return self._run(self._core.regenerate(token))
+
+    def sessions_of(self, identity: Identity) -> list[Session]:
+        return self._run(self._core.sessions_of(identity))
+
+    def destroy_all(self, identity: Identity) -> int:
+        return self._run(self._core.destroy_all(identity))
+
+    def sweep(self, max_items: int | None = None) -> int:
+        return self._run(self._core.sweep(max_items))
+
+    def count(self) -> int:
+        if isinstance(self._core.layout, PartitionedLayout):
+            return self._run(self._core.count())
+        layout = self._core.layout
+        pattern = f"{layout.namespace}:{layout.code}:*"  # type: ignore[attr-defined]
+        return sum(1 for _ in self.client.scan_iter(match=pattern, count=1000))
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.explain(), "sessions": self.count(), "refused_too_large": self._core.refused_too_large}
+
+
+class AsyncSessionStore:
+    """The asyncio twin of SessionStore: same names, awaited. Pass `facts` or call
+    `await store.ready()` is implicit: the first operation reads the server's limits."""
+
+    def __init__(
+        self,
+        client: Any,
+        namespace: str = "sess",
+        layout: str = "auto",
+        ttl: int = DEFAULT_TTL,
+        idle_ttl: int | None = None,
+        expected_sessions: int = 100_000,
+        index_identities: bool = True,
+        *,
+        partitions: int | None = None,
+        facts: ServerFacts | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client = client
+        self._ex = executor_for(client)
+        self._args = dict(namespace=namespace, layout=layout, ttl=ttl, idle_ttl=idle_ttl,
+                          expected_sessions=expected_sessions, index_identities=index_identities,
+                          partitions=partitions, clock=clock)
+        self._core: SessionCore | None = SessionCore(facts, **self._args) if facts else None  # type: ignore[arg-type]
+
+    async def ready(self) -> SessionCore:
+        if self._core is None:
+            self._core = SessionCore(await _afacts(self._ex), **self._args)  # type: ignore[arg-type]
+        return self._core
+
+    async def _run(self, make: Callable[[SessionCore], Flow[T]]) -> T:
+        flow = make(await self.ready())
+        try:
+            plans = next(flow)
+            while True:
+                plans = flow.send(await self._ex.run_many(plans))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    async def explain(self) -> dict[str, Any]:
+        return (await self.ready()).explain()
+
+    async def create(self, identity: Identity, data: dict[str, Any] | None = None, ttl: int | None = None) -> str:
+        return await self._run(lambda c: c.create(identity, data, ttl))
+
+    async def create_many(self, identities: Iterable[Identity], data: dict[str, Any] | None = None, ttl: int | None = None) -> list[str]:
+        items = list(identities)
+        return await self._run(lambda c: c.create_many(items, data, ttl))
+
+    async def get(self, token: str) -> Session | None:
+        return await self._run(lambda c: c.get(token))
+
+    async def touch(self, token: str) -> bool:
+        return await self._run(lambda c: c.touch(token))
+
+    async def update(self, token: str, data: dict[str, Any] | None) -> bool:
+        return await self._run(lambda c: c.update(token, data))
+
+    async def destroy(self, token: str) -> bool:
+        return await self._run(lambda c: c.destroy(token))
+
+    async def destroy_id(self, session_id: str) -> bool:
+        return await self._run(lambda c: c.destroy_id(session_id))
+
+    async def regenerate(self, token: str) -> str | None:
+        return await self._run(lambda c: c.regenerate(token))
+
+    async def sessions_of(self, identity: Identity) -> list[Session]:
+        return await self._run(lambda c: c.sessions_of(identity))
+
+    async def destroy_all(self, identity: Identity) -> int:
+        return await self._run(lambda c: c.destroy_all(identity))
+
+    async def sweep(self, max_items: int | None = None) -> int:
+        return await self._run(lambda c: c.sweep(max_items))
+
+
+async def _afacts(ex: Any) -> ServerFacts:
+    """The few server facts an async store needs, read with CONFIG GET / COMMAND INFO."""
+    from densekv.plan import command
+
+    def pair(reply: Any) -> int:
+        items = list(reply.items()) if isinstance(reply, dict) else list(zip(reply[::2], reply[1::2]))
+        return int(items[0][1])
+
+    entries, value, zentries, hexpire, hsetex = await ex.run_many([
+        command("CONFIG", "GET", "hash-max-listpack-entries", decode=pair),
+        command("CONFIG", "GET", "hash-max-listpack-value", decode=pair),
+        command("CONFIG", "GET", "zset-max-listpack-entries", decode=pair),
+        command("COMMAND", "INFO", "HEXPIRE", decode=lambda r: bool(r) and r[0] is not None),
+        command("COMMAND", "INFO", "HSETEX", decode=lambda r: bool(r) and r[0] is not None),
+    ])
+    field_ttl = "hsetex" if hsetex else "hexpire" if hexpire else "none"
+    cluster = type(ex).__name__ == "AsyncClusterExecutor"
+    return ServerFacts(LayoutLimits(entries, value, zentries), field_ttl, None, cluster)

@@ -1,0 +1,423 @@
+"""The session contract: every layout, on every server present and on a cluster, behaves
+like a small in-memory reference model (a dict with expiry times) under a random mix of
+operations; plus the safety rules (bad tokens, too-large data, corrupt records, no token
+in clear, hash tags, sweep beside writers, AOF restart)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from redis.crc import key_slot
+
+from densekv.errors import DecodeError
+from densekv.server.process import ServerProcess
+from densekv.sessions import LAYOUTS, AsyncSessionStore, SessionDataTooLarge, SessionStore
+from densekv.sessions.layouts.partitioned import PartitionedLayout
+
+
+def layouts_for(client: Any) -> list[str]:
+    import densekv
+
+    caps = densekv.probe(client)
+    return [name for name in LAYOUTS if name != "fieldttl" or caps.field_ttl != "none"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = float(int(time.time()))
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# --- the reference model --------------------------------------------------------------
+
+
+@dataclass
+class ModelSession:
+    identity: Any
+    expires: int
+    absolute: int
+    data: dict[str, Any] | None
+
+
+@dataclass
+class Model:
+    ttl: int
+    idle: int | None
+    clock: Clock
+    sessions: dict[str, ModelSession] = field(default_factory=dict)
+
+    def now(self) -> int:
+        return int(self.clock())
+
+    def live(self, token: str) -> ModelSession | None:
+        s = self.sessions.get(token)
+        return s if s is not None and s.expires > self.now() else None
+
+    def create(self, token: str, identity: Any, data: Any, ttl: int | None) -> None:
+        absolute = self.now() + (ttl or self.ttl)
+        expires = min(absolute, self.now() + self.idle) if self.idle else absolute
+        self.sessions[token] = ModelSession(identity, expires, absolute, data)
+
+    def touch(self, token: str) -> bool:
+        s = self.live(token)
+        if s is None:
+            return False
+        if self.idle:
+            s.expires = max(s.expires, min(s.absolute, self.now() + self.idle))
+        return True
+
+    def update(self, token: str, data: Any) -> bool:
+        s = self.live(token)
+        if s is None:
+            return False
+        s.data = data
+        return True
+
+    def destroy(self, token: str) -> bool:
+        s = self.sessions.pop(token, None)
+        return s is not None and s.expires > self.now()
+
+    def regenerate(self, old: str, new: str | None) -> None:
+        s = self.sessions.pop(old)
+        if new is not None:
+            self.sessions[new] = s
+
+    def of(self, identity: Any) -> list[ModelSession]:
+        return [s for t, s in self.sessions.items() if s.identity == identity and self.live(t)]
+
+    def destroy_all(self, identity: Any) -> int:
+        mine = [t for t, s in self.sessions.items() if s.identity == identity]
+        n = sum(1 for t in mine if self.live(t))
+        for t in mine:
+            del self.sessions[t]
+        return n
+
+
+IDENTITIES = [1, 2, 3, 70000, 2**40, "alice", "bob@example.com", "ünï"]
+DATA = [None, {}, {"cart": [1, 2]}, {"role": "admin", "n": 3}]
+
+
+def run_against_model(store: SessionStore, clock: Clock, seed: int, steps: int = 250) -> None:
+    rng = random.Random(seed)
+    model = Model(store._core.ttl, store._core.idle_ttl, clock)
+    tokens: list[str] = []
+    for i in range(steps):
+        op = rng.choices(
+            ["create", "get", "touch", "update", "destroy", "regen", "of", "all", "tick", "sweep", "bad"],
+            weights=[20, 20, 8, 6, 5, 6, 6, 2, 10, 3, 3],
+        )[0]
+        pick = rng.choice(tokens) if tokens else "nope"
+        where = f"step {i} {op} ({store.layout})"
+        if op == "create":
+            ident, data = rng.choice(IDENTITIES), rng.choice(DATA)
+            ttl = rng.choice([None, 30, 500])
+            token = store.create(ident, data, ttl=ttl)
+            model.create(token, ident, data, ttl)
+            tokens.append(token)
+        elif op == "get":
+            got, want = store.get(pick), model.live(pick)
+            if want is None:
+                assert got is None, where
+            else:
+                assert got is not None, where
+                assert (got.identity, got.expires_at, got.data) == (want.identity, want.expires, want.data), where
+        elif op == "touch":
+            assert store.touch(pick) == model.touch(pick), where
+        elif op == "update":
+            data = rng.choice(DATA)
+            assert store.update(pick, data) == model.update(pick, data), where
+        elif op == "destroy":
+            assert store.destroy(pick) == model.destroy(pick), where
+        elif op == "regen":
+            alive = model.live(pick) is not None
+            new = store.regenerate(pick)
+            assert (new is not None) == alive, where
+            if pick in model.sessions:
+                model.regenerate(pick, new)
+            if new is not None:
+                tokens.append(new)
+                assert store.get(pick) is None and store.get(new) is not None, where
+        elif op == "of":
+            ident = rng.choice(IDENTITIES)
+            got = sorted((s.expires_at, repr(s.data)) for s in store.sessions_of(ident))
+            want = sorted((s.expires, repr(s.data)) for s in model.of(ident))
+            assert got == want, where
+        elif op == "all":
+            ident = rng.choice(IDENTITIES)
+            assert store.destroy_all(ident) == model.destroy_all(ident), where
+        elif op == "tick":
+            clock.now += rng.choice([1, 5, 20, 40])
+        elif op == "sweep":
+            store.sweep()
+        elif op == "bad":
+            assert store.get(rng.choice(["", "x" * 32, "é" * 32, "a" * 10_000, pick[:-1] + "~"])) is None
+    # Finally: everything the model holds live is there, nothing else is.
+    for token in tokens:
+        want = model.live(token)
+        got = store.get(token)
+        assert (got is None) == (want is None), token
+
+
+@pytest.mark.parametrize("idle", [None, 60])
+def test_every_layout_matches_the_model(client: redis.Redis, server_name: str, idle: int | None) -> None:
+    for layout in layouts_for(client):
+        clock = Clock()
+        store = SessionStore(client, namespace=f"m{layout}", layout=layout, ttl=120, idle_ttl=idle,
+                             expected_sessions=500, clock=clock)
+        run_against_model(store, clock, seed=hash((server_name, layout, idle)) & 0xFFFF)
+
+
+def test_every_layout_matches_the_model_on_a_cluster(cluster_client: redis.RedisCluster) -> None:
+    for layout in layouts_for(cluster_client):
+        clock = Clock()
+        store = SessionStore(cluster_client, namespace=f"c{layout}", layout=layout, ttl=120,
+                             idle_ttl=60, expected_sessions=500, clock=clock)
+        run_against_model(store, clock, seed=7, steps=150)
+
+
+def test_async_twin_matches_the_sync_store(server: ServerProcess) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        await client.flushall()
+        store = AsyncSessionStore(client, namespace="as", ttl=100, idle_ttl=50, expected_sessions=100)
+        token = await store.create(7, {"a": 1})
+        got = await store.get(token)
+        assert got is not None and got.identity == 7 and got.data == {"a": 1}
+        assert await store.touch(token)
+        assert await store.update(token, {"b": 2})
+        new = await store.regenerate(token)
+        assert new and await store.get(token) is None
+        assert [s.identity for s in await store.sessions_of(7)] == [7]
+        assert await store.destroy_all(7) == 1
+        assert await store.get(new) is None
+        assert (await store.explain())["layout"] == "dense"
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_auto_picks_dense_and_says_why(client: redis.Redis, server_name: str) -> None:
+    store = SessionStore(client)
+    info = store.explain()
+    assert info["layout"] == "dense" and info["reason"]
+
+
+@pytest.mark.parametrize("bad", ["", " ", "x" * 31, "x" * 33, "é" * 32, "a" * 100_000, "\x00" * 32, None, 42, b"x" * 32])
+def test_malformed_tokens_are_not_found(client: redis.Redis, bad: Any) -> None:
+    store = SessionStore(client, expected_sessions=100)
+    before = client.info("stats")["total_commands_processed"]
+    assert store.get(bad) is None
+    assert store.touch(bad) is False and store.destroy(bad) is False
+    assert store.update(bad, {}) is False and store.regenerate(bad) is None
+    # a malformed token never reaches the server (only the INFO call itself counts)
+    assert client.info("stats")["total_commands_processed"] - before == 1
+
+
+def test_unknown_well_formed_token_is_not_found(client: redis.Redis) -> None:
+    store = SessionStore(client, expected_sessions=100)
+    assert store.get("A" * 32) is None and store.regenerate("A" * 32) is None
+
+
+def test_too_large_data_is_refused_before_writing(client: redis.Redis, server_name: str) -> None:
+    store = SessionStore(client, layout="dense", expected_sessions=100)
+    token = store.create(1, {"ok": True})
+    with pytest.raises(SessionDataTooLarge, match="hash-max-listpack-value"):
+        store.create(2, {"blob": "x" * 200})
+    with pytest.raises(SessionDataTooLarge):
+        store.update(token, {"blob": "x" * 60})
+    assert store.count() == 1 and store.get(token).data == {"ok": True}  # type: ignore[union-attr]
+    assert store.stats()["refused_too_large"] == 2
+    layout = store._core.layout
+    assert isinstance(layout, PartitionedLayout)
+    for key in client.scan_iter(match=b"sess:sd:*"):
+        assert client.object("encoding", key) == b"listpack"
+
+
+def test_partitions_stay_listpacks_at_the_expected_size(client: redis.Redis, server_name: str) -> None:
+    store = SessionStore(client, layout="dense", expected_sessions=20_000, index_identities=True)
+    store.create_many(range(20_000))
+    encodings = {client.object("encoding", k) for k in client.scan_iter(match=b"sess:s*", count=1000)}
+    assert encodings == {b"listpack"}
+
+
+def test_a_corrupt_record_names_its_session_and_spares_the_others(client: redis.Redis) -> None:
+    store = SessionStore(client, layout="dense", expected_sessions=1)  # one partition
+    good, bad = store.create(1), store.create(2)
+    layout = store._core.layout
+    assert isinstance(layout, PartitionedLayout)
+    from densekv.sessions.model import digest_of
+
+    digest = digest_of(bad)
+    assert digest is not None
+    p, fld = layout.locate(digest)
+    client.hset(layout.hash_key(p), fld, b"\xff\x00garbage")
+    with pytest.raises(DecodeError, match=digest.hex()):
+        store.get(bad)
+    assert store.get(good) is not None
+
+
+def test_tokens_are_never_stored_in_clear(client: redis.Redis) -> None:
+    for layout in layouts_for(client):
+        store = SessionStore(client, namespace=f"t{layout}", layout=layout, expected_sessions=100)
+        tokens = [store.create(i) for i in range(50)]
+        dump = b""
+        for key in client.scan_iter(count=1000):
+            dump += key
+            kind = client.type(key)
+            if kind == b"string":
+                dump += client.get(key) or b""
+            elif kind == b"hash":
+                dump += b"".join(k + v for k, v in client.hgetall(key).items())
+            elif kind == b"zset":
+                dump += b"".join(client.zrange(key, 0, -1))
+        for token in tokens:
+            assert token.encode() not in dump
+            import base64
+
+            assert base64.urlsafe_b64decode(token + "==") not in dump
+
+
+def test_every_key_of_a_partition_shares_a_slot(client: redis.Redis) -> None:
+    store = SessionStore(client, layout="zset", expected_sessions=2000)
+    store.create_many(range(2000))
+    by_partition: dict[bytes, set[int]] = {}
+    for key in client.scan_iter(match=b"sess:s[dz]:*", count=1000):
+        part = key.split(b":", 2)[2]
+        by_partition.setdefault(part, set()).add(key_slot(key))
+    assert by_partition and all(len(slots) == 1 for slots in by_partition.values())
+
+
+def test_index_is_leak_free_after_one_sweep(client: redis.Redis) -> None:
+    clock = Clock()
+    store = SessionStore(client, layout="dense", ttl=100, expected_sessions=1000, clock=clock)
+    short = [store.create(i % 50, ttl=10) for i in range(300)]
+    long_ = [store.create(i % 50) for i in range(200)]
+    for t in short[:20]:
+        store.destroy(t)
+    clock.now += 50
+    removed = store.sweep()
+    assert removed == 280
+    index_entries = sum(client.hlen(k) for k in client.scan_iter(match=b"sess:si:*"))
+    assert index_entries == len(long_)
+    assert store.count() == len(long_)
+    assert sum(len(store.sessions_of(i)) for i in range(50)) == len(long_)
+
+
+def test_sweep_is_bounded(client: redis.Redis) -> None:
+    clock = Clock()
+    store = SessionStore(client, layout="dense", ttl=10, expected_sessions=5000, clock=clock)
+    store.create_many(range(3000))
+    clock.now += 20
+    first = store.sweep(max_items=500)
+    assert 500 <= first < 3000
+    assert first + store.sweep() == 3000 and store.count() == 0
+
+
+@pytest.mark.parametrize("layout", ["dense", "zset"])
+def test_sweep_beside_writers_never_removes_a_live_session(server: ServerProcess, layout: str) -> None:
+    """Writers create, touch and regenerate short-lived sessions while sweeps run; at the end
+    every session a writer holds as live (by its own bookkeeping) must be found."""
+    client = server.client()
+    client.flushall()
+    opts = dict(layout=layout, ttl=3, idle_ttl=2, expected_sessions=4000, namespace=f"sw{layout}")
+    stop = time.monotonic() + 4
+    failures: list[str] = []
+
+    def writer(seed: int) -> None:
+        rng = random.Random(seed)
+        store = SessionStore(server.client(), **opts)  # type: ignore[arg-type]
+        held: dict[str, float] = {}  # token -> a lower bound of its expiry
+        while time.monotonic() < stop:
+            op = rng.random()
+            if op < 0.4 or not held:
+                started = int(time.time())
+                token = store.create(rng.randrange(100))
+                held[token] = started + 2  # idle_ttl: expires no sooner than this
+            elif op < 0.7:
+                token = rng.choice(list(held))
+                if not store.touch(token):
+                    if time.time() < held[token] - 0.05:
+                        failures.append(f"{token} could not be touched before its expiry")
+                    del held[token]
+                    continue
+            else:
+                old = rng.choice(list(held))
+                known = held.pop(old)
+                new = store.regenerate(old)
+                if new is None:
+                    if time.time() < known - 0.05:
+                        failures.append(f"{old} could not be regenerated before its expiry")
+                    continue
+                token = new
+                held[token] = known
+            session = store.get(token)
+            if session is None:
+                if time.time() < held[token] - 0.05:
+                    failures.append(f"{token} vanished before its expiry")
+                del held[token]
+            else:
+                held[token] = max(held[token], session.expires_at)
+
+    def sweeper() -> None:
+        store = SessionStore(server.client(), **opts)  # type: ignore[arg-type]
+        while time.monotonic() < stop:
+            store.sweep(max_items=200)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(3)] + [threading.Thread(target=sweeper)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+    # After writers stop: every stored record either is live or gets swept; none is lost
+    # that the model says is live - verified by comparing a fresh full read with expiry.
+    store = SessionStore(client, **opts)  # type: ignore[arg-type]
+    now = int(time.time())
+    layout_obj = store._core.layout
+    assert isinstance(layout_obj, PartitionedLayout)
+    live_before = 0
+    for p in range(layout_obj.partitions):
+        for raw in client.hvals(layout_obj.hash_key(p)):
+            if int.from_bytes(raw[1:5], "big") > now + 1:
+                live_before += 1
+    store.sweep()
+    live_after = 0
+    for p in range(layout_obj.partitions):
+        for raw in client.hvals(layout_obj.hash_key(p)):
+            if int.from_bytes(raw[1:5], "big") > now + 1:
+                live_after += 1
+    assert live_after == live_before
+
+
+def test_acknowledged_sessions_survive_an_aof_restart() -> None:
+    import densekv
+
+    with densekv.embedded(aof=True) as srv:
+        store = SessionStore(srv.client(), expected_sessions=1000)
+        tokens = store.create_many(range(500))
+        srv.restart()
+        store = SessionStore(srv.client(), expected_sessions=1000)
+        assert all(store.get(t) is not None for t in tokens)
+        assert len(store.sessions_of(7)) == 1
+
+
+def test_sessions_of_another_identity_are_untouched(client: redis.Redis) -> None:
+    store = SessionStore(client, expected_sessions=100)
+    mine = [store.create("me") for _ in range(3)]
+    theirs = [store.create("mine") for _ in range(2)] + [store.create(7)]
+    assert store.destroy_all("me") == 3
+    assert all(store.get(t) is None for t in mine)
+    assert all(store.get(t) is not None for t in theirs)
+    listed = store.sessions_of("mine")
+    assert len(listed) == 2 and store.destroy_id(listed[0].id) and not store.destroy_id("zz")
+    assert len(store.sessions_of("mine")) == 1

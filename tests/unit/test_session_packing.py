@@ -1,0 +1,59 @@
+"""Pure session logic: tokens, digests, partition math and the compact record."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from densekv.errors import DecodeError
+from densekv.keys import join_digest, partition_count, split_digest
+from densekv.sessions.model import Record, digest_of, new_token
+from densekv.sessions.record import pack_record, unpack_record
+
+identities = st.one_of(st.integers(0, 2**64 - 1), st.text(min_size=1, max_size=60).filter(lambda s: 0 < len(s.encode()) <= 255))
+payloads = st.one_of(st.none(), st.dictionaries(st.text(max_size=5), st.one_of(st.integers(-5, 2**40), st.text(max_size=8), st.booleans()), max_size=4))
+
+
+@given(st.binary(min_size=16, max_size=16), identities, st.integers(0, 2**32 - 1), st.integers(0, 1000), payloads)
+def test_record_round_trips(digest: bytes, identity: object, expires: int, extra: int, data: object) -> None:
+    absolute = min(expires + extra, 2**32 - 1)
+    rec = Record(digest, identity, expires, absolute, data)  # type: ignore[arg-type]
+    assert unpack_record(digest, pack_record(rec)) == rec
+
+
+def test_small_record_is_small() -> None:
+    assert len(pack_record(Record(b"d" * 16, 4_000_000_000, 1_800_000_000, 1_800_000_000))) == 9
+
+
+@pytest.mark.parametrize("raw", [b"", b"\x04\x00", b"\x84abcdefgh", b"\x02\x00\x00\x00\x01ab\x00", b"\x44\x00\x00\x00\x01abcd\xc1"])
+def test_garbage_records_raise_a_typed_error_naming_the_session(raw: bytes) -> None:
+    with pytest.raises(DecodeError, match="00" * 16):
+        unpack_record(b"\0" * 16, raw)
+
+
+@given(st.binary(min_size=16, max_size=16), st.integers(0, 24))
+def test_split_and_join_digest_are_inverse(digest: bytes, bits: int) -> None:
+    partition, field = split_digest(digest, bits)
+    assert partition < 2**bits
+    assert len(field) == 16 - bits // 8
+    assert join_digest(partition, field, bits) == digest
+
+
+def test_tokens_are_long_random_and_have_digests() -> None:
+    tokens = {new_token() for _ in range(1000)}
+    assert len(tokens) == 1000
+    for t in tokens:
+        assert len(t) == 32
+        d = digest_of(t)
+        assert d is not None and len(d) == 16
+
+
+@pytest.mark.parametrize("bad", ["", "x" * 31, "x" * 33, "é" * 32, "a" * 31 + "=", None, 5, b"x" * 32])
+def test_malformed_tokens_have_no_digest(bad: object) -> None:
+    assert digest_of(bad) is None
+
+
+@pytest.mark.parametrize("n,z,expected", [(0, 512, 1), (1_000_000, 512, 4096), (1_000_000, 128, 16384), (10_000_000, 512, 32768)])
+def test_partition_count_keeps_the_fullest_partition_under_the_limit(n: int, z: int, expected: int) -> None:
+    assert partition_count(n, z) == expected
