@@ -194,6 +194,37 @@ def server_status() -> None:
     click.echo(state["url"] if state else "no densekv server is running")
 
 
+@cli.command()
+@url_option
+@server_option
+@click.option("--namespace", default="sess", show_default=True)
+@click.option("--layout", default="auto", show_default=True, help="the store's layout (as the app made it)")
+@click.option("--expected-sessions", type=int, default=100_000, show_default=True,
+              help="as the app passed it: it fixes the partition count")
+@click.option("--partitions", type=int, default=None, help="the partition count, if the app set it")
+@click.option("--max-items", type=int, default=None, help="stop after removing this many (default: a full pass)")
+@click.option("--every", type=float, default=None, help="repeat every SECONDS until interrupted")
+@click.option("--count", "repeat", type=int, default=None, help="with --every: stop after this many passes")
+def sweep(url: str | None, server_name: str, namespace: str, layout: str, expected_sessions: int,
+          partitions: int | None, max_items: int | None, every: float | None, repeat: int | None) -> None:
+    """Remove expired sessions (and stale identity-index entries), once or periodically."""
+    from densekv.sessions import SessionStore
+
+    with target_client(url, server_name) as client:
+        store = SessionStore(client, namespace=namespace, layout=layout,
+                             expected_sessions=expected_sessions, partitions=partitions)
+        passes = 0
+        while True:
+            started = time.monotonic()
+            removed = store.sweep(max_items)
+            passes += 1
+            click.echo(f"swept {removed} expired sessions from {namespace} ({store.layout}) "
+                       f"in {time.monotonic() - started:.2f}s")
+            if every is None or (repeat is not None and passes >= repeat):
+                return
+            time.sleep(max(0.0, every - (time.monotonic() - started)))
+
+
 def main() -> None:
     """Entry point: run the CLI, turning densekv and connection errors into one line."""
     try:

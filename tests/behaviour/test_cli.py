@@ -79,3 +79,20 @@ def test_servers_lists_the_matrix() -> None:
     rows = {r["name"]: r for r in json.loads(out.stdout)}
     assert rows["valkey-9.1"]["present"] is True
     assert set(rows) == {"redis-7.0", "redis-7.4", "valkey-8.0", "valkey-9.1"}
+
+
+def test_sweep_command_removes_expired_sessions(server: ServerProcess) -> None:
+    from densekv.sessions import SessionStore
+
+    client = server.client()
+    client.flushall()
+    store = SessionStore(client, layout="dense", ttl=1, expected_sessions=1000)
+    store.create_many(range(300))
+    keep = SessionStore(client, layout="dense", ttl=3600, expected_sessions=1000).create(1)
+    import time
+
+    time.sleep(2.1)
+    out = run("sweep", "--url", server.url, "--layout", "dense", "--expected-sessions", "1000")
+    assert out.returncode == 0, out.stderr
+    assert "swept 300 expired sessions" in out.stdout
+    assert store.get(keep) is not None and store.count() == 1
