@@ -363,19 +363,33 @@ class SessionCore:
                 yield [self.index.plan_sweep(p, now) for p in parts[i : i + SWEEP_BATCH]]
         return removed_total
 
+    def partition_sizes(self) -> Flow[list[int]]:
+        """HLEN of every partition (expired-but-unswept sessions included)."""
+        from densekv.plan import command
+
+        layout = self.layout
+        assert isinstance(layout, PartitionedLayout)
+        sizes: list[int] = []
+        keys = [layout.hash_key(p) for p in range(layout.partitions)]
+        for i in range(0, len(keys), 512):
+            sizes += (yield [command("HLEN", k, keys=(k,), decode=int) for k in keys[i : i + 512]])
+        return sizes
+
     def count(self) -> Flow[int]:
         """Sessions stored (expired ones not yet swept included, for sweep-based layouts)."""
-        layout = self.layout
-        if isinstance(layout, PartitionedLayout):
-            from densekv.plan import command
+        return sum((yield from self.partition_sizes()))
 
-            total = 0
-            keys = [layout.hash_key(p) for p in range(layout.partitions)]
-            for i in range(0, len(keys), 512):
-                replies = yield [command("HLEN", k, keys=(k,), decode=int) for k in keys[i : i + 512]]
-                total += sum(replies)
-            return total
-        raise NotImplementedError  # key-per-session: counted with SCAN by the shells
+    def fill_warnings(self, sizes: list[int]) -> list[str]:
+        limit = self.facts.limits.hash_max_listpack_entries
+        fullest = max(sizes, default=0)
+        if fullest > 0.9 * limit:
+            return [
+                f"the fullest partition holds {fullest} sessions of the {limit} a listpack may "
+                "hold: partitions are about to convert to hashtables (several times the memory); "
+                "make a store with a larger expected_sessions (a power-of-two partition count "
+                "twice as large) and move the sessions over"
+            ]
+        return []
 
     def explain(self) -> dict[str, Any]:
         return {
@@ -499,7 +513,15 @@ class SessionStore:
         return sum(1 for _ in self.client.scan_iter(match=pattern, count=1000))
 
     def stats(self) -> dict[str, Any]:
-        return {**self.explain(), "sessions": self.count(), "refused_too_large": self._core.refused_too_large}
+        """Layout, sessions stored, the fullest partition, refusals, and warnings."""
+        out: dict[str, Any] = {**self.explain(), "refused_too_large": self._core.refused_too_large}
+        if isinstance(self._core.layout, PartitionedLayout):
+            sizes = self._run(self._core.partition_sizes())
+            out.update(sessions=sum(sizes), fullest_partition=max(sizes, default=0),
+                       warnings=self._core.fill_warnings(sizes))
+        else:
+            out.update(sessions=self.count(), warnings=[])
+        return out
 
 
 class AsyncSessionStore:

@@ -421,3 +421,13 @@ def test_sessions_of_another_identity_are_untouched(client: redis.Redis) -> None
     listed = store.sessions_of("mine")
     assert len(listed) == 2 and store.destroy_id(listed[0].id) and not store.destroy_id("zz")
     assert len(store.sessions_of("mine")) == 1
+
+
+def test_stats_warn_when_partitions_near_the_listpack_limit(client: redis.Redis) -> None:
+    store = SessionStore(client, layout="dense", partitions=2, expected_sessions=100)
+    limit = store.explain()["server"]["hash_max_listpack_entries"]
+    assert store.stats()["warnings"] == []
+    store.create_many(range(int(limit * 1.9)))
+    stats = store.stats()
+    assert stats["fullest_partition"] > 0.9 * limit
+    assert "about to convert" in stats["warnings"][0]
