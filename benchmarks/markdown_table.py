@@ -1,0 +1,38 @@
+"""Turn benchmark JSON records (one per line, from stdin) into a markdown table:
+rows = layout, columns = server, cells = the chosen field. The README's tables are made
+with this, from records of a run, never typed by hand.
+
+Usage: python benchmarks/session_memory.py | python benchmarks/markdown_table.py [--field bytes_per_item]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--field", default="bytes_per_item")
+    ap.add_argument("--row", default="layout")
+    args = ap.parse_args()
+    cells: dict[str, dict[str, str]] = {}
+    servers: list[str] = []
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        server = f"{rec['server']}"
+        if server not in servers:
+            servers.append(server)
+        value = rec.get(args.field)
+        cells.setdefault(str(rec[args.row]), {})[server] = "-" if value is None else str(value)
+    print("| " + args.row + " | " + " | ".join(servers) + " |")
+    print("|---" * (len(servers) + 1) + "|")
+    for row, by_server in cells.items():
+        print(f"| {row} | " + " | ".join(by_server.get(s, "-") for s in servers) + " |")
+
+
+if __name__ == "__main__":
+    main()
