@@ -386,6 +386,8 @@ def executor_for(client: Any) -> Any:
         return ClusterExecutor(client)
     if isinstance(client, redis.asyncio.Redis):
         return AsyncExecutor(client)
+    if isinstance(client, redis.asyncio.RedisCluster):
+        raise TypeError("asyncio cluster clients are not supported yet: use redis.RedisCluster")
     if isinstance(client, redis.Redis):
         return SyncExecutor(client)
     raise TypeError(f"densekv needs a redis-py client, got {type(client).__name__}")

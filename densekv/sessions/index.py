@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from densekv.keys import partition_bits, tag
-from densekv.plan import Command, Plan, command
+from densekv.lua import script
+from densekv.plan import Command, Plan, ScriptCall, command
 from densekv.sessions.model import Identity, identity_bytes
 
 _GLOB_SPECIAL = frozenset(b"*?[]\\")
@@ -73,9 +74,6 @@ class IdentityIndex:
 
     def plan_sweep(self, partition: int, now: int) -> Plan[int]:
         """Drop the entries whose absolute expiry has passed (one partition, atomic)."""
-        from densekv.lua import script
-        from densekv.plan import ScriptCall
-
         key = self.key(partition)
         return Plan((ScriptCall(script("ix_sweep"), (key,), (now,)),), lambda r: int(r[0]))
 

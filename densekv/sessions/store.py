@@ -617,5 +617,4 @@ async def _afacts(ex: Any) -> ServerFacts:
         command("COMMAND", "INFO", "HSETEX", decode=lambda r: bool(r) and r[0] is not None),
     ])
     field_ttl = "hsetex" if hsetex else "hexpire" if hexpire else "none"
-    cluster = type(ex).__name__ == "AsyncClusterExecutor"
-    return ServerFacts(LayoutLimits(entries, value, zentries), field_ttl, None, cluster)
+    return ServerFacts(LayoutLimits(entries, value, zentries), field_ttl, None, cluster=False)
