@@ -184,6 +184,15 @@ def _noscript_positions(wire: _Wire, per_plan: list[list[Any]]) -> list[tuple[in
     ]
 
 
+def _reload_commands(wire: _Wire, failed: list[tuple[int, int]]) -> tuple[list[Script], list[tuple[Any, ...]]]:
+    """SCRIPT LOAD of the scripts that were missing, then the failed calls again."""
+    calls = [wire.plans[p].steps[s] for p, s in failed]
+    scripts = list({c.script.sha: c.script for c in calls if isinstance(c, ScriptCall)}.values())
+    commands: list[tuple[Any, ...]] = [("SCRIPT", "LOAD", s.source) for s in scripts]
+    commands += [c.evalsha for c in calls if isinstance(c, ScriptCall)]
+    return scripts, commands
+
+
 def _scripts_of(plans: Sequence[Plan[Any]]) -> list[Script]:
     seen: dict[str, Script] = {}
     for plan in plans:
@@ -278,12 +287,9 @@ class SyncExecutor:
         if not failed:
             return
         self._scripts.loaded.clear()
-        calls = [wire.plans[p].steps[s] for p, s in failed]
-        scripts = {c.script.sha: c.script for c in calls if isinstance(c, ScriptCall)}
-        commands = [("SCRIPT", "LOAD", s.source) for s in scripts.values()]
-        commands += [c.evalsha for c in calls if isinstance(c, ScriptCall)]
+        scripts, commands = _reload_commands(wire, failed)
         replies = _roundtrip(self.pool, commands)[len(scripts) :]
-        self._scripts.mark(list(scripts.values()))
+        self._scripts.mark(scripts)
         for (p, s), reply in zip(failed, replies):
             per_plan[p][s] = reply
 
@@ -311,12 +317,9 @@ class AsyncExecutor:
         failed = _noscript_positions(wire, per_plan)
         if failed:
             self._scripts.loaded.clear()
-            calls = [wire.plans[p].steps[s] for p, s in failed]
-            scripts = {c.script.sha: c.script for c in calls if isinstance(c, ScriptCall)}
-            commands = [("SCRIPT", "LOAD", s.source) for s in scripts.values()]
-            commands += [c.evalsha for c in calls if isinstance(c, ScriptCall)]
+            scripts, commands = _reload_commands(wire, failed)
             retry = (await _aroundtrip(self.pool, commands))[len(scripts) :]
-            self._scripts.mark(list(scripts.values()))
+            self._scripts.mark(scripts)
             for (p, s), reply in zip(failed, retry):
                 per_plan[p][s] = reply
         return _finish(plans, per_plan)

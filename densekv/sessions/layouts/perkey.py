@@ -49,6 +49,14 @@ class KeyPerSessionLayout(Layout):
     def encode(self, rec: Record) -> bytes:
         raise NotImplementedError
 
+    @staticmethod
+    def document(rec: Record) -> dict[str, Any]:
+        """The seed's session document: identity, (absolute) expiry, optional data."""
+        doc: dict[str, Any] = {"i": rec.identity, "x": rec.absolute_at}
+        if rec.data is not None:
+            doc["d"] = rec.data
+        return doc
+
     def decode_value(self, digest: bytes, raw: Any, expiretime: int) -> Record:
         raise NotImplementedError
 
@@ -121,10 +129,7 @@ class JsonLayout(KeyPerSessionLayout):
     touch_kind = "json"
 
     def encode(self, rec: Record) -> bytes:
-        doc: dict[str, Any] = {"i": rec.identity, "x": rec.absolute_at}
-        if rec.data is not None:
-            doc["d"] = rec.data
-        return json.dumps(doc, separators=(",", ":")).encode()
+        return json.dumps(self.document(rec), separators=(",", ":")).encode()
 
     def decode_value(self, digest: bytes, raw: Any, expiretime: int) -> Record:
         doc = json.loads(raw)
@@ -140,10 +145,7 @@ class PackedLayout(KeyPerSessionLayout):
         return rest
 
     def encode(self, rec: Record) -> bytes:
-        doc: dict[str, Any] = {"i": rec.identity, "x": rec.absolute_at}
-        if rec.data is not None:
-            doc["d"] = rec.data
-        return msgpack.packb(doc, use_bin_type=True)  # type: ignore[no-any-return]
+        return msgpack.packb(self.document(rec), use_bin_type=True)  # type: ignore[no-any-return]
 
     def decode_value(self, digest: bytes, raw: Any, expiretime: int) -> Record:
         doc = msgpack.unpackb(raw, raw=False)
