@@ -19,7 +19,7 @@ from typing import Any
 
 from densekv.keys import partition_bits, tag
 from densekv.lua import script
-from densekv.plan import Command, Plan, ScriptCall, command
+from densekv.plan import Plan, ScriptCall, command
 from densekv.sessions.model import Identity, identity_bytes
 
 _GLOB_SPECIAL = frozenset(b"*?[]\\")
@@ -76,7 +76,3 @@ class IdentityIndex:
         """Drop the entries whose absolute expiry has passed (one partition, atomic)."""
         key = self.key(partition)
         return Plan((ScriptCall(script("ix_sweep"), (key,), (now,)),), lambda r: int(r[0]))
-
-    def plan_count(self, partition: int) -> Plan[int]:
-        key = self.key(partition)
-        return Plan((Command(("HLEN", key), (key,)),), lambda r: int(r[0]))

@@ -6,7 +6,8 @@ sync or cluster executor, `AsyncSessionStore` with an asyncio one, so the two ca
 drift. Invariants:
   * a malformed token never reaches the server (digest_of() is None -> "not found");
   * get/touch/sessions_of never return a session whose expiry has passed, swept or not;
-  * data too large for the layout is refused before anything is written;
+  * data too large for the layout is refused before anything is written (the layout
+    sizes each record as it builds the plan; plans are built before any is sent);
   * regenerate is one atomic step on the server (a script or RENAME on one slot): the
     new token is drawn until it falls in the old one's slot group;
   * the identity index gains an entry before a session can be found under a new digest
@@ -16,13 +17,12 @@ drift. Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgpack
 import redis
-from redis.crc import key_slot
 
 from densekv.errors import DensekvError
 from densekv.keys import partition_count
@@ -40,7 +40,6 @@ from densekv.sessions.model import (
     digest_of,
     new_token,
 )
-from densekv.sessions.record import pack_record
 
 T = TypeVar("T")
 Flow = Generator[list[Plan[Any]], list[Any], T]
@@ -140,34 +139,24 @@ class SessionCore:
         )
         self.clock = clock
         self.sweep_cursor = 0
+        self.index_cursor = 0
         self.refused_too_large = 0
 
     def now(self) -> int:
         return int(self.clock())
 
     # -- helpers --------------------------------------------------------------------
-    def _new_record(self, identity: Any, data: dict[str, Any] | None, ttl: int | None) -> Record:
+    def _new_record(self, identity: Any, data: dict[str, Any] | None, ttl: int | None) -> tuple[Record, str]:
         identity = check_identity(identity)
         if data is not None and not isinstance(data, dict):
             raise TypeError("session data is a dict (or None)")
         now = self.now()
         absolute = now + int(ttl or self.ttl)
         expires = min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute
-        self._check_size(identity, data, expires, absolute)
-        return Record(b"\0" * 16, identity, expires, absolute, data)
-
-    def _check_size(self, identity: Identity, data: dict[str, Any] | None, expires: int, absolute: int) -> None:
-        if not isinstance(self.layout, PartitionedLayout):
-            return
-        size = len(pack_record(Record(b"", identity, expires, absolute, data)))
-        limit = self.facts.limits.hash_max_listpack_value
-        if size > limit:
-            self.refused_too_large += 1
-            raise SessionDataTooLarge(
-                f"this session's record would be {size} bytes, over the server's "
-                f"hash-max-listpack-value {limit}: keep session data small (ids, flags), "
-                "store bulky data elsewhere, or raise the limit"
-            )
+        token = new_token()
+        digest = digest_of(token)
+        assert digest is not None
+        return Record(digest, identity, expires, absolute, data), token
 
     def _token_in_group(self, old: bytes) -> tuple[str, bytes]:
         """A fresh token whose keys share the old one's slot (needed for one-step rename)."""
@@ -180,12 +169,9 @@ class SessionCore:
                 return token, digest
 
     def _group(self, digest: bytes) -> Any:
-        layout = self.layout
-        if isinstance(layout, PartitionedLayout):
-            if not self.facts.cluster:
-                return 0  # one server: any two partitions can share a script
-            return key_slot(layout.hash_key(layout.locate(digest)[0]))
-        return layout.group_of(digest)
+        # One server runs a script over any keys; a cluster needs the old and new keys
+        # in one slot, which the layout knows.
+        return self.layout.group_of(digest) if self.facts.cluster else 0
 
     # -- flows ------------------------------------------------------------------------
     def create(self, identity: Identity, data: dict[str, Any] | None, ttl: int | None) -> Flow[str]:
@@ -193,20 +179,19 @@ class SessionCore:
         return tokens[0]
 
     def create_many(self, identities: Iterable[Identity], data: dict[str, Any] | None, ttl: int | None) -> Flow[list[str]]:
-        made: list[tuple[str, Record]] = []
-        for identity in identities:
-            base = self._new_record(identity, data, ttl)
-            token = new_token()
-            digest = digest_of(token)
-            assert digest is not None
-            made.append((token, Record(digest, base.identity, base.expires_at, base.absolute_at, data)))
+        made = [self._new_record(identity, data, ttl) for identity in identities]
+        now = self.now()
+        try:  # every plan is built (and every record sized) before anything is sent
+            puts = [self.layout.plan_put(rec, now) for rec, _ in made]
+        except SessionDataTooLarge:
+            self.refused_too_large += 1
+            raise
         if not made:
             return []
-        now = self.now()
-        yield [self.layout.plan_put(rec, now) for _, rec in made]
+        yield puts
         if self.index is not None:
-            yield [self.index.plan_add(rec.identity, rec.digest, rec.absolute_at) for _, rec in made]
-        return [token for token, _ in made]
+            yield [self.index.plan_add(rec.identity, rec.digest, rec.absolute_at) for rec, _ in made]
+        return [token for _, token in made]
 
     def get(self, token: str) -> Flow[Session | None]:
         digest = digest_of(token)
@@ -272,17 +257,18 @@ class SessionCore:
         old = digest_of(token)
         if old is None:
             return None
-        current = yield from step(self.layout.plan_get(old))
         now = self.now()
+        new_token_, new = self._token_in_group(old)
+        if self.index is None:  # the rename script checks liveness itself
+            moved = yield from step(self.layout.plan_rename(old, new, now))
+            return new_token_ if moved is not None else None
+        current = yield from step(self.layout.plan_get(old))
         if current is None or not current.live(now):
             return None
-        new_token_, new = self._token_in_group(old)
-        if self.index is not None:  # listed before it can be found: destroy_all never misses it
-            yield [self.index.plan_add(current.identity, new, current.absolute_at)]
+        # listed before it can be found: destroy_all never misses it
+        yield [self.index.plan_add(current.identity, new, current.absolute_at)]
         moved = yield from step(self.layout.plan_rename(old, new, now))
-        if self.index is not None:
-            gone = old if moved is not None else new
-            yield [self.index.plan_remove(current.identity, [gone])]
+        yield [self.index.plan_remove(current.identity, [old if moved is not None else new])]
         return new_token_ if moved is not None else None
 
     def _digests_of(self, identity: Identity) -> Flow[list[bytes]]:
@@ -305,22 +291,13 @@ class SessionCore:
         digests = yield from self._digests_of(identity)
         if not digests:
             return []
-        records = yield from self._get_many(digests)
+        records = yield [self.layout.plan_get(d) for d in digests]
         now = self.now()
         return [
             Session("", r.identity, r.expires_at, r.data, id=r.digest.hex())
             for r in records
             if r is not None and r.live(now) and r.identity == identity
         ]
-
-    def _get_many(self, digests: Sequence[bytes]) -> Flow[list[Record | None]]:
-        plans = [self.layout.plan_get(d) for d in digests]
-        if all(isinstance(p, Plan) for p in plans):
-            return (yield plans)
-        out = []
-        for p in plans:
-            out.append((yield from step(p)))
-        return out
 
     def destroy_all(self, identity: Identity) -> Flow[int]:
         self._need_index()
@@ -334,7 +311,9 @@ class SessionCore:
         return sum(1 for r in removed if r is not None and r.live(now) and r.identity == identity)
 
     def sweep(self, max_items: int | None) -> Flow[int]:
-        """Remove expired sessions, partition by partition; a full pass when max_items is None."""
+        """Remove expired sessions partition by partition, then identity-index entries past
+        their absolute expiry. max_items=None: a full pass over both; otherwise stop near
+        max_items removals and sweep one batch of index partitions (cursors carry on)."""
         units = list(self.layout.sweep_units())
         removed_total = 0
         budget = max_items if max_items is not None else float("inf")
@@ -356,11 +335,15 @@ class SessionCore:
                     for r in gone:
                         by_identity.setdefault(r.identity, []).append(r.digest)
                     yield [self.index.plan_remove(i, ds) for i, ds in by_identity.items()]
-        if self.index is not None and (max_items is None or removed_total < budget):
+        if self.index is not None:
+            # a full pass visits every index partition; a bounded one, one batch of them
             parts = list(self.index.units())
-            now = self.now()
-            for i in range(0, len(parts), SWEEP_BATCH):
-                yield [self.index.plan_sweep(p, now) for p in parts[i : i + SWEEP_BATCH]]
+            todo = len(parts) if max_items is None else min(SWEEP_BATCH, len(parts))
+            for i in range(0, todo, SWEEP_BATCH):
+                now = self.now()
+                batch = [parts[(self.index_cursor + i + j) % len(parts)] for j in range(min(SWEEP_BATCH, todo - i))]
+                yield [self.index.plan_sweep(p, now) for p in batch]
+            self.index_cursor = (self.index_cursor + todo) % len(parts)
         return removed_total
 
     def partition_sizes(self) -> Flow[list[int]]:
@@ -525,8 +508,8 @@ class SessionStore:
 
 
 class AsyncSessionStore:
-    """The asyncio twin of SessionStore: same names, awaited. Pass `facts` or call
-    `await store.ready()` is implicit: the first operation reads the server's limits."""
+    """The asyncio twin of SessionStore: same names, awaited. Unless `facts` is given, the
+    first operation (or `await store.ready()`) reads the server's limits with CONFIG GET."""
 
     def __init__(
         self,

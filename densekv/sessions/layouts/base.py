@@ -40,7 +40,8 @@ class Layout(ABC):
     # -- writes ---------------------------------------------------------------------
     @abstractmethod
     def plan_put(self, rec: Record, now: int) -> Plan[None]:
-        """Store a new session (the digest is fresh: nothing to overwrite)."""
+        """Store a new session (the digest is fresh: nothing to overwrite). Raises
+        SessionDataTooLarge, while building the plan, if the record cannot stay compact."""
 
     @abstractmethod
     def plan_get(self, digest: bytes) -> Plan[Record | None]:
@@ -65,7 +66,8 @@ class Layout(ABC):
     # -- housekeeping ---------------------------------------------------------------
     @abstractmethod
     def group_of(self, digest: bytes) -> Hashable:
-        """Digests with equal groups have all their keys in one cluster slot."""
+        """Digests with equal groups have all their keys in one cluster slot (the store
+        draws a regenerated token in the old one's group, on a cluster only)."""
 
     def sweep_units(self) -> Iterator[Any]:
         """What sweep visits one at a time (partitions); none for server-expired data."""
@@ -73,10 +75,6 @@ class Layout(ABC):
 
     def plan_sweep(self, unit: Any, now: int, limit: int) -> Plan[list[Record]]:
         raise NotImplementedError
-
-    def max_data_bytes(self) -> int | None:
-        """Largest msgpack payload a record may carry, or None for no fixed limit."""
-        return None
 
     def describe(self) -> dict[str, Any]:
         return {"layout": self.name}

@@ -22,12 +22,13 @@ from collections.abc import Hashable, Iterator
 from typing import Any
 
 import msgpack
+from redis.crc import key_slot
 
 from densekv.keys import join_digest, partition_bits, split_digest, tag
 from densekv.lua import script
 from densekv.plan import Command, Plan, ScriptCall, command, script_call
 from densekv.sessions.layouts.base import Layout, LayoutLimits
-from densekv.sessions.model import Record
+from densekv.sessions.model import Record, SessionDataTooLarge
 from densekv.sessions.record import pack_record, unpack_record
 
 
@@ -51,12 +52,7 @@ class PartitionedLayout(Layout):
         return split_digest(digest, self.bits)
 
     def group_of(self, digest: bytes) -> Hashable:
-        return self.locate(digest)[0]
-
-    def max_data_bytes(self) -> int:
-        # record = flags + expiry + absolute + identity (up to 1+255) + payload; the
-        # store checks the exact packed length, this is only the headline figure.
-        return self.limits.hash_max_listpack_value - 9
+        return key_slot(self.hash_key(self.locate(digest)[0]))
 
     def describe(self) -> dict[str, Any]:
         return {"layout": self.name, "partitions": self.partitions,
@@ -75,7 +71,15 @@ class PartitionedLayout(Layout):
     def plan_put(self, rec: Record, now: int) -> Plan[None]:
         p, field = self.locate(rec.digest)
         key = self.hash_key(p)
-        steps: list[Command] = [Command(("HSET", key, field, pack_record(rec)), (key,))]
+        value = pack_record(rec)
+        limit = self.limits.hash_max_listpack_value
+        if len(value) > limit:  # a longer value would turn the whole partition into a hashtable
+            raise SessionDataTooLarge(
+                f"this session's record would be {len(value)} bytes, over the server's "
+                f"hash-max-listpack-value {limit}: keep session data small (ids, flags), "
+                "store bulky data elsewhere, or raise the limit"
+            )
+        steps: list[Command] = [Command(("HSET", key, field, value), (key,))]
         steps += self._put_extra(p, field, rec)
         return Plan(tuple(steps), lambda r: None, atomic=len(steps) > 1)
 

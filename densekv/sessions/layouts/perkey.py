@@ -43,7 +43,7 @@ class KeyPerSessionLayout(Layout):
         return rest.hex().encode()
 
     def group_of(self, digest: bytes) -> Hashable:
-        return digest[0]
+        return digest[0]  # the hash tag: equal first bytes, equal slots
 
     # -- value codec ------------------------------------------------------------------
     def encode(self, rec: Record) -> bytes:
