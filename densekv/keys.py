@@ -66,5 +66,13 @@ def join_digest(partition: int, field: bytes, bits: int) -> bytes:
     return head + field
 
 
+_GLOB_SPECIAL = frozenset(b"*?[]\\")
+
+
+def glob_escape(data: bytes) -> bytes:
+    """`data` as a literal inside a SCAN/HSCAN MATCH pattern."""
+    return b"".join(b"\\" + bytes([c]) if c in _GLOB_SPECIAL else bytes([c]) for c in data)
+
+
 def tag(namespace: str, code: str, partition: int | str) -> bytes:
     return f"{namespace}:{code}:{{{partition}}}".encode()

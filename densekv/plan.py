@@ -161,7 +161,7 @@ def _raise_errors(plan: Plan[Any], replies: list[Any]) -> None:
 
 def _translate(exc: Exception, step: Step) -> Exception:
     text = str(exc)
-    if text.startswith("WRONGTYPE"):
+    if text.startswith("WRONGTYPE") or (isinstance(step, ScriptCall) and "WRONGTYPE" in text):
         keys = ", ".join(k.decode(errors="replace") if isinstance(k, bytes) else k for k in step.keys)
         return WrongType(f"key {keys} holds a value of another type; densekv left it untouched")
     if isinstance(step, ScriptCall) and not isinstance(exc, NoScriptError):

@@ -313,6 +313,23 @@ def test_index_is_leak_free_after_one_sweep(client: redis.Redis) -> None:
     assert sum(len(store.sessions_of(i)) for i in range(50)) == len(long_)
 
 
+@pytest.mark.parametrize("layout", ["dense", "packed"])
+def test_a_stray_index_reference_never_reaches_another_identity(client: redis.Redis, layout: str) -> None:
+    """The index keeps a short reference (8 digest bytes for partitioned layouts); an entry
+    of identity 1 that points at identity 2's session (what a reference collision would
+    look like) must neither list nor destroy identity 2's session."""
+    store = SessionStore(client, layout=layout, expected_sessions=100)
+    store.create(1)
+    victim = store.create(2)
+    index = store._core.index
+    assert index is not None
+    (theirs,) = store.sessions_of(2)
+    client.hset(index.key(index.partition_of(1)), index.prefix(1) + bytes.fromhex(theirs.id)[: index.ref_len], 0)
+    assert [s.identity for s in store.sessions_of(1)] == [1]
+    assert store.destroy_all(1) == 1
+    assert store.get(victim) is not None and store.sessions_of(2) == [theirs]
+
+
 def test_sweep_is_bounded(client: redis.Redis) -> None:
     clock = Clock()
     store = SessionStore(client, layout="dense", ttl=10, expected_sessions=5000, clock=clock)

@@ -63,6 +63,18 @@ class Layout(ABC):
     def plan_rename(self, old: bytes, new: bytes, now: int) -> Plan[Record | None]:
         """Move a live session to a new digest atomically (same slot group)."""
 
+    # -- the identity index -------------------------------------------------------------
+    #: bytes of the digest the identity index keeps to find a session again
+    index_ref_len: int = 16
+
+    def plan_find(self, ref: bytes, cursor: int) -> Plan[tuple[int, list[Record]]]:
+        """The stored records whose digest starts with `ref` (an index reference), as
+        (next cursor, records); cursor 0 starts and ends. This default takes the whole
+        digest: one read."""
+        get = self.plan_get(ref)
+        return Plan(get.steps, lambda r: (0, [rec] if (rec := get.decode(r)) is not None else []),
+                    atomic=get.atomic)
+
     # -- housekeeping ---------------------------------------------------------------
     @abstractmethod
     def group_of(self, digest: bytes) -> Hashable:

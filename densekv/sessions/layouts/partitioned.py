@@ -11,7 +11,11 @@
             with expiring fields still in a listpack (listpackex: Redis 7.4+).
 
 Keys: `{ns}:sd:{P}`, `{ns}:sz:{P}` (zset) where P is the partition number, so a
-partition's hash and zset share a slot. Cost per session (dense, 4-byte identity, no
+partition's hash and zset share a slot. After an online repartition (P -> P * 2^s, see
+`plan_split` and densekv/lua/hrec_split.lua) a partition p of the new count is named
+`{ns}:sd:{R}:<bits>.<p>`, R being its ancestor among the store's first ("base") partitions:
+a partition and all its descendants share one hash tag, so the split of one partition is
+one atomic script even on a cluster. Cost per session (dense, 4-byte identity, no
 payload): 17 bytes of field entry + 11 of value entry in the listpack, plus the
 partition's key overhead shared by a few hundred sessions.
 """
@@ -24,7 +28,7 @@ from typing import Any
 import msgpack
 from redis.crc import key_slot
 
-from densekv.keys import join_digest, partition_bits, split_digest, tag
+from densekv.keys import glob_escape, join_digest, partition_bits, split_digest, tag
 from densekv.lua import script
 from densekv.plan import Command, Plan, ScriptCall, command, script_call
 from densekv.sessions.layouts.base import Layout, LayoutLimits
@@ -35,27 +39,66 @@ from densekv.sessions.record import pack_record, unpack_record
 class PartitionedLayout(Layout):
     mode = "plain"  # the Lua scripts' mode argument
 
-    def __init__(self, namespace: str, partitions: int, limits: LayoutLimits) -> None:
+    def __init__(self, namespace: str, partitions: int, limits: LayoutLimits, *,
+                 base_partitions: int | None = None, from_partitions: int | None = None) -> None:
         super().__init__(namespace)
         self.partitions = partitions
         self.bits = partition_bits(partitions)
+        self.base_bits = partition_bits(base_partitions or partitions)
+        #: while a repartition runs: the old partition count, whose partitions are split
+        #: (hrec_split) before any operation touches their children
+        self.from_partitions = from_partitions
+        self.from_bits = partition_bits(from_partitions) if from_partitions else None
+        if self.base_bits > self.bits or (self.from_bits is not None and not self.base_bits <= self.from_bits < self.bits):
+            raise ValueError("partition counts only grow: base <= from < partitions")
         self.limits = limits
 
     # -- naming -----------------------------------------------------------------------
+    def key_at(self, code: str, partition: int, bits: int) -> bytes:
+        if bits == self.base_bits:
+            return tag(self.namespace, code, partition)
+        root = partition >> (bits - self.base_bits)
+        return tag(self.namespace, code, root) + b":%d.%d" % (bits, partition)
+
     def hash_key(self, partition: int) -> bytes:
-        return tag(self.namespace, "sd", partition)
+        return self.key_at("sd", partition, self.bits)
 
     def zset_key(self, partition: int) -> bytes:
-        return tag(self.namespace, "sz", partition)
+        return self.key_at("sz", partition, self.bits)
 
     def locate(self, digest: bytes) -> tuple[int, bytes]:
         return split_digest(digest, self.bits)
+
+    # -- repartition --------------------------------------------------------------------
+    TOMBSTONE = b"densekv: partition moved (repartition); re-read the store metadata"
+
+    def old_partition(self, digest: bytes) -> int | None:
+        """The partition of the old count that must be split before touching `digest`."""
+        if self.from_bits is None:
+            return None
+        return split_digest(digest, self.from_bits)[0]
+
+    def plan_split(self, old: int) -> Plan[int]:
+        """Move old partition `old` (of from_partitions) into its children, atomically."""
+        assert self.from_bits is not None
+        s = self.bits - self.from_bits
+        if not 1 <= s <= 8:
+            raise ValueError("one repartition step multiplies the partition count by 2..256")
+        children = [(old << s) + j for j in range(1 << s)]
+        keys = [self.key_at("sd", old, self.from_bits), self.key_at("sz", old, self.from_bits)]
+        keys += [self.hash_key(c) for c in children]
+        if self.mode == "zset":
+            keys += [self.zset_key(c) for c in children]
+        args = (s, self.from_bits % 8, self.bits // 8 - self.from_bits // 8, self.bits % 8, self.mode,
+                self.TOMBSTONE)
+        return script_call(script("hrec_split"), tuple(keys), args, int)
 
     def group_of(self, digest: bytes) -> Hashable:
         return key_slot(self.hash_key(self.locate(digest)[0]))
 
     def describe(self) -> dict[str, Any]:
         return {"layout": self.name, "partitions": self.partitions,
+                "repartition_from": self.from_partitions,
                 "hash_max_listpack_entries": self.limits.hash_max_listpack_entries,
                 "hash_max_listpack_value": self.limits.hash_max_listpack_value}
 
@@ -93,6 +136,27 @@ class PartitionedLayout(Layout):
 
     def _keys(self, p: int) -> tuple[bytes, ...]:
         return (self.hash_key(p),)
+
+    # The index keeps 8 digest bytes: they name the partition (bits <= 24) and start the
+    # field, so one HSCAN MATCH of that partition finds the session (64 bits: a stray match
+    # is rare, and the store checks the identity of whatever it finds).
+    index_ref_len = 8
+
+    def plan_find(self, ref: bytes, cursor: int) -> Plan[tuple[int, list[Record]]]:
+        p, field = self.locate(ref + bytes(16 - len(ref)))
+        head = field[: len(field) - (16 - len(ref))]
+        key = self.hash_key(p)
+
+        def decode(reply: Any) -> tuple[int, list[Record]]:
+            nxt, flat = reply
+            return int(nxt), [
+                unpack_record(join_digest(p, flat[i], self.bits), flat[i + 1], where=f" in {key.decode()}")
+                for i in range(0, len(flat), 2)
+                if flat[i].startswith(head) and len(flat[i]) == len(field)
+            ]
+
+        return command("HSCAN", key, cursor, "MATCH", glob_escape(head) + b"*", "COUNT", 1000,
+                       keys=(key,), decode=decode)
 
     def plan_touch(self, digest: bytes, now: int, idle_ttl: int) -> Plan[int]:
         p, field = self.locate(digest)

@@ -1,0 +1,47 @@
+-- hrec_split: move one partition of a partitioned session store into its 2^s children
+-- (online repartition), atomically, leaving a tombstone string at the old hash's name.
+-- A writer that still uses the old partition count gets WRONGTYPE from the tombstone,
+-- re-reads the store's metadata and retries with the new count. Idempotent: an old key
+-- that is already a tombstone is left alone; a missing one becomes a tombstone.
+-- KEYS[1]         the old partition hash        KEYS[2] its expiry zset (mode "zset" only)
+-- KEYS[3..]       the new partition hashes, child j at KEYS[3 + j] (then, in mode
+--                 "zset", the new zsets in the same order)
+-- ARGV[1]  s, the number of extra partition bits (1..8)   ARGV[2] rest_o = old bits % 8
+-- ARGV[3]  drop = whole bytes the new field loses          ARGV[4] rest_n = new bits % 8
+-- ARGV[5]  mode: "plain" | "zset" | "fieldttl"             ARGV[6] the tombstone text
+-- Reply:   the number of sessions moved
+local s, rest_o = tonumber(ARGV[1]), tonumber(ARGV[2])
+local drop, rest_n, mode = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local n = 2 ^ s
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'string' then return 0 end
+local zbase = 2 + n  -- KEYS index of the first new zset is zbase + 1
+local moved = 0
+if kind == 'hash' then
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do
+    local f, rec = all[i], all[i + 1]
+    local b0, b1 = string.byte(f, 1, 2)
+    local j = math.floor((b0 * 256 + b1) / 2 ^ (16 - rest_o - s)) % n
+    local rest = string.sub(f, drop + 1)
+    local nf = string.char(string.byte(rest, 1) % 2 ^ (8 - rest_n)) .. string.sub(rest, 2)
+    redis.call('HSET', KEYS[3 + j], nf, rec)
+    if mode == 'zset' then
+      local score = redis.call('ZSCORE', KEYS[2], f)
+      if score then redis.call('ZADD', KEYS[zbase + 1 + j], score, nf) end
+    elseif mode == 'fieldttl' then
+      local at = redis.call('HPEXPIRETIME', KEYS[1], 'FIELDS', 1, f)[1]
+      if at and at > 0 then redis.call('HPEXPIREAT', KEYS[3 + j], at, 'FIELDS', 1, nf) end
+    end
+    moved = moved + 1
+  end
+elseif kind ~= 'none' then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is not a session partition')
+end
+redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[6])
+if mode == 'zset' then
+  redis.call('DEL', KEYS[2])
+  redis.call('SET', KEYS[2], ARGV[6])
+end
+return moved
