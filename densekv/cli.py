@@ -200,7 +200,7 @@ def server_status() -> None:
 @click.option("--namespace", default="sess", show_default=True)
 @click.option("--layout", default="auto", show_default=True, help="the store's layout (as the app made it)")
 @click.option("--expected-sessions", type=int, default=100_000, show_default=True,
-              help="as the app passed it: it fixes the partition count")
+              help="only for a namespace without a store yet (a store's count is on the server)")
 @click.option("--partitions", type=int, default=None, help="the partition count, if the app set it")
 @click.option("--max-items", type=int, default=None, help="stop after removing this many (default: a full pass)")
 @click.option("--every", type=float, default=None, help="repeat every SECONDS until interrupted")
@@ -223,6 +223,39 @@ def sweep(url: str | None, server_name: str, namespace: str, layout: str, expect
             if every is None or (repeat is not None and passes >= repeat):
                 return
             time.sleep(max(0.0, every - (time.monotonic() - started)))
+
+
+@cli.command()
+@url_option
+@server_option
+@click.option("--namespace", default="sess", show_default=True)
+@click.option("--partitions", type=int, required=True, help="the new partition count (a larger power of two)")
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+def repartition(url: str | None, server_name: str, namespace: str, partitions: int, as_json: bool) -> None:
+    """Grow a partitioned session store to more partitions, online.
+
+    Apps keep running: each old partition moves in one atomic step, and processes still
+    using the old count follow on their next operation. Safe to interrupt and rerun."""
+    import json
+
+    from rich.progress import Progress
+
+    from densekv.sessions import SessionStore
+
+    with target_client(url, server_name) as client:
+        if not client.exists(f"{namespace}:meta"):
+            raise click.ClickException(f"no session store in namespace {namespace!r} on this server")
+        store = SessionStore(client, namespace=namespace)
+        before = store.explain()["partitions"]
+        with Progress(transient=True, disable=as_json) as bar:
+            task = bar.add_task(f"splitting {namespace} partitions", total=None)
+            result = store.repartition(partitions, lambda done, total: bar.update(task, completed=done, total=total))
+        result["from"] = before
+        if as_json:
+            click.echo(json.dumps(result))
+        else:
+            click.echo(f"{namespace}: {before} -> {result['partitions']} partitions, "
+                       f"{result['moved']} sessions moved")
 
 
 def main() -> None:

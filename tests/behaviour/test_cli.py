@@ -96,3 +96,22 @@ def test_sweep_command_removes_expired_sessions(server: ServerProcess) -> None:
     assert out.returncode == 0, out.stderr
     assert "swept 300 expired sessions" in out.stdout
     assert store.get(keep) is not None and store.count() == 1
+
+
+def test_repartition_command_grows_a_store_and_refuses_a_missing_one(server: ServerProcess) -> None:
+    from densekv.sessions import SessionStore
+
+    client = server.client()
+    client.flushall()
+    store = SessionStore(client, layout="dense", partitions=16)
+    tokens = store.create_many(range(500))
+    out = run("repartition", "--url", server.url, "--partitions", "64", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"partitions": 64, "moved": 500, "from": 16}
+    assert all(store.get(t) is not None for t in tokens)  # the old store object follows
+    assert store.explain()["partitions"] == 64
+    missing = run("repartition", "--url", server.url, "--namespace", "nope", "--partitions", "64")
+    assert missing.returncode != 0 and "no session store in namespace 'nope'" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    bad = run("repartition", "--url", server.url, "--partitions", "100")
+    assert bad.returncode == 2 and "power of two" in bad.stderr
