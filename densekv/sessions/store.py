@@ -102,7 +102,9 @@ def make_layout(name: str, namespace: str, facts: ServerFacts, expected: int, pa
     if name == "fieldttl":
         if facts.field_ttl == "none":
             raise LayoutUnavailable("layout fieldttl needs hash field TTL (Redis 7.4+, Valkey 9+)")
-        return FieldTtlLayout(namespace, p, facts.limits, **extra)
+        layout = FieldTtlLayout(namespace, p, facts.limits, **extra)
+        layout.hsetex = facts.field_ttl == "hsetex"
+        return layout
     raise ValueError(f"unknown layout {name!r}: choose one of auto, {', '.join(LAYOUTS)}")
 
 

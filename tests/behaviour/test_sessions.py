@@ -448,3 +448,23 @@ def test_stats_warn_when_partitions_near_the_listpack_limit(client: redis.Redis)
     stats = store.stats()
     assert stats["fullest_partition"] > 0.9 * limit
     assert "about to convert" in stats["warnings"][0]
+
+
+def test_fieldttl_writes_value_and_ttl_in_one_command_where_the_server_has_hsetex(client: redis.Redis) -> None:
+    import densekv
+
+    caps = densekv.probe(client)
+    if caps.field_ttl == "none":
+        pytest.skip("no field TTL on this server")
+    store = SessionStore(client, layout="fieldttl", ttl=600, expected_sessions=100)
+    client.config_resetstat()
+    token = store.create(5)
+    stats = client.info("commandstats")
+    used = {k.removeprefix("cmdstat_") for k in stats}
+    if caps.field_ttl == "hsetex":
+        assert "hsetex" in used and "hexpireat" not in used
+    else:
+        assert {"hset", "hexpireat"} <= used
+    ((field, ttl),) = [(f, client.execute_command("HTTL", k, "FIELDS", 1, f)[0])
+                       for k in client.scan_iter(match=b"sess:sd:*") for f in client.hkeys(k)]
+    assert 590 <= ttl <= 600 and store.get(token) is not None

@@ -122,9 +122,11 @@ class PartitionedLayout(Layout):
                 f"hash-max-listpack-value {limit}: keep session data small (ids, flags), "
                 "store bulky data elsewhere, or raise the limit"
             )
-        steps: list[Command] = [Command(("HSET", key, field, value), (key,))]
-        steps += self._put_extra(p, field, rec)
+        steps = self._put_steps(key, p, field, value, rec)
         return Plan(tuple(steps), lambda r: None, atomic=len(steps) > 1)
+
+    def _put_steps(self, key: bytes, p: int, field: bytes, value: bytes, rec: Record) -> list[Command]:
+        return [Command(("HSET", key, field, value), (key,)), *self._put_extra(p, field, rec)]
 
     def _put_extra(self, p: int, field: bytes, rec: Record) -> list[Command]:
         return []
@@ -231,6 +233,15 @@ class FieldTtlLayout(PartitionedLayout):
     name = "fieldttl"
     mode = "fieldttl"
     server_expires = True
+
+    #: the server has HSETEX (Redis 8+, Valkey 9+): value and field TTL in one command;
+    #: otherwise HSET + HEXPIREAT in one MULTI (Redis 7.4)
+    hsetex = False
+
+    def _put_steps(self, key: bytes, p: int, field: bytes, value: bytes, rec: Record) -> list[Command]:
+        if self.hsetex:
+            return [Command(("HSETEX", key, "EXAT", rec.expires_at, "FIELDS", 1, field, value), (key,))]
+        return super()._put_steps(key, p, field, value, rec)
 
     def _put_extra(self, p: int, field: bytes, rec: Record) -> list[Command]:
         key = self.hash_key(p)
