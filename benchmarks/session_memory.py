@@ -2,13 +2,16 @@
 
 One fresh server per (server, layout); sessions with integer identities 0..N-1 and no
 payload are created through SessionStore.create_many (pipelined, 5000 per round trip) and
-measured with densekv's Meter at N/10 and N. Also: pipelined get() throughput and the
-server's usec_per_call for the commands a get() sends (INFO commandstats).
+measured with densekv's Meter at N/10 and N, and cross-checked by a plain used_memory
+delta (INFO memory on the fresh server before anything is written, and after the load:
+no flush, no settling) - `plain_bytes_per_item` and `meter_vs_plain_pct`. Also: pipelined
+get() throughput and the server's usec_per_call for the commands a get() sends (INFO
+commandstats).
 Prints one JSON record per run. Issue 3 targets: dense <= 32 B/session at 1M without the
 identity index, <= 50 with it.
 
 Usage: python benchmarks/session_memory.py [--n 1000000] [--server NAME ...]
-       [--layout NAME ...] [--index] [--gets 50000]
+       [--layout NAME ...] [--index] [--gets 50000] [--partitions P] [--out FILE]
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ def main() -> None:
     ap.add_argument("--layout", action="append")
     ap.add_argument("--index", action="store_true", help="keep the identity index (default off)")
     ap.add_argument("--gets", type=int, default=50_000)
+    ap.add_argument("--partitions", type=int, default=None, help="force the partition count (zset variants)")
+    ap.add_argument("--out", default=None, help="also append the records to this JSONL file")
     args = ap.parse_args()
     servers = find_servers()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -43,9 +48,12 @@ def main() -> None:
         for layout in args.layout or LAYOUTS:
             with ServerProcess(servers[name]) as proc:
                 client = proc.client()
+                plain_before = int(client.info("memory")["used_memory"])
+                meter = Meter(client)  # before the store writes its metadata key
                 try:
                     store = SessionStore(client, layout=layout, expected_sessions=args.n,
-                                         index_identities=args.index)
+                                         index_identities=args.index,
+                                         partitions=args.partitions if layout in ("zset", "dense", "fieldttl") else None)
                 except Exception as exc:  # e.g. fieldttl where the server has no field TTL
                     print(json.dumps({"benchmark": "session_memory", "server": name, "layout": layout,
                                       "skipped": str(exc)}), flush=True)
@@ -59,8 +67,9 @@ def main() -> None:
                             tokens.extend(made[: args.gets - len(tokens)])
 
                 t0 = time.perf_counter()
-                curve = Meter(client).curve(layout, load, [args.n // 10, args.n])
+                curve = meter.curve(layout, load, [args.n // 10, args.n])
                 load_s = time.perf_counter() - t0
+                plain = (int(client.info("memory")["used_memory"]) - plain_before) / args.n
                 client.config_resetstat()
                 ex = SyncExecutor(client)
                 core = store._core
@@ -72,18 +81,24 @@ def main() -> None:
                     ex.run_many(plans[i : i + 1000])
                 get_s = time.perf_counter() - t1
                 stats = commandstats(client)
-            print(json.dumps({
+            record = {
                 "benchmark": "session_memory", "commit": commit, "server": name,
                 "version": curve.version, "allocator": curve.allocator, "layout": layout,
                 "partitions": store.explain().get("partitions"), "index": args.index,
                 "n": args.n, "bytes_per_item": round(curve.final.bytes_per_item, 2),
                 "bytes_per_item_at_n_10": round(curve.points[0].bytes_per_item, 2),
+                "plain_bytes_per_item": round(plain, 2),
+                "meter_vs_plain_pct": round(100 * (curve.final.bytes_per_item - plain) / plain, 2),
                 "memory_usage_bytes_per_item": round(curve.final.memory_usage_bytes_per_item or 0, 2),
                 "create_per_s": round(args.n / load_s),
                 "get_per_s": round(len(plans) / get_s) if plans else None,
                 "server_usec_per_call": {k: v["usec_per_call"] for k, v in stats.items()
                                          if k in ("get", "hget", "hgetall", "expiretime", "multi", "exec")},
-            }), flush=True)
+            }
+            print(json.dumps(record), flush=True)
+            if args.out:
+                with open(args.out, "a") as fh:
+                    fh.write(json.dumps(record) + "\n")
 
 
 if __name__ == "__main__":
