@@ -20,6 +20,14 @@ from densekv.plan import AsyncExecutor, ClusterExecutor, Plan, SyncExecutor, exe
 from densekv.server.binaries import MATRIX, ServerBinary, find_servers
 from densekv.server.embedded import EmbeddedServer, embedded
 from densekv.server.probe import Capabilities, probe
+from densekv.sets import (
+    AsyncCompactSet,
+    AsyncSetFamily,
+    BadItem,
+    CompactSet,
+    SetFamily,
+    SetMismatch,
+)
 from densekv.sessions import (
     AsyncSessionStore,
     LayoutUnavailable,
@@ -31,12 +39,16 @@ from densekv.sessions import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncCompactSet",
     "AsyncExecutor",
     "AsyncSessionStore",
+    "AsyncSetFamily",
+    "BadItem",
     "BinaryMissing",
     "BulkLoadError",
     "Capabilities",
     "ClusterExecutor",
+    "CompactSet",
     "Curve",
     "DecodeError",
     "DensekvError",
@@ -54,6 +66,8 @@ __all__ = [
     "Session",
     "SessionDataTooLarge",
     "SessionStore",
+    "SetFamily",
+    "SetMismatch",
     "SyncExecutor",
     "WrongType",
     "__version__",

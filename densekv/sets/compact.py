@@ -1,0 +1,509 @@
+"""CompactSet and AsyncCompactSet: exact membership of fixed-size IDs at ~20 bytes each.
+
+The logic is written once in SetCore as *flows* (generators that yield lists of plans, one
+list = one round trip, and receive the decoded results); the sync and asyncio classes only
+drive them, so they cannot drift. Invariants:
+  * an item of the wrong type or size raises BadItem before any plan is built (in add,
+    remove, `in` and the batches alike); add_many / contains_many check every item of the
+    call first, so nothing of the call is sent;
+  * add is one command (SADD / HSETNX / ZADD NX / SET NX GET): atomic on the server, so
+    concurrent adders of one item see exactly one True;
+  * the layout, partition count, item size and spreading of a set are written once to
+    `{name}:meta:{0}` and read back by every later CompactSet of that name, so a second
+    process (or a restart with another `expected`) can never look in the wrong partitions;
+    a key there of another type is a WrongType error and is left untouched;
+  * len() is the sum of SCARD/HLEN/ZCARD over the partitions (P commands, pipelined 1024 per
+    round trip, no extra memory and no extra work on add); exact when no writer runs beside
+    it. For `flat`, it counts keys with SCAN MATCH (it walks the whole keyspace);
+  * iteration is SSCAN/HSCAN/ZSCAN per partition (SCAN MATCH for flat), never KEYS, and
+    yields each item once even when a partition is rehashed mid-scan.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import redis
+
+from densekv.errors import DensekvError, WrongType
+from densekv.keys import tag
+from densekv.plan import Plan, command, executor_for
+from densekv.sets.items import ItemCodec
+from densekv.sets.layouts import LAYOUTS, FlatKeys, SetLayout, SetLimits, make_layout
+
+T = TypeVar("T")
+Flow = Generator[list[Plan[Any]], list[Any], T]
+
+BATCH = 10_000  # least items per round trip in add_many / contains_many
+MAX_BATCH = 200_000
+PARTITION_BATCH = 1024  # partitions per round trip in len / stats / clear / iteration
+META_VERSION = 1
+
+
+class SetMismatch(DensekvError):
+    """A set of this name already exists with another layout, partition count or item size."""
+
+
+# --- server facts ---------------------------------------------------------------------
+
+
+def limits_from_probe(client: Any) -> SetLimits:
+    from densekv.server.probe import probe
+
+    caps = probe(client)
+    return SetLimits(
+        caps.hash_max_listpack_entries, caps.hash_max_listpack_value,
+        caps.set_max_listpack_entries, caps.set_max_listpack_value,
+        caps.zset_max_listpack_entries, caps.zset_max_listpack_value,
+        "libc" if caps.allocator.startswith("libc") else "jemalloc", caps.cluster,
+    )
+
+
+def limits_flow() -> Flow[SetLimits]:
+    """The same facts with plain commands (for asyncio clients, which the probe does not take)."""
+
+    def config(reply: Any) -> int | None:
+        items = list(reply.items()) if isinstance(reply, dict) else list(zip(reply[::2], reply[1::2]))
+        return int(items[0][1]) if items else None
+
+    names = ["hash-max-listpack-entries", "hash-max-listpack-value", "set-max-listpack-entries",
+             "set-max-listpack-value", "zset-max-listpack-entries", "zset-max-listpack-value"]
+    replies = yield [command("CONFIG", "GET", n, decode=config) for n in names] + [command("INFO", "memory")]
+    info = replies[-1].decode() if isinstance(replies[-1], bytes) else str(replies[-1])
+    allocator = "libc" if "mem_allocator:libc" in info else "jemalloc"
+    h, hv, s, sv, z, zv = replies[:6]
+    return SetLimits(h or 128, hv or 64, s, sv, z or 128, zv or 64, allocator)
+
+
+# --- the core ---------------------------------------------------------------------------
+
+
+def _check_name(name: str) -> None:
+    if not isinstance(name, str) or not name or any(c in name for c in "{}"):
+        raise ValueError("a set name is a non-empty string without braces")
+
+
+@dataclass
+class SetCore:
+    """One open set: layout + item codec + why; builds flows, does no I/O."""
+
+    name: str
+    layout: SetLayout
+    codec: ItemCodec
+    reason: str
+    limits: SetLimits
+    cluster: bool = False
+
+    # -- opening ----------------------------------------------------------------------
+    @staticmethod
+    def open(
+        name: str, layout: str, expected: int, item_size: int, partitions: int | None,
+        spread: bool, limits: SetLimits, cluster: bool,
+    ) -> Flow[SetCore]:
+        _check_name(name)
+        if layout not in ("auto", *LAYOUTS, "dense-hash", "dense-set"):
+            raise ValueError(f"unknown layout {layout!r}: choose one of auto, {', '.join(LAYOUTS)}, dense-hash, dense-set")
+        if not isinstance(expected, int) or expected < 0:
+            raise ValueError("expected is a whole number of items >= 0")
+        codec = ItemCodec(item_size, spread)
+        meta_key = tag(name, "meta", 0)
+        found = (yield [command("GET", meta_key, keys=(meta_key,))])[0]
+        if found is None:
+            lay, reason = make_layout(layout, name, expected, item_size, limits, partitions)
+            meta = json.dumps({"v": META_VERSION, "layout": lay.name, "code": lay.code,
+                               "partitions": lay.partitions, "item_size": item_size,
+                               "spread": spread}, sort_keys=True).encode()
+            prev = (yield [command("SET", meta_key, meta, "NX", "GET", keys=(meta_key,))])[0]
+            if prev is None:
+                return SetCore(name, lay, codec, reason, limits, cluster)
+            found = prev  # another process created it a moment ago
+        try:
+            meta = json.loads(found)
+            kind = {"f": "flat", "s": "set", "h": "hash", "z": "zset", "ds": "dense-set", "dh": "dense-hash"}[meta["code"]]
+            stored_p, stored_size, stored_spread = int(meta["partitions"]), int(meta["item_size"]), bool(meta["spread"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise WrongType(f"key {meta_key.decode()} holds something densekv did not write: "
+                            "choose another set name; the key was left untouched") from exc
+        asked = layout if layout != "dense" else ("dense-set" if kind == "dense-set" else "dense-hash")
+        if layout != "auto" and asked != kind or partitions not in (None, stored_p) \
+                or stored_size != item_size or stored_spread != spread:
+            raise SetMismatch(
+                f"set {name!r} exists as layout {kind} with {stored_p} partitions, {stored_size}-byte "
+                f"items, spread={stored_spread}; open it with those (or layout='auto', partitions=None)"
+            )
+        lay, _ = make_layout(kind, name, expected, item_size, limits, stored_p)
+        return SetCore(name, lay, codec, f"reopened: as recorded in {meta_key.decode()}", limits, cluster)
+
+    # -- single items ---------------------------------------------------------------------
+    def add(self, item: object) -> Flow[bool]:
+        plan = self.layout.plan_add(self.codec.encode(item))
+        return bool((yield [plan])[0])
+
+    def contains(self, item: object) -> Flow[bool]:
+        plan = self.layout.plan_contains(self.codec.encode(item))  # BadItem like add()
+        return bool((yield [plan])[0])
+
+    def remove(self, item: object) -> Flow[bool]:
+        plan = self.layout.plan_remove(self.codec.encode(item))
+        return bool((yield [plan])[0])
+
+    # -- batches ------------------------------------------------------------------------
+    def batch_size(self, batch: int | None) -> int:
+        """Items per round trip: by default enough that partitions get several items each
+        (one command per partition present in the batch), at least 10k, at most 200k."""
+        return batch or max(BATCH, min(MAX_BATCH, 8 * self.layout.partitions))
+
+    def many(self, items: Iterable[object], op: str, batch: int | None = None) -> Flow[list[bool]]:
+        stored = self.codec.encode_all(items)  # every item checked before anything is sent
+        layout = self.layout
+        size = self.batch_size(batch)
+        out: list[bool] = []
+        if isinstance(layout, FlatKeys):
+            build = layout.plan_add if op == "add" else layout.plan_contains
+            for i in range(0, len(stored), size):
+                out += (yield [build(s) for s in stored[i : i + size]])
+            return out
+        split, member = layout.radix.split, layout.member
+        group = layout.plan_add_group if op == "add" else layout.plan_contains_group
+        for i in range(0, len(stored), size):
+            chunk = stored[i : i + size]
+            parts: dict[int, tuple[list[int], list[bytes]]] = {}
+            for j, s in enumerate(chunk):
+                p, q = split(s)
+                where, members = parts.setdefault(p, ([], []))
+                where.append(j)
+                members.append(member(q))
+            results = yield [group(p, members) for p, (_, members) in parts.items()]
+            flags = [False] * len(chunk)
+            for (where, _), got in zip(parts.values(), results):
+                for j, flag in zip(where, got):
+                    flags[j] = flag
+            out += flags
+        return out
+
+    # -- whole set ------------------------------------------------------------------------
+    def partition_batches(self) -> Iterator[range]:
+        p = self.layout.partitions
+        for lo in range(0, p, PARTITION_BATCH):
+            yield range(lo, min(p, lo + PARTITION_BATCH))
+
+    def sizes(self) -> Flow[list[int]]:
+        out: list[int] = []
+        for chunk in self.partition_batches():
+            out += (yield [self.layout.plan_size(p) for p in chunk])
+        return out
+
+    def clear(self) -> Flow[int]:
+        removed = 0
+        for chunk in self.partition_batches():
+            removed += sum((yield [self.layout.plan_unlink(p) for p in chunk]))
+        return removed
+
+    def scan_round(self, cursors: dict[int, int]) -> list[Plan[Any]]:
+        return [self.layout.plan_scan(p, c) for p, c in cursors.items()]
+
+    def scan_fold(
+        self, cursors: dict[int, int], replies: list[Any], seen: dict[int, set[bytes]]
+    ) -> tuple[list[bytes], dict[int, int]]:
+        """Items of one scan round (each once) and the cursors still open."""
+        items: list[bytes] = []
+        open_: dict[int, int] = {}
+        for (p, cursor), (nxt, members) in zip(cursors.items(), replies):
+            if nxt or cursor:  # more than one round for this partition: a rehash may repeat
+                mine = seen.setdefault(p, set())
+                members = [m for m in members if m not in mine]
+                mine.update(members)
+            items += [self.codec.decode(self.layout.stored_of(p, m)) for m in members]
+            if nxt:
+                open_[p] = nxt
+            else:
+                seen.pop(p, None)
+        return items, open_
+
+    def stats(self) -> Flow[dict[str, Any]]:
+        sizes: list[int] = []
+        encodings: list[str | None] = []
+        for chunk in self.partition_batches():
+            replies = yield [self.layout.plan_size(p) for p in chunk] + [self.layout.plan_encoding(p) for p in chunk]
+            sizes += replies[: len(chunk)]
+            encodings += replies[len(chunk) :]
+        return self.summarize(sizes, encodings)
+
+    def summarize(self, sizes: list[int], encodings: list[str | None]) -> dict[str, Any]:
+        compact = ("listpack", "listpackex", "intset", "ziplist")
+        converted = [p for p, e in enumerate(encodings) if e is not None and e not in compact]
+        fullest = max(range(len(sizes)), key=sizes.__getitem__) if sizes else None
+        limit = self._entry_limit()
+        warnings = []
+        if converted:
+            warnings.append(f"{len(converted)} partition(s) left the listpack encoding (several times "
+                            "the memory): the set outgrew `expected`; copy it to a set made with a larger one")
+        elif limit and sizes and max(sizes) > 0.9 * limit:
+            warnings.append(f"the fullest partition holds {max(sizes)} of the {limit} items a listpack "
+                            "may hold: the set is about to outgrow `expected`")
+        return {
+            **self.explain(),
+            "items": sum(sizes),
+            "fullest_partition": None if fullest is None else {"partition": fullest, "items": sizes[fullest]},
+            "encodings": dict(Counter(e for e in encodings if e is not None)),
+            "converted_partitions": converted[:20],
+            "converted_count": len(converted),
+            "warnings": warnings,
+        }
+
+    def _entry_limit(self) -> int | None:
+        t = self.layout.redis_type
+        if t == "hash":
+            return self.limits.hash_max_listpack_entries
+        if t == "zset":
+            return self.limits.zset_max_listpack_entries
+        if t == "set":
+            return self.limits.set_max_listpack_entries
+        return None
+
+    def explain(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            **self.layout.describe(),
+            "item_size": self.codec.item_size,
+            "spread": self.codec.spread,
+            "reason": self.reason,
+            "server": {
+                "hash_max_listpack_entries": self.limits.hash_max_listpack_entries,
+                "hash_max_listpack_value": self.limits.hash_max_listpack_value,
+                "set_max_listpack_entries": self.limits.set_max_listpack_entries,
+                "zset_max_listpack_entries": self.limits.zset_max_listpack_entries,
+                "allocator": self.limits.allocator,
+            },
+        }
+
+
+def _drive(ex: Any, flow: Flow[T]) -> T:
+    try:
+        plans = next(flow)
+        while True:
+            plans = flow.send(ex.run_many(plans))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def _adrive(ex: Any, flow: Flow[T]) -> T:
+    try:
+        plans = next(flow)
+        while True:
+            plans = flow.send(await ex.run_many(plans))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+class CompactSet:
+    """A set of fixed-size IDs (16 bytes by default) kept in compact server encodings.
+
+    layout: "auto" (= "dense"), "dense", "dense-hash", "dense-set", or the seed's "flat",
+    "set", "hash", "zset" (with `partitions`, any whole number; default sized from
+    `expected`). See densekv/sets/layouts.py for what each stores.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis | redis.RedisCluster,
+        name: str,
+        layout: str = "auto",
+        expected: int = 100_000,
+        item_size: int = 16,
+        partitions: int | None = None,
+        *,
+        spread: bool = True,
+        limits: SetLimits | None = None,
+    ) -> None:
+        self.client = client
+        self._ex = executor_for(client)
+        facts = limits or limits_from_probe(client)
+        cluster = isinstance(client, redis.RedisCluster)
+        self._core = _drive(self._ex, SetCore.open(name, layout, expected, item_size, partitions,
+                                                    spread, facts, cluster))
+
+    @property
+    def layout(self) -> str:
+        return self._core.layout.name
+
+    @property
+    def partitions(self) -> int:
+        return self._core.layout.partitions
+
+    def explain(self) -> dict[str, Any]:
+        return self._core.explain()
+
+    def add(self, item: object) -> bool:
+        """True if the item was new (one command; atomic)."""
+        return _drive(self._ex, self._core.add(item))
+
+    def add_many(self, items: Iterable[object], *, batch: int | None = None) -> list[bool]:
+        return _drive(self._ex, self._core.many(items, "add", batch))
+
+    def contains(self, item: object) -> bool:
+        return _drive(self._ex, self._core.contains(item))
+
+    __contains__ = contains
+
+    def contains_many(self, items: Iterable[object], *, batch: int | None = None) -> list[bool]:
+        return _drive(self._ex, self._core.many(items, "contains", batch))
+
+    def remove(self, item: object) -> bool:
+        """True if the item was there."""
+        return _drive(self._ex, self._core.remove(item))
+
+    def count(self) -> int:
+        if isinstance(self._core.layout, FlatKeys):
+            return sum(1 for _ in self._flat_keys())
+        return sum(_drive(self._ex, self._core.sizes()))
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def _flat_keys(self) -> Iterator[bytes]:
+        layout = self._core.layout
+        assert isinstance(layout, FlatKeys)
+        seen: set[bytes] = set()
+        for key in self.client.scan_iter(match=layout.scan_pattern(), count=1000):
+            raw = key if isinstance(key, bytes) else str(key).encode()
+            if raw not in seen:  # SCAN may return a key twice
+                seen.add(raw)
+                yield raw
+
+    def __iter__(self) -> Iterator[bytes]:
+        core = self._core
+        if isinstance(core.layout, FlatKeys):
+            for key in self._flat_keys():
+                yield core.codec.decode(core.layout.item_of_key(key))
+            return
+        seen: dict[int, set[bytes]] = {}
+        for chunk in core.partition_batches():
+            cursors = {p: 0 for p in chunk}
+            while cursors:
+                replies = self._ex.run_many(core.scan_round(cursors))
+                items, cursors = core.scan_fold(cursors, replies, seen)
+                yield from items
+
+    def clear(self) -> None:
+        """Remove every item (the set keeps its layout record)."""
+        if isinstance(self._core.layout, FlatKeys):
+            keys = list(self._flat_keys())
+            for i in range(0, len(keys), PARTITION_BATCH):
+                self._ex.run_many([self._core.layout.plan_unlink_key(k) for k in keys[i : i + PARTITION_BATCH]])
+            return
+        _drive(self._ex, self._core.clear())
+
+    def stats(self) -> dict[str, Any]:
+        """Layout, items, the fullest partition, encodings seen, converted partitions, warnings."""
+        if isinstance(self._core.layout, FlatKeys):
+            return {**self.explain(), "items": self.count(), "fullest_partition": None,
+                    "encodings": {}, "converted_partitions": [], "converted_count": 0, "warnings": []}
+        return _drive(self._ex, self._core.stats())
+
+
+class AsyncCompactSet:
+    """The asyncio twin of CompactSet: same names, awaited (`await s.contains(x)` for `in`,
+    `await s.count()` for len, `async for item in s`). The first call (or `await s.ready()`)
+    reads the server's limits and opens the set."""
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        layout: str = "auto",
+        expected: int = 100_000,
+        item_size: int = 16,
+        partitions: int | None = None,
+        *,
+        spread: bool = True,
+        limits: SetLimits | None = None,
+    ) -> None:
+        _check_name(name)
+        self.client = client
+        self._ex = executor_for(client)
+        self._limits = limits
+        self._args = (name, layout, expected, item_size, partitions, spread)
+        self._core: SetCore | None = None
+
+    async def ready(self) -> SetCore:
+        if self._core is None:
+            limits = self._limits or await _adrive(self._ex, limits_flow())
+            name, layout, expected, item_size, partitions, spread = self._args
+            self._core = await _adrive(self._ex, SetCore.open(name, layout, expected, item_size,
+                                                               partitions, spread, limits, False))
+        return self._core
+
+    async def _run(self, make: Callable[[SetCore], Flow[T]]) -> T:
+        return await _adrive(self._ex, make(await self.ready()))
+
+    async def explain(self) -> dict[str, Any]:
+        return (await self.ready()).explain()
+
+    async def add(self, item: object) -> bool:
+        return await self._run(lambda c: c.add(item))
+
+    async def add_many(self, items: Iterable[object], *, batch: int | None = None) -> list[bool]:
+        items = list(items)
+        return await self._run(lambda c: c.many(items, "add", batch))
+
+    async def contains(self, item: object) -> bool:
+        return await self._run(lambda c: c.contains(item))
+
+    async def contains_many(self, items: Iterable[object], *, batch: int | None = None) -> list[bool]:
+        items = list(items)
+        return await self._run(lambda c: c.many(items, "contains", batch))
+
+    async def remove(self, item: object) -> bool:
+        return await self._run(lambda c: c.remove(item))
+
+    async def count(self) -> int:
+        core = await self.ready()
+        if isinstance(core.layout, FlatKeys):
+            return len([k async for k in self._flat_keys()])
+        return sum(await self._run(lambda c: c.sizes()))
+
+    async def _flat_keys(self) -> AsyncIterator[bytes]:
+        core = await self.ready()
+        assert isinstance(core.layout, FlatKeys)
+        seen: set[bytes] = set()
+        async for key in self.client.scan_iter(match=core.layout.scan_pattern(), count=1000):
+            raw = key if isinstance(key, bytes) else str(key).encode()
+            if raw not in seen:
+                seen.add(raw)
+                yield raw
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        core = await self.ready()
+        if isinstance(core.layout, FlatKeys):
+            async for key in self._flat_keys():
+                yield core.codec.decode(core.layout.item_of_key(key))
+            return
+        seen: dict[int, set[bytes]] = {}
+        for chunk in core.partition_batches():
+            cursors = {p: 0 for p in chunk}
+            while cursors:
+                replies = await self._ex.run_many(core.scan_round(cursors))
+                items, cursors = core.scan_fold(cursors, replies, seen)
+                for item in items:
+                    yield item
+
+    async def clear(self) -> None:
+        core = await self.ready()
+        if isinstance(core.layout, FlatKeys):
+            keys = [k async for k in self._flat_keys()]
+            for i in range(0, len(keys), PARTITION_BATCH):
+                await self._ex.run_many([core.layout.plan_unlink_key(k) for k in keys[i : i + PARTITION_BATCH]])
+            return
+        await self._run(lambda c: c.clear())
+
+    async def stats(self) -> dict[str, Any]:
+        core = await self.ready()
+        if isinstance(core.layout, FlatKeys):
+            return {**core.explain(), "items": await self.count(), "fullest_partition": None,
+                    "encodings": {}, "converted_partitions": [], "converted_count": 0, "warnings": []}
+        return await self._run(lambda c: c.stats())

@@ -1,0 +1,128 @@
+"""Items of a compact set: what the caller may pass, and the one byte form stored.
+
+Every item becomes exactly `item_size` bytes before any layout sees it (pure, no I/O):
+  bytes / bytearray / memoryview  taken as is; the length must be item_size
+  uuid.UUID                       its 16 bytes (`.bytes`); needs item_size == 16
+  int                             unsigned big-endian, item_size bytes; 0 <= n < 2**(8*item_size)
+  str                             2*item_size hex digits (any case), or, when item_size == 16,
+                                  a UUID in any form uuid.UUID() reads ("{...}", "urn:uuid:",
+                                  dashes or not). Any other text is refused: densekv does not
+                                  hash it for you, because a set that hashed would hand back
+                                  digests, not your strings. Hash it yourself, e.g.
+                                  hashlib.blake2b(text.encode(), digest_size=16).digest().
+So every accepted form is lossless, iteration yields the bytes form, and anything else
+raises BadItem before a command is built (nothing is written).
+
+Spreading: a partitioned layout takes the partition from the item (x mod P; the dense
+layout does not store it again). Random IDs spread evenly; sequential integers
+or structured IDs would pile into one partition and push it out of its listpack. With
+`spread=True` (the default) items are first passed through a fixed bijection of
+item_size-byte integers (multiply by an odd constant mod 2**bits, which carries every
+input bit into the top half, then xor the top half into the bottom half; both steps are
+invertible), so partitions fill evenly and the stored form stays exactly as long and
+lossless whatever the items look like. `spread=False`
+stores the item's own bytes (readable in redis-cli) and is right for random IDs only.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from densekv.errors import DensekvError
+
+Item = bytes | bytearray | memoryview | str | int | uuid.UUID
+
+# A 128-bit constant (the golden ratio's fractional bits); an item_size-byte multiplier is
+# cut from it (repeated for wider items) and forced odd, so it is invertible mod 2**bits.
+_GOLDEN = 0x9E3779B97F4A7C15F39CC0605CEDC835 | 1
+
+
+class BadItem(DensekvError, ValueError):
+    """An item of the wrong type or size for this set: refused, nothing written."""
+
+
+@dataclass(frozen=True)
+class ItemCodec:
+    """Item -> item_size bytes (spread or not) and back."""
+
+    item_size: int = 16
+    spread: bool = True
+    _mod: int = field(init=False, repr=False)
+    _mul: int = field(init=False, repr=False)
+    _inv: int = field(init=False, repr=False)
+    _half: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.item_size, int) or not 1 <= self.item_size <= 64:
+            raise ValueError("item_size is a number of bytes from 1 to 64")
+        mod = 1 << (8 * self.item_size)
+        mul = int.from_bytes((_GOLDEN.to_bytes(16, "big") * 4)[: self.item_size], "big") | 1
+        object.__setattr__(self, "_mod", mod)
+        object.__setattr__(self, "_mul", mul)
+        object.__setattr__(self, "_inv", pow(mul, -1, mod))
+        object.__setattr__(self, "_half", 4 * self.item_size)
+
+    # -- caller's item -> canonical bytes -------------------------------------------------
+    def canonical(self, item: object) -> bytes:
+        """The item's bytes form (what iteration gives back), or BadItem."""
+        size = self.item_size
+        if isinstance(item, (bytes, bytearray, memoryview)):
+            raw = bytes(item)
+            if len(raw) != size:
+                raise BadItem(f"a {len(raw)}-byte item in a set of {size}-byte items")
+            return raw
+        if isinstance(item, uuid.UUID):
+            if size != 16:
+                raise BadItem(f"a UUID is 16 bytes; this set holds {size}-byte items")
+            return item.bytes
+        if isinstance(item, bool):
+            raise BadItem("a bool is not an item: pass bytes, str, int or UUID")
+        if isinstance(item, int):
+            if not 0 <= item < self._mod:
+                raise BadItem(f"int item {item} is outside 0 .. 2**{8 * size} - 1")
+            return item.to_bytes(size, "big")
+        if isinstance(item, str):
+            text = item.strip()
+            if len(text) == 2 * size:
+                try:
+                    return bytes.fromhex(text)
+                except ValueError:
+                    pass
+            if size == 16:
+                try:
+                    return uuid.UUID(text).bytes
+                except ValueError:
+                    pass
+            raise BadItem(
+                f"text item {item[:40]!r} is neither {2 * size} hex digits"
+                + (" nor a UUID" if size == 16 else "")
+                + ": hash it yourself (hashlib.blake2b(text.encode(), digest_size="
+                + f"{size}).digest()) and store the digest"
+            )
+        raise BadItem(f"items are bytes, str, int or UUID, not {type(item).__name__}")
+
+    # -- canonical bytes <-> stored bytes (the spread bijection) ----------------------------
+    def encode(self, item: object) -> bytes:
+        """The bytes the layouts store and partition by."""
+        raw = self.canonical(item)
+        if not self.spread:
+            return raw
+        n = (int.from_bytes(raw, "big") * self._mul) % self._mod
+        n ^= n >> self._half
+        return n.to_bytes(self.item_size, "big")
+
+    def decode(self, stored: bytes) -> bytes:
+        """The inverse of encode: stored bytes -> the canonical item bytes."""
+        if not self.spread:
+            return stored
+        n = int.from_bytes(stored, "big")
+        n ^= n >> self._half
+        n = (n * self._inv) % self._mod
+        return n.to_bytes(self.item_size, "big")
+
+    def encode_all(self, items: object) -> list[bytes]:
+        """Every item encoded, or BadItem for the first bad one (before anything is sent)."""
+        if isinstance(items, (bytes, str)):
+            raise BadItem("pass an iterable of items, not one bytes/str object")
+        return [self.encode(i) for i in items]  # type: ignore[attr-defined]

@@ -1,0 +1,116 @@
+"""Items and partition math of compact sets: pure, no server."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from densekv.sets.items import BadItem, ItemCodec
+from densekv.sets.layouts import DenseHash, DenseSet, FlatKeys, Radix, SetLimits, alloc_size, entry_bytes, plan_dense
+
+
+@given(st.binary(min_size=16, max_size=16), st.booleans())
+def test_bytes_round_trip(raw: bytes, spread: bool) -> None:
+    codec = ItemCodec(16, spread)
+    stored = codec.encode(raw)
+    assert len(stored) == 16 and codec.decode(stored) == raw
+
+
+@given(st.integers(min_value=1, max_value=40), st.data())
+def test_spread_is_a_bijection_for_every_width(size: int, data: st.DataObject) -> None:
+    codec = ItemCodec(size)
+    raw = data.draw(st.binary(min_size=size, max_size=size))
+    assert codec.decode(codec.encode(raw)) == raw
+
+
+def test_conversion_rules() -> None:
+    codec = ItemCodec(16, spread=False)
+    u = uuid.uuid4()
+    assert codec.encode(u) == u.bytes
+    assert codec.encode(str(u)) == u.bytes
+    assert codec.encode(u.hex.upper()) == u.bytes
+    assert codec.encode(f"urn:uuid:{u}") == u.bytes
+    assert codec.encode(5) == (5).to_bytes(16, "big")
+    assert codec.encode(2**128 - 1) == b"\xff" * 16
+    assert codec.encode(bytearray(16)) == bytes(16)
+    assert ItemCodec(4, spread=False).encode("0a0b0c0d") == b"\x0a\x0b\x0c\x0d"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [b"short", b"x" * 17, -1, 2**128, "hello", "zz" * 16, 1.5, None, True, ["a"], {"a": 1}],
+)
+def test_bad_items_are_refused_with_a_typed_error(bad: object) -> None:
+    with pytest.raises(BadItem):
+        ItemCodec(16).encode(bad)
+
+
+def test_uuid_needs_16_byte_items() -> None:
+    with pytest.raises(BadItem):
+        ItemCodec(8).encode(uuid.uuid4())
+    with pytest.raises(BadItem):
+        ItemCodec(8).encode(str(uuid.uuid4()))
+
+
+def test_one_bad_item_in_a_batch_fails_the_batch() -> None:
+    with pytest.raises(BadItem):
+        ItemCodec(16).encode_all([bytes(16), b"bad"])
+    with pytest.raises(BadItem):
+        ItemCodec(16).encode_all(bytes(16))
+
+
+def test_sequential_ints_spread_evenly_over_partitions() -> None:
+    codec = ItemCodec(16)
+    radix = Radix(64, 16)
+    counts = [0] * 64
+    for i in range(64 * 100):
+        counts[radix.split(codec.encode(i))[0]] += 1
+    assert max(counts) < 2 * 100 and min(counts) > 100 // 2
+    plain = ItemCodec(16, spread=False)
+    radix2 = Radix(64, 16)
+    assert {radix2.split(plain.encode(i * 64))[0] for i in range(100)} == {0}  # why spread exists
+
+
+@given(st.integers(min_value=1, max_value=200_000), st.binary(min_size=16, max_size=16))
+def test_radix_split_join(partitions: int, raw: bytes) -> None:
+    radix = Radix(partitions, 16)
+    p, q = radix.split(raw)
+    assert 0 <= p < partitions and q <= radix.qmax
+    assert radix.join(p, q) == raw
+
+
+@given(st.integers(min_value=1, max_value=100_000), st.binary(min_size=16, max_size=16))
+def test_layout_members_round_trip(partitions: int, raw: bytes) -> None:
+    for cls in (DenseSet, DenseHash):
+        lay = cls("ns", partitions, 16)
+        key, member = lay.locate(raw)
+        p = int(key[key.index(b"{") + 1 : -1])
+        assert lay.stored_of(p, member) == raw
+    flat = FlatKeys("ns", partitions, 16)
+    key, _ = flat.locate(raw)
+    assert flat.item_of_key(key) == raw
+
+
+def test_dense_members_drop_the_partition() -> None:
+    assert len(DenseSet("ns", 4096, 16).member(Radix(4096, 16).qmax)) == 15
+    assert len(DenseSet("ns", 16, 16).member(Radix(16, 16).qmax)) == 16
+
+
+def test_listpack_cost_model() -> None:
+    assert entry_bytes(15) == 17 and entry_bytes(0) == 2 and entry_bytes(100) == 103
+    assert alloc_size(1044, "jemalloc") == 1280 and alloc_size(1024, "jemalloc") == 1024
+    assert alloc_size(1044, "libc") == 1048
+
+
+def test_dense_plan_per_server() -> None:
+    old = SetLimits(512, 64, None, None, 128, 64, "jemalloc")
+    new = SetLimits(512, 64, 128, 64, 128, 64, "jemalloc")
+    assert plan_dense(1_000_000, 16, old).encoding == "hash"
+    choice = plan_dense(1_000_000, 16, new)
+    assert choice.encoding == "set" and choice.predicted["set"] < choice.predicted["hash"]
+    # the fullest partition stays under the limit: mean + 4 sigma
+    mean = 1_000_000 / choice.partitions
+    assert mean + 4 * mean**0.5 <= 128
