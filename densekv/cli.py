@@ -258,6 +258,15 @@ def repartition(url: str | None, server_name: str, namespace: str, partitions: i
                        f"{result['moved']} sessions moved")
 
 
+def _register_lab() -> None:
+    from densekv.lab.cli import lab
+
+    cli.add_command(lab)
+
+
+_register_lab()
+
+
 def main() -> None:
     """Entry point: run the CLI, turning densekv and connection errors into one line."""
     try:

@@ -1,0 +1,105 @@
+"""`densekv lab`: the seed experiments on your server, with a report.
+
+A click command the main CLI registers (`cli.add_command(lab)` in densekv/cli.py, whose
+main() turns errors into one line and exit 2); `python -m densekv.lab` runs it alone
+through `main()` below, which does the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import click
+import redis
+
+from densekv.errors import DensekvError, ServerUnavailable
+from densekv.lab.sizing import DEFAULT_N
+
+
+@click.command("lab")
+@click.option("--url", envvar="DENSEKV_URL", default=None,
+              help="redis:// URL of your server; the lab uses only the (empty) database it names")
+@click.option("--server", "servers", multiple=True,
+              help="a server of the matrix to start and measure (repeat, comma-separate, or 'all')")
+@click.option("--n", type=int, default=None,
+              help=f"items per experiment (default {DEFAULT_N:,}, sized to finish in 3 minutes)")
+@click.option("--only", default=None, help="comma-separated experiments: sessions,sets,small_sets,maps,matrix")
+@click.option("--out", "out_dir", default="densekv-lab", show_default=True, type=click.Path(file_okay=False),
+              help="directory for report.html, results.json and the PNGs")
+@click.option("--json", "as_json", is_flag=True, help="print results.json to stdout (no live display)")
+@click.option("--allow-config", is_flag=True,
+              help="with --url: allow CONFIG SET on your server (restored after) for the raised-limit curves")
+def lab(url: str | None, servers: tuple[str, ...], n: int | None, only: str | None, out_dir: str,
+        as_json: bool, allow_config: bool) -> None:
+    """Rerun the seed experiments here and write DIR/report.html and DIR/results.json."""
+    from densekv.lab.runner import Display, LabConfig, LiveDisplay, run_lab
+
+    kinds = tuple(k.strip() for k in only.split(",") if k.strip()) if only else None
+    config = LabConfig(url=url, servers=servers, n=n, only=kinds, out=Path(out_dir),
+                       allow_config=allow_config, command=_command_line())
+    display = Display() if as_json else LiveDisplay()
+    result = run_lab(config, display)
+    if as_json:
+        click.echo(json.dumps(result.doc, indent=2))
+    else:
+        click.echo(f"report: {result.paths['report']}  results: {result.paths['results']}  "
+                   f"({result.seconds:.0f}s)")
+    if result.failed:
+        failed = ", ".join(f"{o.kind} on {o.server}" for o in result.failed)
+        raise click.ClickException(f"some experiments failed ({failed}): see the report")
+
+
+def _command_line() -> str:
+    args = [a for a in sys.argv[1:]]
+    redacted = []
+    for a in args:
+        redacted.append(_redact_arg(a))
+    return "densekv lab " + " ".join(shlex.quote(a) for a in redacted[_skip(redacted):])
+
+
+def _skip(args: list[str]) -> int:
+    return 1 if args and args[0] == "lab" else 0
+
+
+def _redact_arg(arg: str) -> str:
+    from densekv.lab.target import redact
+
+    if arg.startswith(("redis://", "rediss://")):
+        return redact(arg)
+    if arg.startswith("--url="):
+        return "--url=" + redact(arg[len("--url="):])
+    return arg
+
+
+def main() -> None:
+    """Run `lab` alone with densekv's error handling: one line and exit 2 for expected errors."""
+    try:
+        lab.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except DensekvError as exc:
+        click.echo(f"densekv: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        click.echo(f"densekv: {ServerUnavailable(f'the server stopped answering: {exc}')}", err=True)
+        sys.exit(2)
+    except redis.RedisError as exc:
+        click.echo(f"densekv: the server refused: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("DENSEKV_DEBUG"):
+            raise
+        click.echo(f"densekv: internal error {type(exc).__name__}: {exc} "
+                   "(set DENSEKV_DEBUG=1 for the traceback and please report it)", err=True)
+        sys.exit(1)

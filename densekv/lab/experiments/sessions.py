@@ -1,0 +1,385 @@
+"""Experiment 1 (seed 000): bytes per session for every session layout as N grows.
+
+For each layout (and the seed's 256 / 65k / 1M-partition ZSET variants, scaled to this
+run's N): flush, then create sessions with SessionStore.create_many (2000 per round
+trip, integer identities from workloads.identities, no payload, no identity index - the
+seed's setup) up to log-spaced checkpoints; at each checkpoint the Meter reads the
+used_memory delta and a fixed sample of partition keys is asked OBJECT ENCODING, so the
+points where partitions convert from listpack to hashtable/skiplist are on the curve.
+Then the store's own get flow is run for a sample of the created tokens, pipelined 1000
+per round trip; server time per operation comes from INFO commandstats deltas.
+
+Uses SessionStore internals read-only (`_core.layout` for partition key names,
+`_core.get` flows and `_ex` for pipelined gets): a public `partition_keys()` and
+`get_many()` on SessionStore would replace them (listed in the lab's hand-over notes).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from densekv.keys import partition_count
+from densekv.lab.experiments.base import Context, Experiment, FigureSpec, Output, TableSpec
+from densekv.lab.observe import commandstats, converted_share, drive_flows, encodings, sample_partitions, stats_delta
+from densekv.lab.results import RunRecord, op_stats
+from densekv.lab.sizing import SEED_PARTITIONS, SEED_RANGE, checkpoints, scaled_partitions
+from densekv.lab.workloads import Stream, identities
+from densekv.measure import Point
+
+NAMESPACE = "lab"
+CREATE_BATCH = 2000
+GET_BATCH = 1000
+MAX_GETS = 20_000
+ENCODING_SAMPLE = 48
+
+
+@dataclass
+class Variant:
+    label: str
+    layout: str
+    partitions: int | None = None  # None: the store's own choice for N
+    note: str = ""
+
+
+@dataclass
+class VariantResult:
+    variant: Variant
+    partitions: int | None
+    points: list[dict[str, Any]] = field(default_factory=list)
+    create: dict[str, Any] = field(default_factory=dict)
+    get: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+
+
+def plan_variants(n: int, field_ttl: bool, hash_limit: int, zset_limit: int,
+                  only: tuple[str, ...] | None = None) -> tuple[list[Variant], list[str]]:
+    """The layouts to measure, most telling first (a budget cut drops the tail)."""
+    notes: list[str] = []
+    out = [Variant("dense", "dense"), Variant("json", "json", note="the seed's JSON + SETEX baseline")]
+    seen: dict[int, str] = {}
+    for label, seed_p in SEED_PARTITIONS.items():
+        p = scaled_partitions(seed_p, n)
+        if p in seen:
+            notes.append(f"zset {label}: scaled to {p} partitions, the same as {seen[p]}: measured once")
+            continue
+        seen[p] = f"zset {label}"
+        out.append(Variant(f"zset {label}", "zset", p,
+                           f"the seed's {seed_p:,} partitions scaled by N/{SEED_RANGE:,} to {p:,}"))
+    out += [Variant("packed", "packed"), Variant("hash", "hash")]
+    auto = partition_count(n, min(hash_limit, zset_limit))
+    if auto in seen:
+        notes.append(f"zset (sized for N by densekv's rule): {auto} partitions, the same as {seen[auto]}: "
+                     "measured once")
+    else:
+        out.append(Variant("zset", "zset", auto, "partitions sized for N by densekv's rule"))
+    if field_ttl:
+        out.append(Variant("fieldttl", "fieldttl"))
+    else:
+        notes.append("fieldttl: not measured - this server has no hash field TTL")
+    if only:
+        out = [v for v in out if v.layout in only or v.label in only]
+    return out, notes
+
+
+class Sessions(Experiment):
+    kind = "sessions"
+    title = "Sessions: bytes per session by layout as N grows"
+    seed = "000"
+    budget_s = 110.0
+
+    def run(self, ctx: Context) -> Output:
+        from densekv.sessions.store import facts_from_probe
+
+        target, n = ctx.target, ctx.n
+        client = target.client
+        facts = facts_from_probe(client)
+        out = Output(self.kind, target.name)
+        variants, notes = plan_variants(n, facts.field_ttl != "none", facts.limits.hash_max_listpack_entries,
+                                        facts.limits.zset_max_listpack_entries, ctx.options.get("layouts"))
+        out.notes += notes
+        marks = checkpoints(n, per_decade=int(ctx.options.get("per_decade", 5)))
+        gets = min(n, ctx.options.get("gets", MAX_GETS))
+        ctx.progress.start(f"{self.kind} on {target.name}", total=len(variants) * (n + gets))
+        results: list[VariantResult] = []
+        for variant in variants:
+            if ctx.budget.exceeded():
+                out.notes.append(f"{variant.label}: not measured - the experiment's time budget ran out")
+                ctx.progress.advance(n + gets)
+                continue
+            result = self._measure(ctx, facts, variant, marks, gets)
+            results.append(result)
+            record = self._record(ctx, result)
+            out.records.append(record)
+            ctx.progress.record(record)
+        target.clear()
+        self._describe(out, ctx, results, marks, gets, facts)
+        return out
+
+    # -- measuring -----------------------------------------------------------------------
+    def _measure(self, ctx: Context, facts: Any, variant: Variant, marks: list[int], gets: int) -> VariantResult:
+        from densekv.sessions import SessionStore
+        from densekv.sessions.layouts.partitioned import PartitionedLayout, ZsetLayout
+
+        client, n = ctx.target.client, ctx.n
+        store = SessionStore(client, namespace=NAMESPACE, layout=variant.layout, expected_sessions=n,
+                             index_identities=False, partitions=variant.partitions, facts=facts)
+        layout = store._core.layout  # read-only: key names for the encoding sample
+        partitions = layout.partitions if isinstance(layout, PartitionedLayout) else None
+        result = VariantResult(variant, partitions, limits={
+            "hash_max_listpack_entries": facts.limits.hash_max_listpack_entries,
+            "zset_max_listpack_entries": facts.limits.zset_max_listpack_entries,
+        })
+        sample_keys: dict[str, list[bytes]] = {}
+        if isinstance(layout, PartitionedLayout):
+            picks = sample_partitions(layout.partitions, ENCODING_SAMPLE)
+            sample_keys["hash"] = [layout.hash_key(p) for p in picks]
+            if isinstance(layout, ZsetLayout):
+                sample_keys["zset"] = [layout.zset_key(p) for p in picks]
+
+        stream = Stream(identities(n))
+        tokens: list[str] = []
+        timing = {"seconds": 0.0, "usec": 0.0, "count": 0}
+        commands: dict[str, dict[str, float]] = {}
+
+        def load(start: int, stop: int) -> None:
+            before = commandstats(client)
+            t0 = time.perf_counter()
+            todo = stop - start
+            while todo > 0:
+                chunk = stream.take(min(CREATE_BATCH, todo))
+                made = store.create_many(chunk, batch=CREATE_BATCH)
+                if len(tokens) < gets:
+                    tokens.extend(made[: gets - len(tokens)])
+                todo -= len(chunk)
+                ctx.progress.advance(len(chunk))
+            timing["seconds"] += time.perf_counter() - t0
+            usec, per = stats_delta(before, commandstats(client))
+            timing["usec"] += usec
+            timing["count"] += stop - start
+            for name, v in per.items():
+                agg = commands.setdefault(name, {"calls": 0, "usec": 0})
+                agg["calls"] += v["calls"]
+                agg["usec"] += v["usec"]
+            client.connection_pool.disconnect()  # the loader's buffers are not data
+
+        def on_point(point: Point) -> None:
+            entry: dict[str, Any] = {
+                "n": point.n,
+                "bytes_per_item": round(point.bytes_per_item, 3),
+                "used_memory_delta": point.used_memory_delta,
+                "memory_usage_bytes_per_item": None if point.memory_usage_bytes_per_item is None
+                else round(point.memory_usage_bytes_per_item, 3),
+            }
+            if sample_keys:
+                entry["encodings"] = {kind: encodings(client, keys) for kind, keys in sample_keys.items()}
+            result.points.append(entry)
+
+        ctx.target.meter.curve(variant.label, load, marks, on_point=on_point)
+        for v in commands.values():
+            v["usec_per_call"] = round(v["usec"] / v["calls"], 3) if v["calls"] else 0
+        result.create = op_stats(timing["count"], timing["seconds"], timing["usec"], commands)
+        result.get = self._gets(ctx, store, tokens)
+        return result
+
+    def _gets(self, ctx: Context, store: Any, tokens: list[str]) -> dict[str, Any]:
+        client = ctx.target.client
+        core, ex = store._core, store._ex  # the store's own get flow, pipelined
+        before = commandstats(client)
+        t0 = time.perf_counter()
+        found = 0
+        for i in range(0, len(tokens), GET_BATCH):
+            batch = tokens[i : i + GET_BATCH]
+            found += sum(1 for s in drive_flows(ex, [core.get(t) for t in batch]) if s is not None)
+            ctx.progress.advance(len(batch))
+        seconds = time.perf_counter() - t0
+        usec, per = stats_delta(before, commandstats(client))
+        stats = op_stats(len(tokens), seconds, usec, per)
+        stats["found"] = found
+        return stats
+
+    def _record(self, ctx: Context, result: VariantResult) -> RunRecord:
+        last = result.points[-1]
+        notes = [result.variant.note] if result.variant.note else []
+        notes += conversion_notes(result)
+        return RunRecord.stamped(
+            ctx.target.stamp, kind=self.kind, layout=result.variant.layout, partitions=result.partitions,
+            variant=result.variant.label, n=last["n"], bytes_per_item=last["bytes_per_item"],
+            used_memory_delta=last["used_memory_delta"],
+            memory_usage_bytes_per_item=last["memory_usage_bytes_per_item"],
+            op="get", ops_per_s=result.get["ops_per_s"], server_usec_per_call=result.get["server_usec_per_call"],
+            points=result.points, ops={"create": result.create, "get": result.get}, notes=notes,
+        )
+
+    # -- describing --------------------------------------------------------------------
+    def _describe(self, out: Output, ctx: Context, results: list[VariantResult], marks: list[int],
+                  gets: int, facts: Any) -> None:
+        stamp = ctx.target.stamp
+        lim = facts.limits
+        out.method += [
+            f"Sessions with integer identities (workloads.identities, fixed seed) and no payload were "
+            f"created through SessionStore.create_many, {CREATE_BATCH} per pipelined round trip, without "
+            f"the identity index (the seed's setup), up to N = {ctx.n:,} in {len(marks)} log steps "
+            f"({', '.join(f'{m:,}' for m in marks)}).",
+            "At each step densekv's Meter read INFO used_memory after the server settled (no lazy free "
+            "pending, no rehashing, used_memory still) and divided the delta from the flushed baseline by "
+            "the sessions stored; the loader's connection was closed first so its buffers do not count. "
+            "Every layout starts from a flushed "
+            + ("server." if stamp.scratch else "database (the lab's own, empty when it started)."),
+            f"Conversion points: at each step OBJECT ENCODING was read for up to {ENCODING_SAMPLE} "
+            "partition keys (a fixed sample); a marked point is one where some of them had left the "
+            f"listpack (hash-max-listpack-entries = {lim.hash_max_listpack_entries}, "
+            f"zset-max-listpack-entries = {lim.zset_max_listpack_entries} on this server).",
+            f"The seed's 256 / 65k / 1M-partition variants are scaled to this run: seed 000 followed them "
+            f"to about {SEED_RANGE:,} sessions, so each partition count is multiplied by "
+            f"N / {SEED_RANGE:,} (nearest power of two). Sessions per partition at this N are then what "
+            "the seed had at 40M, and its conversions fall inside this run.",
+            f"Throughput: create = sessions created per second during the loads (pipelined); get = the "
+            f"store's own get() logic for {gets:,} of the created tokens, {GET_BATCH} per pipelined round "
+            "trip. Server time per operation = the INFO commandstats usec delta of the phase divided by "
+            "the operations (EXEC / EVALSHA time where the layout wraps its commands).",
+        ]
+        if not results:
+            return
+        out.figures.append(FigureSpec(
+            "bytes-per-session", f"Bytes per session vs N ({stamp.name} {stamp.version})",
+            "used_memory delta per session at each checkpoint, every layout; a ring marks a checkpoint "
+            "where sampled partitions had converted out of the listpack encoding.",
+            lambda fig: _plot_curves(fig, results, stamp),
+        ))
+        zsets = [r for r in results if r.variant.layout == "zset" or r.variant.label in ("json", "dense")]
+        if any(r.variant.layout == "zset" for r in results):
+            out.figures.append(FigureSpec(
+                "zset-partitions", "The seed's partitioned HASH + ZSET at 256 / 65k / 1M partitions (scaled)",
+                "Dotted lines: N at which the average partition reaches zset-max-listpack-entries (Z) and "
+                "hash-max-listpack-entries (H); numbers beside ringed points: share of sampled ZSETs / HASHes "
+                "no longer in a listpack.",
+                lambda fig: _plot_zsets(fig, zsets, stamp),
+            ))
+        out.figures.append(FigureSpec(
+            "throughput", "Create and get throughput by layout",
+            "Operations per second from one Python process (pipelined), and the server's microseconds per "
+            "operation from INFO commandstats.",
+            lambda fig: _plot_throughput(fig, results),
+        ))
+        out.tables.append(TableSpec(
+            f"Sessions at N = {ctx.n:,} on {stamp.name}",
+            ["layout", "partitions", "bytes/session", "MEMORY USAGE B/session", "create/s", "get/s",
+             "server µs/get", "conversions seen"],
+            [[r.variant.label, r.partitions if r.partitions is not None else "-",
+              r.points[-1]["bytes_per_item"], r.points[-1]["memory_usage_bytes_per_item"],
+              r.create["ops_per_s"], r.get["ops_per_s"], r.get["server_usec_per_call"],
+              "; ".join(conversion_notes(r)) or "-"] for r in results],
+            "MEMORY USAGE prices keys one by one (a cross-check; it misses the main dict's buckets).",
+        ))
+
+
+def conversion_notes(result: VariantResult) -> list[str]:
+    """'zset: first converted at N=... (12% of sampled keys), 100% by N=...'."""
+    notes = []
+    for kind in ("zset", "hash"):
+        first = full = None
+        for point in result.points:
+            share = converted_share(point.get("encodings", {}).get(kind, {}))
+            if share and first is None:
+                first = (point["n"], share)
+            if share is not None and share >= 0.999 and full is None:
+                full = point["n"]
+        if first:
+            text = f"{kind}: converting from N={first[0]:,} ({first[1]:.0%} of sampled)"
+            if full is not None:
+                text += f", all by N={full:,}"
+            notes.append(text)
+    return notes
+
+
+# -- plots (called by the report with a matplotlib Figure) -----------------------------
+
+COLORS = {"json": "#d62728", "packed": "#ff7f0e", "hash": "#8c564b", "zset": "#1f77b4",
+          "dense": "#2ca02c", "fieldttl": "#9467bd"}
+SEED_STYLES = {"zset seed 256": ("#17becf", "--"), "zset seed 65k": ("#1f77b4", "-."),
+               "zset seed 1M": ("#393b79", ":")}
+
+
+def _style(r: VariantResult) -> tuple[str, str]:
+    return SEED_STYLES.get(r.variant.label, (COLORS.get(r.variant.layout, "#333333"), "-"))
+
+
+def _conversions(r: VariantResult) -> list[tuple[int, float, float]]:
+    out = []
+    for p in r.points:
+        shares = [converted_share(c) for c in p.get("encodings", {}).values()]
+        top = max((s for s in shares if s is not None), default=0.0)
+        if top > 0:
+            out.append((p["n"], p["bytes_per_item"], top))
+    return out
+
+
+def _plot_curves(fig: Any, results: list[VariantResult], stamp: Any) -> None:
+    ax = fig.add_subplot(1, 1, 1)
+    for r in results:
+        color, ls = _style(r)
+        xs = [p["n"] for p in r.points]
+        ys = [p["bytes_per_item"] for p in r.points]
+        label = r.variant.label + (f" (P={r.partitions:,})" if r.partitions else "")
+        ax.plot(xs, ys, ls, color=color, marker=".", label=label)
+        conv = _conversions(r)
+        if conv:
+            ax.scatter([c[0] for c in conv], [c[1] for c in conv], s=70, facecolors="none", edgecolors=color)
+    ax.set_xscale("log")
+    ax.set_xlabel("sessions stored (N)")
+    ax.set_ylabel("bytes per session (used_memory delta / N)")
+    ax.set_title(f"{stamp.flavor} {stamp.version}, {stamp.allocator}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def _plot_zsets(fig: Any, results: list[VariantResult], stamp: Any) -> None:
+    ax = fig.add_subplot(1, 1, 1)
+    lo = min(p["n"] for r in results for p in r.points)
+    hi = max(p["n"] for r in results for p in r.points)
+    for r in results:
+        color, ls = _style(r)
+        xs = [p["n"] for p in r.points]
+        ys = [p["bytes_per_item"] for p in r.points]
+        label = r.variant.label + (f" (P={r.partitions:,})" if r.partitions else "")
+        ax.plot(xs, ys, ls, color=color, marker=".", label=label)
+        for n, y, share in _conversions(r):
+            ax.scatter([n], [y], s=70, facecolors="none", edgecolors=color)
+            ax.annotate(f"{share:.0%}", (n, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=color)
+        if r.variant.layout == "zset" and r.partitions:
+            for limit_key, tag in (("zset_max_listpack_entries", "Z"), ("hash_max_listpack_entries", "H")):
+                x = r.partitions * r.limits[limit_key]
+                if lo <= x <= hi:
+                    ax.axvline(x, color=color, linestyle=":", alpha=0.6)
+                    ax.text(x, ax.get_ylim()[1] * 0.95, f"{tag}·P", color=color, fontsize=7, ha="right")
+    ax.set_xscale("log")
+    ax.set_xlabel("sessions stored (N)")
+    ax.set_ylabel("bytes per session")
+    ax.set_title(f"{stamp.flavor} {stamp.version}: partition count vs listpack limits")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def _plot_throughput(fig: Any, results: list[VariantResult]) -> None:
+    ax = fig.add_subplot(1, 1, 1)
+    labels = [r.variant.label for r in results]
+    xs = list(range(len(results)))
+    create = [r.create["ops_per_s"] or 0 for r in results]
+    get = [r.get["ops_per_s"] or 0 for r in results]
+    ax.bar([x - 0.2 for x in xs], create, 0.4, label="create/s", color="#1f77b4")
+    ax.bar([x + 0.2 for x in xs], get, 0.4, label="get/s", color="#2ca02c")
+    for x, r in zip(xs, results):
+        for dx, op in ((-0.2, r.create), (0.2, r.get)):
+            usec = op.get("server_usec_per_call")
+            if usec is not None:
+                ax.text(x + dx, (op["ops_per_s"] or 0), f"{usec:.2f}µs", ha="center", va="bottom", fontsize=6)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("operations per second (one client, pipelined)")
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+EXPERIMENT = Sessions()

@@ -1,0 +1,202 @@
+"""Where the lab measures, and what it may do there.
+
+Two kinds of target, one rule each:
+  * scratch: a server the lab started itself (`--server NAME`, or the embedded default).
+    The lab owns it: it flushes the whole server between measurements and may change its
+    config (for the raised-limit curves), and stops it at the end.
+  * url: the user's server (`--url`). The lab owns only the database the URL names, and
+    only if that database is empty when the lab starts (`LabRefused` otherwise, naming
+    an empty database to use instead). It flushes that database alone (FLUSHDB SYNC)
+    between measurements and at the end, so the user's other databases are never touched;
+    it never CONFIG SETs the server unless `--allow-config` was given (and then restores
+    every value it changed). Curves that need another config run on a scratch server the
+    lab starts (`with_config`), and their records say which server that was.
+used_memory is server-wide: on a busy user server other clients' writes land in the
+deltas (the meter waits for quiet, and gives up with a clear error if it never comes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from densekv.errors import DensekvError
+from densekv.lab.results import LISTPACK_SETTINGS, ServerStamp
+from densekv.measure import Meter
+from densekv.server.binaries import EMBEDDED, MATRIX, ServerBinary, find_servers, server_binary
+from densekv.server.process import ServerProcess
+
+
+class LabError(DensekvError):
+    """The lab cannot run as asked (bad option, missing plotting library, ...)."""
+
+
+class LabRefused(LabError):
+    """The lab will not measure there: the target holds data it was not given."""
+
+
+def redact(url: str) -> str:
+    """The URL without its password (for the report and results.json)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
+def _config_get(client: redis.Redis, name: str) -> str | None:
+    try:
+        reply = client.config_get(name)
+    except redis.ResponseError:
+        return None
+    value = reply.get(name)
+    return None if value is None else str(value)
+
+
+def read_listpack(client: redis.Redis) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for key in LISTPACK_SETTINGS:
+        value = _config_get(client, key.replace("_", "-"))
+        out[key] = int(value) if value is not None and value.lstrip("-").isdigit() else None
+    return out
+
+
+def stamp_of(client: redis.Redis, name: str, *, scratch: bool, url: str | None = None) -> ServerStamp:
+    info = client.info("server")
+    flavor = "valkey" if "valkey_version" in info else "redis"
+    version = str(info.get("valkey_version") or info["redis_version"])
+    allocator = str(client.info("memory").get("mem_allocator", "unknown"))
+    return ServerStamp(
+        name=name, flavor=flavor, version=version, allocator=allocator,
+        listpack=read_listpack(client),
+        maxmemory_policy=_config_get(client, "maxmemory-policy") or "",
+        scratch=scratch, url=redact(url) if url else None,
+    )
+
+
+@dataclass
+class Target:
+    """A server the lab may measure on, with the rights it has there."""
+
+    name: str
+    client: redis.Redis
+    scratch: bool
+    stamp: ServerStamp
+    meter: Meter
+    binary: ServerBinary | None = None
+    allow_config: bool = False
+    url: str | None = None
+    _changed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def may_configure(self) -> bool:
+        return self.scratch or self.allow_config
+
+    def restamp(self) -> None:
+        self.stamp = stamp_of(self.client, self.name, scratch=self.scratch, url=self.url)
+
+    def clear(self) -> None:
+        """Flush what the lab owns here (the server, or its one database)."""
+        self.meter.flush()
+
+    @contextlib.contextmanager
+    def with_config(self, settings: Mapping[str, int]) -> Iterator[Target]:
+        """A target where `settings` (CONFIG names) are in force, flushed and empty.
+
+        Here, if the lab may configure this server (scratch, or --allow-config): CONFIG
+        SET, and every changed value restored on exit. Otherwise on a scratch server of
+        the same kind (the same matrix server, or the embedded default for a URL) started
+        with those settings and stopped on exit.
+        """
+        if self.may_configure:
+            before = {k: _config_get(self.client, k) for k in settings}
+            self.clear()
+            try:
+                for key, value in settings.items():
+                    self.client.config_set(key, value)
+                self.restamp()
+                yield self
+            finally:
+                self.clear()
+                for key, old in before.items():
+                    if old is not None:
+                        self.client.config_set(key, old)
+                self.restamp()
+            return
+        binary = self.binary or server_binary(EMBEDDED)
+        with scratch_target(binary, options={k: str(v) for k, v in settings.items()}) as other:
+            yield other
+
+
+@contextlib.contextmanager
+def scratch_target(binary: ServerBinary, options: Mapping[str, str] | None = None) -> Iterator[Target]:
+    """Start a server of the matrix for the lab; stop it (and remove its files) on exit."""
+    with ServerProcess(binary, options=options) as proc:
+        client = proc.client()
+        try:
+            meter = Meter(client, clear=True)
+            yield Target(binary.name, client, True, stamp_of(client, binary.name, scratch=True),
+                         meter, binary=binary)
+        finally:
+            client.close()
+
+
+def _empty_db_hint(client: redis.Redis, url: str) -> str:
+    keyspace = client.info("keyspace")
+    used = {int(k[2:]) for k, v in keyspace.items() if k.startswith("db") and isinstance(v, dict) and v.get("keys")}
+    databases = _config_get(client, "databases")
+    count = int(databases) if databases and databases.isdigit() else 16
+    for db in range(count - 1, -1, -1):
+        if db not in used:
+            parts = urlsplit(url)
+            return f" (db {db} is empty: {redact(urlunsplit(parts._replace(path=f'/{db}')))})"
+    return ""
+
+
+@contextlib.contextmanager
+def url_target(url: str, *, allow_config: bool) -> Iterator[Target]:
+    """The user's server at `url`, if the database it names is empty; LabRefused if not."""
+    from densekv.connect import connect
+
+    client = connect(url)
+    try:
+        if isinstance(client, redis.RedisCluster):
+            raise LabRefused("the lab measures one server: give the redis:// URL of one node, not a cluster")
+        db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
+        keys = int(client.dbsize())
+        if keys:
+            raise LabRefused(
+                f"db {db} at {redact(url)} holds {keys} keys: the lab flushes the database it "
+                "measures in, so it only uses an empty one; point --url at an empty database"
+                + _empty_db_hint(client, url)
+            )
+        stamp = stamp_of(client, "url", scratch=False, url=url)
+        meter = Meter(client, scope="db")  # refuses again if someone wrote in between
+        yield Target("url", client, False, stamp, meter, allow_config=allow_config, url=url)
+        with contextlib.suppress(redis.RedisError):
+            meter.flush()  # leave the database as the lab found it: empty
+    finally:
+        client.close()
+
+
+def resolve_servers(names: tuple[str, ...]) -> list[ServerBinary]:
+    """`--server` values: matrix names (repeated or comma-separated) or `all`."""
+    wanted: list[str] = []
+    for value in names:
+        wanted += [v.strip() for v in value.split(",") if v.strip()]
+    present = find_servers()
+    if "all" in wanted:
+        return list(present.values())
+    out: list[ServerBinary] = []
+    for name in dict.fromkeys(wanted):
+        if name not in MATRIX:
+            raise LabError(f"unknown server {name!r}: choose one of {', '.join(MATRIX)} or all")
+        out.append(server_binary(name))
+    return out
