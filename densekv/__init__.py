@@ -20,6 +20,7 @@ from densekv.plan import AsyncExecutor, ClusterExecutor, Plan, SyncExecutor, exe
 from densekv.server.binaries import MATRIX, ServerBinary, find_servers
 from densekv.server.embedded import EmbeddedServer, embedded
 from densekv.server.probe import Capabilities, probe
+from densekv.sets.bloom import AsyncBloomFilter, BloomFilter
 from densekv.sets import (
     AsyncCompactSet,
     AsyncSetFamily,
@@ -39,12 +40,14 @@ from densekv.sessions import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncBloomFilter",
     "AsyncCompactSet",
     "AsyncExecutor",
     "AsyncSessionStore",
     "AsyncSetFamily",
     "BadItem",
     "BinaryMissing",
+    "BloomFilter",
     "BulkLoadError",
     "Capabilities",
     "ClusterExecutor",

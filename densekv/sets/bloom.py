@@ -1,0 +1,280 @@
+"""BloomFilter and AsyncBloomFilter: "probably in the set" at the information limit, module-free.
+
+    bf = BloomFilter(client, "seen", capacity=1_000_000, error_rate=0.01)
+    bf.add(b"id")                 # True if it was (probably) new
+    bf.add_many(ids)              # list[bool], one round trip per `batch` items
+    b"id" in bf; bf.contains_many(ids)
+    bf.stats()                    # m, k, shards, stages, inserted, bytes, fp rate and bound
+
+Module-free: plain strings used as bitmaps, one Lua script per shard per batch
+(densekv/lua/bloom_add.lua, bloom_has.lua). The sizes, the allocator rounding, the hash
+and the growth rule are in bloom_math.py; keys, plans and flows in bloom_core.py. With
+`native=True` the same API runs on RedisBloom's BF.RESERVE/BF.MADD/BF.MEXISTS where the
+server has the module, and raises BloomModuleMissing where it does not.
+
+Opening a name that holds a filter opens that filter: its parameters must match those
+given (BloomMismatch otherwise), or use BloomFilter.open(client, name) to take them from
+the server. A name whose keys hold something else raises WrongType and touches nothing.
+The asyncio twin has the same methods, awaited (`contains` stands for `in`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+import redis
+
+from densekv.plan import Plan, command, executor_for
+from densekv.sets.bloom_core import BloomCore, BloomFacts, Flow, Request, parse_facts
+from densekv.sets.bloom_errors import (
+    BadBloomItem,
+    BloomFull,
+    BloomMismatch,
+    BloomModuleMissing,
+    BloomNotFound,
+    BloomParameterError,
+)
+from densekv.sets.bloom_math import BloomSpec, item_bytes
+
+__all__ = [
+    "AsyncBloomFilter",
+    "BadBloomItem",
+    "BloomFilter",
+    "BloomFull",
+    "BloomMismatch",
+    "BloomModuleMissing",
+    "BloomNotFound",
+    "BloomParameterError",
+]
+
+T = TypeVar("T")
+DEFAULT_BATCH = 10_000  # items per round trip in add_many / contains_many
+
+
+def _facts_from_caps(caps: Any) -> BloomFacts:
+    return BloomFacts(str(caps.allocator), tuple(caps.modules))
+
+
+def _check_items(items: list[object]) -> None:
+    for x in items:  # every item before the first batch goes out: bad input writes nothing
+        item_bytes(x)
+
+
+def _check_batch(batch: int) -> int:
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise BloomParameterError(f"batch is an int >= 1, got {batch!r}")
+    return batch
+
+
+_INFO = command("INFO", "memory")
+_MODULES = command("MODULE", "LIST")
+
+
+class BloomFilter:
+    """A (scalable) Bloom filter in Redis/Valkey strings. See the module docstring."""
+
+    def __init__(
+        self,
+        client: redis.Redis | redis.RedisCluster,
+        name: str,
+        capacity: int | None,
+        error_rate: float | None,
+        native: bool | None = False,
+        *,
+        shards: int | None = None,
+        growth: int | None = None,
+        tightening: float | None = None,
+        batch: int = DEFAULT_BATCH,
+        caps: Any = None,
+        _create: bool = True,
+    ) -> None:
+        self.client = client
+        self.batch = _check_batch(batch)
+        self._core = BloomCore(name, Request(capacity, error_rate, native, shards, growth, tightening))
+        self._ex = executor_for(client)
+        facts = _facts_from_caps(caps) if caps is not None else self._facts()
+        self._run(self._core.open(facts, create=_create))
+
+    @classmethod
+    def open(cls, client: redis.Redis | redis.RedisCluster, name: str, *, batch: int = DEFAULT_BATCH) -> BloomFilter:
+        """The filter stored under `name`, with its stored parameters (BloomNotFound if none)."""
+        return cls(client, name, None, None, None, batch=batch, _create=False)
+
+    def _facts(self) -> BloomFacts:
+        info = self._ex.run(_INFO)
+        try:
+            modules = self._ex.run(_MODULES)
+        except redis.ResponseError:  # MODULE LIST refused (ACL, managed service)
+            modules = []
+        return parse_facts(info, modules)
+
+    def _run(self, flow: Flow[T]) -> T:
+        try:
+            plans: list[Plan[Any]] = next(flow)
+            while True:
+                plans = flow.send(self._ex.run_many(plans))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    # -- what it is -------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._core.name
+
+    @property
+    def spec(self) -> BloomSpec:
+        return self._core.opened
+
+    @property
+    def native(self) -> bool:
+        return self._core.native
+
+    # -- operations -----------------------------------------------------------------------
+    def add(self, item: object) -> bool:
+        """Add one item; True if it was probably new (some bit was 0). One round trip."""
+        return self._run(self._core.add_many([item]))[0]
+
+    def add_many(self, items: Iterable[object]) -> list[bool]:
+        """add() for many items, in order: one round trip per `batch` items."""
+        return self._batched(items, self._core.add_many)
+
+    def contains(self, item: object) -> bool:
+        return self._run(self._core.contains_many([item]))[0]
+
+    def __contains__(self, item: object) -> bool:
+        return self.contains(item)
+
+    def contains_many(self, items: Iterable[object]) -> list[bool]:
+        return self._batched(items, self._core.contains_many)
+
+    def _batched(self, items: Iterable[object], flow: Callable[[list[object]], Flow[list[bool]]]) -> list[bool]:
+        todo = list(items)
+        _check_items(todo)
+        out: list[bool] = []
+        for lo in range(0, len(todo), self.batch):
+            out += self._run(flow(todo[lo : lo + self.batch]))
+        return out
+
+    def count(self) -> int:
+        """Items added (adds that returned True), kept on the server atomically with them."""
+        return self._run(self._core.count())
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def stats(self) -> dict[str, Any]:
+        """m, k, shards, stages, inserted count, bytes, theoretical fp rate and its bound."""
+        return self._run(self._core.stats())
+
+    info = stats
+
+    def delete(self) -> int:
+        """Remove every key of the filter; returns the number of keys deleted."""
+        return self._run(self._core.delete())
+
+
+class AsyncBloomFilter:
+    """The asyncio twin of BloomFilter: same names, awaited; opened on first use or by
+    `await bf.ready()`. `await bf.contains(x)` stands for `x in bf`."""
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        capacity: int | None,
+        error_rate: float | None,
+        native: bool | None = False,
+        *,
+        shards: int | None = None,
+        growth: int | None = None,
+        tightening: float | None = None,
+        batch: int = DEFAULT_BATCH,
+        caps: Any = None,
+        _create: bool = True,
+    ) -> None:
+        self.client = client
+        self.batch = _check_batch(batch)
+        self._core = BloomCore(name, Request(capacity, error_rate, native, shards, growth, tightening))
+        self._ex = executor_for(client)
+        self._facts = _facts_from_caps(caps) if caps is not None else None
+        self._create = _create
+        self._open = False
+
+    @classmethod
+    async def open(cls, client: Any, name: str, *, batch: int = DEFAULT_BATCH) -> AsyncBloomFilter:
+        bf = cls(client, name, None, None, None, batch=batch, _create=False)
+        await bf.ready()
+        return bf
+
+    async def ready(self) -> AsyncBloomFilter:
+        if not self._open:
+            facts = self._facts or await self._read_facts()
+            await self._drive(self._core.open(facts, create=self._create))
+            self._open = True
+        return self
+
+    async def _read_facts(self) -> BloomFacts:
+        info = await self._ex.run(_INFO)
+        try:
+            modules = await self._ex.run(_MODULES)
+        except redis.ResponseError:
+            modules = []
+        return parse_facts(info, modules)
+
+    async def _drive(self, flow: Flow[T]) -> T:
+        try:
+            plans: list[Plan[Any]] = next(flow)
+            while True:
+                plans = flow.send(await self._ex.run_many(plans))
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+    async def _run(self, make: Callable[[BloomCore], Flow[T]]) -> T:
+        await self.ready()
+        return await self._drive(make(self._core))
+
+    @property
+    def name(self) -> str:
+        return self._core.name
+
+    @property
+    def spec(self) -> BloomSpec:
+        return self._core.opened
+
+    @property
+    def native(self) -> bool:
+        return self._core.native
+
+    async def add(self, item: object) -> bool:
+        return (await self._run(lambda c: c.add_many([item])))[0]
+
+    async def add_many(self, items: Iterable[object]) -> list[bool]:
+        return await self._batched(items, "add")
+
+    async def contains(self, item: object) -> bool:
+        return (await self._run(lambda c: c.contains_many([item])))[0]
+
+    async def contains_many(self, items: Iterable[object]) -> list[bool]:
+        return await self._batched(items, "contains")
+
+    async def _batched(self, items: Iterable[object], verb: str) -> list[bool]:
+        todo = list(items)
+        _check_items(todo)
+        await self.ready()
+        flow = self._core.add_many if verb == "add" else self._core.contains_many
+        out: list[bool] = []
+        for lo in range(0, len(todo), self.batch):
+            out += await self._drive(flow(todo[lo : lo + self.batch]))
+        return out
+
+    async def count(self) -> int:
+        return await self._run(lambda c: c.count())
+
+    async def stats(self) -> dict[str, Any]:
+        return await self._run(lambda c: c.stats())
+
+    info = stats
+
+    async def delete(self) -> int:
+        return await self._run(lambda c: c.delete())
