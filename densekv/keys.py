@@ -18,16 +18,18 @@ from __future__ import annotations
 import math
 
 
-def partition_count(expected: int, max_entries: int, *, minimum: int = 1) -> int:
-    """Smallest power of two P >= minimum with mean + 4 sigma of a partition <= max_entries."""
-    if expected < 0 or max_entries < 1:
-        raise ValueError("expected >= 0 and max_entries >= 1")
+def partition_count(expected: int, max_entries: int, *, minimum: int = 1, fill: int | None = None) -> int:
+    """Smallest power of two P >= minimum with mean + 4 sigma of a partition <= max_entries,
+    and mean <= fill when given (smaller listpacks: faster lookups, more keys)."""
+    if expected < 0 or max_entries < 1 or (fill is not None and fill < 1):
+        raise ValueError("expected >= 0, max_entries >= 1 and fill >= 1")
     p = 1
     while p < minimum:
         p *= 2
     while True:
         mean = expected / p
-        if mean + 4 * math.sqrt(mean) <= max_entries or p >= 1 << 24:
+        fits = mean + 4 * math.sqrt(mean) <= max_entries and (fill is None or mean <= fill)
+        if fits or p >= 1 << 24:
             return p
         p *= 2
 

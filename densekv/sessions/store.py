@@ -84,13 +84,13 @@ def choose_layout(facts: ServerFacts) -> Choice:
 
 
 def make_layout(name: str, namespace: str, facts: ServerFacts, expected: int, partitions: int | None,
-                meta: StoreMeta | None = None) -> Layout:
+                meta: StoreMeta | None = None, fill: int | None = None) -> Layout:
     if name in ("json", "packed", "hash"):
         return {"json": JsonLayout, "packed": PackedLayout, "hash": HashLayout}[name](namespace)
     limit = facts.limits.hash_max_listpack_entries
     if name == "zset":
         limit = min(limit, facts.limits.zset_max_listpack_entries)
-    p = partitions or partition_count(expected, limit)
+    p = partitions or partition_count(expected, limit, fill=fill)
     extra: dict[str, Any] = {}
     if meta is not None and meta.partitions:
         p = meta.partitions
@@ -154,6 +154,7 @@ class SessionCore:
         index_identities: bool,
         partitions: int | None,
         clock: Callable[[], float],
+        fill: int | None = None,
     ) -> None:
         if ttl <= 0 or (idle_ttl is not None and idle_ttl <= 0):
             raise ValueError("ttl and idle_ttl are positive numbers of seconds")
@@ -165,7 +166,8 @@ class SessionCore:
         self.asked_partitions = partitions
         self.asked_layout = layout
         self.choice = choose_layout(facts) if layout == "auto" else Choice(layout, "asked for")
-        self.layout = make_layout(self.choice.layout, namespace, facts, expected_sessions, partitions)
+        self.fill = fill
+        self.layout = make_layout(self.choice.layout, namespace, facts, expected_sessions, partitions, fill=fill)
         self.meta: StoreMeta | None = None
         self.meta_read_at = 0.0
         self.ttl = int(ttl)
@@ -554,8 +556,8 @@ class SessionCore:
             return [
                 f"the fullest partition holds {fullest} sessions of the {limit} a listpack may "
                 "hold: partitions are about to convert to hashtables (several times the memory); "
-                "make a store with a larger expected_sessions (a power-of-two partition count "
-                "twice as large) and move the sessions over"
+                "grow the store online: `densekv repartition --partitions N` (or "
+                "store.repartition(N)) with N twice the current count or more"
             ]
         return []
 
@@ -589,7 +591,15 @@ def facts_from_probe(client: Any) -> ServerFacts:
 
 
 class SessionStore:
-    """Sessions in Redis/Valkey at a few dozen bytes each. See README "Sessions"."""
+    """Sessions in Redis/Valkey at a few dozen bytes each. See README "Sessions".
+
+    layout: "auto" (dense on every server measured), or json, packed, hash, zset, dense,
+    fieldttl. expected_sessions sizes the partitions of a new store; `partitions` forces a
+    count (a power of two); `fill` caps the mean sessions per partition (smaller listpacks
+    make HGET faster at ~70 bytes per extra partition key). A namespace's first store
+    writes its layout and partition count to `{namespace}:meta`; later stores adopt them,
+    and `repartition()` (or `densekv repartition`) grows the count online.
+    """
 
     def __init__(
         self,
@@ -602,6 +612,7 @@ class SessionStore:
         index_identities: bool = True,
         *,
         partitions: int | None = None,
+        fill: int | None = None,
         facts: ServerFacts | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -611,7 +622,7 @@ class SessionStore:
             facts or facts_from_probe(client),
             namespace=namespace, layout=layout, ttl=ttl, idle_ttl=idle_ttl,
             expected_sessions=expected_sessions, index_identities=index_identities,
-            partitions=partitions, clock=clock,
+            partitions=partitions, clock=clock, fill=fill,
         )
         self._drive(self._core.open())
 
@@ -734,6 +745,7 @@ class AsyncSessionStore:
         index_identities: bool = True,
         *,
         partitions: int | None = None,
+        fill: int | None = None,
         facts: ServerFacts | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -741,7 +753,7 @@ class AsyncSessionStore:
         self._ex = executor_for(client)
         self._args = dict(namespace=namespace, layout=layout, ttl=ttl, idle_ttl=idle_ttl,
                           expected_sessions=expected_sessions, index_identities=index_identities,
-                          partitions=partitions, clock=clock)
+                          partitions=partitions, clock=clock, fill=fill)
         self._facts = facts
         self._core: SessionCore | None = None
 
