@@ -15,6 +15,10 @@ from densekv.errors import (
 )
 from densekv.bulk import BulkLoadError, bulk_load
 from densekv.connect import connect
+from densekv.codec import CodecUnavailable
+from densekv.maps import AsyncCompactMap, CompactMap, MapBatch, ValueTooLarge
+from densekv.maps.buckets import KeyTooLong
+from densekv.maps.compact import MapConfigError, NotAnInteger
 from densekv.measure import Curve, Meter, Point
 from densekv.plan import AsyncExecutor, ClusterExecutor, Plan, SyncExecutor, executor_for
 from densekv.server.binaries import MATRIX, ServerBinary, find_servers
@@ -41,6 +45,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncBloomFilter",
+    "AsyncCompactMap",
     "AsyncCompactSet",
     "AsyncExecutor",
     "AsyncSessionStore",
@@ -51,14 +56,20 @@ __all__ = [
     "BulkLoadError",
     "Capabilities",
     "ClusterExecutor",
+    "CodecUnavailable",
+    "CompactMap",
     "CompactSet",
     "Curve",
     "DecodeError",
     "DensekvError",
     "EmbeddedServer",
+    "KeyTooLong",
     "LayoutUnavailable",
     "MATRIX",
+    "MapBatch",
+    "MapConfigError",
     "Meter",
+    "NotAnInteger",
     "Plan",
     "Point",
     "PortInUse",
@@ -72,6 +83,7 @@ __all__ = [
     "SetFamily",
     "SetMismatch",
     "SyncExecutor",
+    "ValueTooLarge",
     "WrongType",
     "__version__",
     "bulk_load",

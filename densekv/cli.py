@@ -260,8 +260,10 @@ def repartition(url: str | None, server_name: str, namespace: str, partitions: i
 
 def _register_lab() -> None:
     from densekv.lab.cli import lab
+    from densekv.maps.cli import migrate
 
     cli.add_command(lab)
+    cli.add_command(migrate)
 
 
 _register_lab()

@@ -1,0 +1,339 @@
+"""Value framing: every value densekv's maps store starts with a one-byte codec header.
+
+The header says how to read the rest, so a value decodes the same whatever codec the
+map that reads it was configured with, and a value that does not decode is an error
+(`DecodeError`, naming the key), never raw bytes handed back as if they were the value.
+
+Header bytes (a retired number is never reused):
+
+  0x00          reserved: never written (an empty or zeroed value is corrupt)
+  0x01 BYTES    raw bytes follow
+  0x02 STR      UTF-8 text follows
+  0x03 MSGPACK  a msgpack document follows (dict, list, float, bool, None, big ints)
+  0x0E EXPIRES  per-item expiry: 4-byte big-endian unix seconds, then a framed value
+  0x0F OUT_OF_LINE  the value lives in its own key (maps: too large for a listpack)
+  0x11-0x13     zlib (raw deflate stream) of a BYTES / STR / MSGPACK payload
+  0x21-0x23     zstd of a BYTES / STR / MSGPACK payload: one varint dictionary id
+                (0 = no dictionary), then a magic-less zstd frame
+  '-', '0'-'9'  INTEGER: the whole value is the canonical decimal text of a signed
+                64-bit integer (0x2D, 0x30-0x39). The header *is* the first character:
+                a listpack stores such a value as a 1-9 byte integer instead of a string
+                (a random 32-bit int costs 6 bytes instead of 12), and HINCRBY works on it.
+  0x41-0x43     lz4 block (with its 4-byte size) of a BYTES / STR / MSGPACK payload
+
+Compression is kept only when it makes that value's framed bytes smaller. zstandard and
+lz4 are optional (`pip install 'densekv[codecs]'`) and imported on first use.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from densekv.errors import DecodeError, DensekvError
+
+BYTES = 0x01  # raw bytes
+STR = 0x02  # UTF-8 text
+MSGPACK = 0x03  # msgpack document
+EXPIRES = 0x0E  # u32 unix expiry, then a framed value
+OUT_OF_LINE = 0x0F  # the value is in its own key
+ZLIB_BYTES = 0x11  # zlib of BYTES payload
+ZLIB_STR = 0x12  # zlib of STR payload
+ZLIB_MSGPACK = 0x13  # zlib of MSGPACK payload
+ZSTD_BYTES = 0x21  # varint dict id + zstd frame of BYTES payload
+ZSTD_STR = 0x22  # ... of STR payload
+ZSTD_MSGPACK = 0x23  # ... of MSGPACK payload
+LZ4_BYTES = 0x41  # lz4 block of BYTES payload
+LZ4_STR = 0x42  # ... of STR payload
+LZ4_MSGPACK = 0x43  # ... of MSGPACK payload
+INTEGER_FIRST = frozenset(b"-0123456789")  # INTEGER: canonical decimal int64 text
+
+KINDS = (BYTES, STR, MSGPACK)
+COMPRESSION_BASE = {"zlib": 0x10, "zstd": 0x20, "lz4": 0x40}
+SERIALIZERS = ("auto", "int", "raw", "msgpack")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_CANONICAL_INT = re.compile(rb"-?(0|[1-9][0-9]{0,18})\Z")
+
+
+class CodecUnavailable(DensekvError):
+    """A codec needs an optional package that is not installed."""
+
+
+class CodecError(DensekvError):
+    """A value cannot be encoded with the codec asked for (wrong type, too big an int)."""
+
+
+def _zstd() -> Any:
+    try:
+        import zstandard
+    except ImportError as exc:  # pragma: no cover - the test extra installs it
+        raise CodecUnavailable(
+            "the zstd codec needs the zstandard package: pip install 'densekv[codecs]'"
+        ) from exc
+    return zstandard
+
+
+def _lz4() -> Any:
+    try:
+        import lz4.block
+    except ImportError as exc:  # pragma: no cover
+        raise CodecUnavailable("the lz4 codec needs the lz4 package: pip install 'densekv[codecs]'") from exc
+    return lz4.block
+
+
+# --- varints (dictionary ids) ----------------------------------------------------------
+
+
+def varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    n = shift = 0
+    while True:
+        if pos >= len(data) or shift > 35:
+            raise ValueError("truncated dictionary id")
+        byte = data[pos]
+        pos += 1
+        n |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return n, pos
+
+
+# --- integers ---------------------------------------------------------------------------
+
+
+def is_canonical_int(data: bytes) -> bool:
+    """True for the exact text listpack stores as an integer ("-0" and "007" are not)."""
+    if not _CANONICAL_INT.match(data) or data == b"-0":
+        return False
+    return INT64_MIN <= int(data) <= INT64_MAX
+
+
+def encode_int(value: int) -> bytes:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CodecError(f"the int codec takes integers, not {type(value).__name__}")
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise CodecError(f"{value} does not fit a signed 64-bit integer")
+    return str(value).encode()
+
+
+# --- zstd dictionaries --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ZstdDictionary:
+    """A trained zstd dictionary and the id it is stored under (maps/dictionaries.py)."""
+
+    id: int
+    data: bytes
+
+    def __post_init__(self) -> None:
+        if self.id < 1:
+            raise ValueError("dictionary ids start at 1 (0 means no dictionary)")
+
+
+_local = threading.local()  # zstd (de)compressors are not safe to share between threads
+
+
+def _zstd_compressor(dictionary: ZstdDictionary | None, level: int) -> Any:
+    cache: dict[tuple[int, int], Any] = _local.__dict__.setdefault("c", {})
+    key = (dictionary.id if dictionary else 0, level)
+    comp = cache.get(key)
+    if comp is None:
+        zstd = _zstd()
+        params = zstd.ZstdCompressionParameters.from_level(
+            level, format=zstd.FORMAT_ZSTD1_MAGICLESS, write_checksum=0,
+            write_dict_id=0, write_content_size=1,
+        )
+        d = zstd.ZstdCompressionDict(dictionary.data) if dictionary else None
+        comp = cache[key] = zstd.ZstdCompressor(dict_data=d, compression_params=params)
+    return comp
+
+
+def _zstd_decompress(frame: bytes, data: bytes | None, dict_id: int) -> bytes:
+    cache: dict[int, tuple[bytes | None, Any]] = _local.__dict__.setdefault("d", {})
+    hit = cache.get(dict_id)
+    if hit is None or hit[0] is not data:
+        zstd = _zstd()
+        d = zstd.ZstdCompressionDict(data) if data is not None else None
+        hit = cache[dict_id] = (data, zstd.ZstdDecompressor(dict_data=d, format=zstd.FORMAT_ZSTD1_MAGICLESS))
+    return hit[1].decompress(frame)  # type: ignore[no-any-return]
+
+
+# --- the codec ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How a map writes values. Reading never needs it: the header says everything.
+
+    serializer: "auto" (int -> INTEGER, bytes -> BYTES, str -> STR, anything else ->
+    MSGPACK), "int", "raw" (bytes/str only) or "msgpack" (everything but 64-bit ints,
+    which stay INTEGER so that incr works and the listpack stores them as integers).
+    compression: None, "zlib", "lz4" or "zstd" (with `dictionary` if trained), tried on
+    each value and kept only when the framed value gets smaller.
+    """
+
+    serializer: str = "auto"
+    compression: str | None = None
+    level: int | None = None
+    dictionary: ZstdDictionary | None = None
+
+    def __post_init__(self) -> None:
+        if self.serializer not in SERIALIZERS:
+            raise ValueError(f"serializer is one of {', '.join(SERIALIZERS)}")
+        if self.compression not in (None, *COMPRESSION_BASE):
+            raise ValueError(f"compression is None or one of {', '.join(COMPRESSION_BASE)}")
+        if self.dictionary is not None and self.compression != "zstd":
+            raise ValueError("a dictionary goes with compression='zstd'")
+        if self.compression == "zstd":
+            _zstd()
+        elif self.compression == "lz4":
+            _lz4()
+
+    @classmethod
+    def named(cls, name: str | Codec, dictionary: ZstdDictionary | None = None) -> Codec:
+        """"auto", "int", "raw", "msgpack", "zlib", "lz4", "zstd" (or a Codec)."""
+        if isinstance(name, Codec):
+            return name
+        if name in SERIALIZERS:
+            return cls(name)
+        if name in COMPRESSION_BASE:
+            return cls("auto", name, dictionary=dictionary if name == "zstd" else None)
+        raise ValueError(f"unknown codec {name!r}: auto, int, raw, msgpack, zlib, lz4 or zstd")
+
+    def payload(self, value: Any) -> tuple[int, bytes]:
+        """(kind, payload) of a non-INTEGER value; also what dictionaries are trained on."""
+        s = self.serializer
+        if s in ("raw", "auto") and isinstance(value, bytes):
+            return BYTES, value
+        if s in ("raw", "auto") and isinstance(value, str):
+            return STR, value.encode("utf-8", "surrogatepass")
+        if s == "raw":
+            raise CodecError(f"the raw codec takes bytes or str, not {type(value).__name__}")
+        try:
+            return MSGPACK, msgpack.packb(value, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise CodecError(f"cannot serialize a {type(value).__name__} with msgpack: {exc}") from exc
+
+    def encode(self, value: Any) -> bytes:
+        if self.serializer == "int" or (
+            self.serializer in ("auto", "msgpack") and isinstance(value, int) and not isinstance(value, bool)
+            and INT64_MIN <= value <= INT64_MAX
+        ):
+            return encode_int(value)
+        kind, payload = self.payload(value)
+        plain = bytes([kind]) + payload
+        if self.compression is None or len(payload) < 8:
+            return plain
+        packed = self._compress(kind, payload)
+        return packed if len(packed) < len(plain) else plain
+
+    def _compress(self, kind: int, payload: bytes) -> bytes:
+        head = bytes([COMPRESSION_BASE[self.compression] | kind])  # type: ignore[index]
+        if self.compression == "zlib":
+            c = zlib.compressobj(self.level if self.level is not None else 6, zlib.DEFLATED, -15)
+            return head + c.compress(payload) + c.flush()
+        if self.compression == "lz4":
+            return head + _lz4().compress(payload, store_size=True)
+        d = self.dictionary
+        comp = _zstd_compressor(d, self.level if self.level is not None else 3)
+        return head + varint(d.id if d else 0) + comp.compress(payload)
+
+
+DEFAULT = Codec()
+
+DictionaryLookup = Callable[[int], "bytes | None"]
+
+
+def _where(key: Any) -> str:
+    if isinstance(key, bytes):
+        key = key.decode("utf-8", "replace")
+    return f"the value of key {key!r}"
+
+
+def needed_dictionary(data: bytes) -> int | None:
+    """The dictionary id a framed value needs (None if it needs none)."""
+    if data[:1] == bytes([EXPIRES]):
+        data = data[5:]
+    if len(data) >= 2 and data[0] in (ZSTD_BYTES, ZSTD_STR, ZSTD_MSGPACK):
+        try:
+            n = read_varint(data, 1)[0]
+        except ValueError:
+            return None
+        return n or None
+    return None
+
+
+def split_expiry(data: bytes) -> tuple[int | None, bytes]:
+    """(expiry unix seconds or None, the framed value inside)."""
+    if data[:1] == bytes([EXPIRES]):
+        if len(data) < 6:
+            raise ValueError("truncated expiry")
+        return int.from_bytes(data[1:5], "big"), data[5:]
+    return None, data
+
+
+def with_expiry(framed: bytes, expires_at: int | None) -> bytes:
+    if expires_at is None:
+        return framed
+    if not 0 < expires_at < 2**32:
+        raise CodecError("expiry must be a unix time in seconds before 2106")
+    return bytes([EXPIRES]) + expires_at.to_bytes(4, "big") + framed
+
+
+def decode(data: bytes, *, key: Any, dictionaries: Mapping[int, bytes] | None = None) -> Any:
+    """The value a framed `data` holds. Any failure raises DecodeError naming `key`."""
+    try:
+        return _decode(data, dictionaries or {})
+    except DecodeError:
+        raise
+    except Exception as exc:  # zlib.error, zstd.ZstdError, msgpack errors, UnicodeError, ...
+        raise DecodeError(f"{_where(key)} does not decode: {exc}", key=key) from exc
+
+
+def _decode(data: bytes, dictionaries: Mapping[int, bytes]) -> Any:
+    if not data:
+        raise ValueError("empty value (no codec header)")
+    head = data[0]
+    if head in INTEGER_FIRST:
+        if not is_canonical_int(data):
+            raise ValueError("not a canonical integer")
+        return int(data)
+    base, kind = head & 0xF0, head & 0x0F
+    if kind not in KINDS or base not in (0x00, *COMPRESSION_BASE.values()):
+        raise ValueError(f"unknown codec header 0x{head:02x}")
+    body = data[1:]
+    if base == 0x10:
+        d = zlib.decompressobj(-15)
+        body = d.decompress(body) + d.flush()
+        if not d.eof or d.unused_data:
+            raise ValueError("zlib stream is truncated or has trailing bytes")
+    elif base == 0x40:
+        body = _lz4().decompress(body)
+    elif base == 0x20:
+        dict_id, pos = read_varint(data, 1)
+        dict_data = None
+        if dict_id:
+            dict_data = dictionaries.get(dict_id)
+            if dict_data is None:
+                raise ValueError(f"needs zstd dictionary {dict_id}, which is not stored")
+        body = _zstd_decompress(data[pos:], dict_data, dict_id)
+    if kind == BYTES:
+        return bytes(body)
+    if kind == STR:
+        return body.decode("utf-8", "surrogatepass")
+    return msgpack.unpackb(body, raw=False, strict_map_key=False)

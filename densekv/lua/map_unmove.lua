@@ -1,0 +1,14 @@
+-- map_unmove: move one map item back to a plain key (the reverse migration), atomically.
+-- KEYS[1]  the bucket hash   KEYS[2] the item's out-of-line key   KEYS[3] the plain key
+-- ARGV[1]  field   ARGV[2] the bucket value as read   ARGV[3] the plain value to write
+-- ARGV[4]  expiry, unix s ("0" = none)
+-- Reply:   1 moved, 0 the item changed or vanished (nothing written)
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+if ARGV[4] ~= '0' then
+  redis.call('SET', KEYS[3], ARGV[3], 'EXAT', ARGV[4])
+else
+  redis.call('SET', KEYS[3], ARGV[3])
+end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2])
+return 1

@@ -1,0 +1,8 @@
+"""Compact maps: key -> small value in listpack hash buckets, me-redis style, done safely.
+
+Public names are re-exported from densekv/__init__.py (by the lead).
+"""
+
+from densekv.maps.compact import AsyncCompactMap, CompactMap, MapBatch, ValueTooLarge
+
+__all__ = ["AsyncCompactMap", "CompactMap", "MapBatch", "ValueTooLarge"]

@@ -1,0 +1,1002 @@
+"""CompactMap and AsyncCompactMap: key -> small value at a few bytes per item.
+
+Items live as fields of listpack hash buckets (maps/buckets.py), keys zipped
+(maps/zipkeys.py), values framed with a one-byte codec header (densekv/codec.py). Every
+operation is written once, as a *flow*: a generator that yields lists of plans and
+receives their results (one list = one round trip). The sync map, the asyncio map and a
+batch (many flows driven together, their plans sharing round trips) all run the same
+flows, so they cannot drift. Invariants:
+  * a bucket never leaves the listpack encoding because of a value: a framed value longer
+    than hash-max-listpack-value goes to its own key (marker 0x0F in the bucket); a key
+    whose zipped form is too long for a field is refused (KeyTooLong) before any write;
+  * per-item expiry is packed before the value (codec.EXPIRES) and checked on every read,
+    so an expired item is never returned, swept or not; read-then-write operations on it
+    (setnx, incr, expire, sweep) are one Lua script;
+  * the map's geometry (bucket count) and alias table are fixed in the server when the map
+    is created: any process, with any `expected`, finds every item;
+  * a value that does not decode raises DecodeError naming the key; nothing is returned
+    raw and nothing else is touched;
+  * while a migration runs (`fallback`), a missing item is read from the plain key of the
+    same name, and a write first moves that key in (maps/migrate.py).
+get is one HGET, set one HSET (two commands only for out-of-line values).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from densekv import codec as cd
+from densekv.codec import Codec, ZstdDictionary
+from densekv.errors import DensekvError
+from densekv.lua import script
+from densekv.maps.buckets import Geometry, Location, bucket_count, bucket_patterns, key_of, locate
+from densekv.maps.dictionaries import DictionaryCache, plan_load, plan_store, train_dictionary
+from densekv.maps.zipkeys import Aliases
+from densekv.plan import ClusterExecutor, Command, Plan, command, executor_for, script_call
+
+T = TypeVar("T")
+Flow = Generator[list[Plan[Any]], list[Any], T]
+MISSING: Any = object()
+FORMAT = "1"
+OOL = bytes([cd.OUT_OF_LINE])
+OOL_SLACK = 1  # an out-of-line key outlives its marker by a second (clock rounding)
+
+
+class ValueTooLarge(DensekvError):
+    """A value that cannot be stored compactly (a map with out_of_line=False)."""
+
+
+class NotAnInteger(DensekvError):
+    """incr/incrby on an item that does not hold an integer (or would overflow int64)."""
+
+
+class MapConfigError(DensekvError):
+    """The map stored in the server was made with another alias table or format."""
+
+
+@dataclass(frozen=True)
+class MapFacts:
+    """What a map needs of the server (from the probe)."""
+
+    entries_limit: int
+    value_limit: int
+    field_ttl: str = "none"
+    field_ttl_encoding: str | None = None
+    cluster: bool = False
+
+
+def facts_from_probe(client: Any) -> MapFacts:
+    from densekv.server.probe import probe
+
+    caps = probe(client)
+    return MapFacts(caps.hash_max_listpack_entries, caps.hash_max_listpack_value,
+                    caps.field_ttl, caps.field_ttl_encoding, caps.cluster)
+
+
+def read_facts() -> Flow[MapFacts]:
+    """The same facts by CONFIG GET (for asyncio clients, where the probe is not async)."""
+
+    def pair(reply: Any) -> int:
+        items = list(reply.items()) if isinstance(reply, dict) else list(zip(reply[::2], reply[1::2]))
+        return int(items[0][1])
+
+    entries, value, hexpire = yield [
+        command("CONFIG", "GET", "hash-max-listpack-entries", decode=pair),
+        command("CONFIG", "GET", "hash-max-listpack-value", decode=pair),
+        command("COMMAND", "INFO", "HEXPIRE", decode=lambda r: bool(r) and r[0] is not None),
+    ]
+    return MapFacts(entries, value, "hexpire" if hexpire else "none")
+
+
+def _text(x: Any) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def _flat(reply: Any) -> dict[str, str]:
+    if isinstance(reply, dict):
+        return {_text(k): _text(v) for k, v in reply.items()}
+    return {_text(k): _text(v) for k, v in zip(reply[::2], reply[1::2])}
+
+
+def _key(key: Any) -> str:
+    if isinstance(key, bytes):
+        return key.decode("utf-8", "surrogateescape")
+    if not isinstance(key, str):
+        raise TypeError(f"map keys are str (or bytes), not {type(key).__name__}")
+    return key
+
+
+def step(plan: Plan[T]) -> Flow[T]:
+    return (yield [plan])[0]  # type: ignore[no-any-return]
+
+
+def plain_value(raw: bytes) -> Any:
+    """How a plain string value reads through a map (migration fallback): canonical integer
+    text is an int (it is stored as one), anything else bytes."""
+    return int(raw) if cd.is_canonical_int(raw) else bytes(raw)
+
+
+def plain_bytes(value: Any) -> bytes:
+    """The inverse of plain_value, for the reverse migration (JSON for other values)."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value).encode()
+    import json
+
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+class MapCore:
+    """The flows of one map; no I/O. Built from the server facts and the stored meta."""
+
+    def __init__(self, namespace: str, facts: MapFacts, meta: Mapping[str, str], aliases: Aliases,
+                 codec: Codec, ttl: int | None, clock: Callable[[], float], out_of_line: bool) -> None:
+        self.namespace = namespace
+        self.facts = facts
+        self.geo = Geometry(int(meta["buckets"]), int(meta["entries"]),
+                            min(int(meta["value"]), facts.value_limit))
+        self.aliases = aliases
+        self.codec = codec
+        self.ttl = ttl
+        self.clock = clock
+        self.out_of_line = out_of_line
+        self.fallback = meta.get("fallback") or None
+        self.dicts = DictionaryCache()
+        self.write_dictionary = int(meta.get("zdict", "0") or 0)
+
+    # -- pure helpers -------------------------------------------------------------------
+    def now(self) -> int:
+        return int(self.clock())
+
+    def locate(self, key: str) -> Location:
+        return locate(self.namespace, key, self.geo, self.aliases)
+
+    def expiry_of(self, ttl: float | None) -> int | None:
+        ttl = self.ttl if ttl is None else ttl
+        if ttl is None:
+            return None
+        if ttl <= 0:
+            raise ValueError("ttl is a positive number of seconds")
+        return self.now() + max(1, int(round(ttl)))
+
+    def frame(self, key: str, value: Any, expires: int | None) -> tuple[bytes, bytes | None]:
+        """(what the bucket stores, the out-of-line value or None). Raises before writing."""
+        framed = self.codec.encode(value)
+        stored = cd.with_expiry(framed, expires)
+        if len(stored) <= self.geo.value_limit:
+            return stored, None
+        if not self.out_of_line:
+            raise ValueTooLarge(
+                f"the value of {key!r} is {len(stored)} bytes framed, over the server's "
+                f"hash-max-listpack-value {self.geo.value_limit}: a larger value would turn its "
+                "bucket into a hashtable (make the map with out_of_line=True, compress, or raise the limit)"
+            )
+        return cd.with_expiry(OOL, expires), framed
+
+    def write_plan(self, loc: Location, stored: bytes, ool: bytes | None, expires: int | None) -> Plan[Any]:
+        if ool is None:
+            return command("HSET", loc.bucket, loc.field, stored, keys=(loc.bucket,))
+        args: tuple[Any, ...] = ("SET", loc.ool, ool) + (("EXAT", expires + OOL_SLACK) if expires else ())
+        return Plan((Command(args, (loc.ool,)), Command(("HSET", loc.bucket, loc.field, stored), (loc.bucket,))),
+                    atomic=True)
+
+    def live(self, raw: Any) -> bytes | None:
+        """The bucket value without its expiry wrapper, or None if missing or expired."""
+        if raw is None:
+            return None
+        exp, inner = cd.split_expiry(bytes(raw))
+        if exp is not None and exp <= self.now():
+            return None
+        return inner
+
+    # -- reading ------------------------------------------------------------------------
+    def resolve(self, keys: Sequence[str], locs: Sequence[Location], raws: Sequence[Any],
+                oolvals: Sequence[Any] | None = None, plains: Sequence[Any] | None = None) -> Flow[list[Any]]:
+        """Bucket replies -> values (MISSING where absent): out-of-line values and the
+        migration fallback fetched in one more round trip each unless prefetched (batches
+        prefetch them, so that later operations of the batch cannot slip in between), and
+        dictionaries (immutable) loaded once."""
+        inner: list[bytes | None] = []
+        for key, raw in zip(keys, raws):
+            try:
+                inner.append(self.live(raw))
+            except ValueError as exc:
+                raise cd.DecodeError(f"the value of key {key!r} does not decode: {exc}", key=key) from exc
+        ool_at = [i for i, v in enumerate(inner) if v == OOL]
+        if ool_at:
+            if oolvals is None:
+                got = yield [command("GET", locs[i].ool, keys=(locs[i].ool,)) for i in ool_at]
+            else:
+                got = [oolvals[i] for i in ool_at]
+            for i, v in zip(ool_at, got):
+                inner[i] = None if v is None else bytes(v)
+        values: list[Any] = [MISSING] * len(keys)
+        plain_at = [i for i, v in enumerate(inner) if v is None] if self.fallback else []
+        if plain_at:
+            if plains is None:
+                got = yield [self.plain_get(keys[i]) for i in plain_at]
+            else:
+                got = [plains[i] for i in plain_at]
+            for i, v in zip(plain_at, got):
+                if v is not None:
+                    values[i] = plain_value(v)
+        yield from self.need_dictionaries(inner)
+        for i, (key, v) in enumerate(zip(keys, inner)):
+            if v is not None:
+                values[i] = cd.decode(v, key=key, dictionaries=self.dicts.known)
+        return values
+
+    def need_dictionaries(self, framed: Iterable[bytes | None]) -> Flow[None]:
+        ids = self.dicts.missing(cd.needed_dictionary(v) for v in framed if v)
+        if ids:
+            self.dicts.add((yield [plan_load(self.namespace, ids)])[0])
+
+    def plain_get(self, key: str) -> Plan[Any]:
+        k = key.encode("utf-8", "surrogateescape")
+        return command("GET", k, keys=(k,))
+
+    def get_many(self, keys: Sequence[str], prefetch: bool = False) -> Flow[list[Any]]:
+        """prefetch: read out-of-line (and fallback) values in the same round trip."""
+        locs = [self.locate(k) for k in keys]
+        by_bucket: dict[bytes, list[int]] = {}
+        for i, loc in enumerate(locs):
+            by_bucket.setdefault(loc.bucket, []).append(i)
+        plans: list[Plan[Any]] = [
+            command("HMGET", b, *[locs[i].field for i in idx], keys=(b,)) if len(idx) > 1
+            else command("HGET", b, locs[idx[0]].field, keys=(b,), decode=lambda r: [r])
+            for b, idx in by_bucket.items()]
+        if prefetch:
+            plans += [command("GET", loc.ool, keys=(loc.ool,)) for loc in locs]
+            if self.fallback:
+                plans += [self.plain_get(k) for k in keys]
+        replies = yield plans
+        raws: list[Any] = [None] * len(keys)
+        for idx, reply in zip(by_bucket.values(), replies):
+            for i, r in zip(idx, reply):
+                raws[i] = r
+        n = len(by_bucket)
+        oolvals = replies[n : n + len(keys)] if prefetch else None
+        plains = replies[n + len(keys) :] if prefetch and self.fallback else None
+        return (yield from self.resolve(keys, locs, raws, oolvals, plains))
+
+    def get(self, key: str, prefetch: bool = False) -> Flow[Any]:
+        loc = self.locate(key)
+        if prefetch:
+            plans = [Plan((Command(("HGET", loc.bucket, loc.field), (loc.bucket,)),
+                           Command(("GET", loc.ool), (loc.ool,))))]
+            if self.fallback:
+                plans.append(self.plain_get(key))
+            got = yield plans
+            (raw, oolval), plain = got[0], (got[1] if self.fallback else None)
+            return (yield from self.resolve([key], [loc], [raw], [oolval], [plain]))[0]
+        raw = yield from step(command("HGET", loc.bucket, loc.field, keys=(loc.bucket,)))
+        return (yield from self.resolve([key], [loc], [raw]))[0]
+
+    def exists(self, key: str) -> Flow[bool]:
+        loc = self.locate(key)
+        raw = yield from step(command("HGET", loc.bucket, loc.field, keys=(loc.bucket,)))
+        if self.live(raw) is not None:
+            return True
+        if self.fallback:
+            k = key.encode("utf-8", "surrogateescape")
+            return bool((yield from step(command("EXISTS", k, keys=(k,)))))
+        return False
+
+    def ttl_of(self, key: str) -> Flow[int]:
+        """Like TTL: seconds left, -1 without expiry, -2 missing."""
+        loc = self.locate(key)
+        raw = yield from step(command("HGET", loc.bucket, loc.field, keys=(loc.bucket,)))
+        if self.live(raw) is None:
+            if self.fallback:
+                k = key.encode("utf-8", "surrogateescape")
+                return int((yield from step(command("TTL", k, keys=(k,)))))
+            return -2
+        exp, _ = cd.split_expiry(bytes(raw))
+        return -1 if exp is None else exp - self.now()
+
+    # -- writing ------------------------------------------------------------------------
+    def adopt(self, key: str) -> Flow[None]:
+        """During a migration: move the plain key of this name in before writing over it."""
+        if self.fallback:
+            from densekv.maps.migrate import move_keys
+
+            yield from move_keys(self, [key.encode("utf-8", "surrogateescape")])
+
+    def set(self, key: str, value: Any, ttl: float | None = None) -> Flow[bool]:
+        loc = self.locate(key)
+        expires = self.expiry_of(ttl)
+        stored, ool = self.frame(key, value, expires)
+        if self.fallback:
+            k = key.encode("utf-8", "surrogateescape")
+            yield [self.write_plan(loc, stored, ool, expires), command("DEL", k, keys=(k,))]
+        else:
+            yield [self.write_plan(loc, stored, ool, expires)]
+        return True
+
+    def set_many(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]], ttl: float | None = None) -> Flow[bool]:
+        pairs = list(items.items() if isinstance(items, Mapping) else items)
+        expires = self.expiry_of(ttl)
+        plans = []
+        for key, value in pairs:  # every value framed (and refused) before anything is sent
+            key = _key(key)
+            loc = self.locate(key)
+            stored, ool = self.frame(key, value, expires)
+            plans.append(self.write_plan(loc, stored, ool, expires))
+            if self.fallback:
+                k = key.encode("utf-8", "surrogateescape")
+                plans.append(command("DEL", k, keys=(k,)))
+        if plans:
+            yield plans
+        return True
+
+    def setnx(self, key: str, value: Any, ttl: float | None = None) -> Flow[bool]:
+        loc = self.locate(key)
+        expires = self.expiry_of(ttl)
+        stored, ool = self.frame(key, value, expires)
+        yield from self.adopt(key)
+        done = yield from step(script_call(
+            script("map_setnx"), [loc.bucket, loc.ool],
+            [loc.field, stored, ool or b"", (expires + OOL_SLACK) if (ool and expires) else 0, self.now()]))
+        return bool(done)
+
+    def getset(self, key: str, value: Any, ttl: float | None = None) -> Flow[Any]:
+        loc = self.locate(key)
+        expires = self.expiry_of(ttl)
+        stored, ool = self.frame(key, value, expires)
+        yield from self.adopt(key)
+        write = self.write_plan(loc, stored, ool, expires)
+        steps = (Command(("HGET", loc.bucket, loc.field), (loc.bucket,)),
+                 Command(("GET", loc.ool), (loc.ool,)), *write.steps)
+        if ool is None:
+            steps += (Command(("DEL", loc.ool), (loc.ool,)),)
+        old_raw, old_ool = (yield [Plan(steps, atomic=True)])[0][:2]
+        old = self.live(old_raw)
+        if old is None:
+            return None
+        if old == OOL:
+            if old_ool is None:
+                return None
+            old = bytes(old_ool)
+        yield from self.need_dictionaries([old])
+        return cd.decode(old, key=key, dictionaries=self.dicts.known)
+
+    def incrby(self, key: str, delta: int) -> Flow[int]:
+        if isinstance(delta, bool) or not isinstance(delta, int) or not cd.INT64_MIN <= delta <= cd.INT64_MAX:
+            raise TypeError("incrby takes a 64-bit integer delta")
+        loc = self.locate(key)
+        expires = self.expiry_of(None)
+        head = cd.with_expiry(b"", expires) if expires else b""
+        yield from self.adopt(key)
+        ok, text = yield from step(script_call(script("map_incr"), [loc.bucket], [loc.field, delta, self.now(), head]))
+        if not ok:
+            raise NotAnInteger(f"cannot add to {key!r}: {_text(text)}")
+        return int(text)
+
+    def delete_many(self, keys: Sequence[str]) -> Flow[int]:
+        locs = [self.locate(k) for k in keys]
+        plans: list[Plan[Any]] = [
+            Plan((Command(("HGET", loc.bucket, loc.field), (loc.bucket,)),
+                  Command(("HDEL", loc.bucket, loc.field), (loc.bucket,)),
+                  Command(("DEL", loc.ool), (loc.ool,))), atomic=True)
+            for loc in locs
+        ]
+        if self.fallback:
+            plans += [command("DEL", k.encode("utf-8", "surrogateescape"), keys=(k.encode("utf-8", "surrogateescape"),))
+                      for k in keys]
+        replies = yield plans
+        gone = [self.live(r[0]) is not None for r in replies[: len(keys)]]
+        if self.fallback:
+            gone = [g or bool(d) for g, d in zip(gone, replies[len(keys):])]
+        return sum(gone)
+
+    def expire(self, key: str, seconds: float | None) -> Flow[bool]:
+        """Set the item's TTL (None: persist). seconds <= 0 deletes it, as EXPIRE does."""
+        if seconds is not None and seconds <= 0:
+            return bool((yield from self.delete_many([key])))
+        loc = self.locate(key)
+        yield from self.adopt(key)
+        exp = 0 if seconds is None else self.now() + max(1, int(round(seconds)))
+        done = yield from step(script_call(script("map_expire"), [loc.bucket, loc.ool],
+                                           [loc.field, exp, self.now(), self.geo.value_limit]))
+        return bool(done)
+
+    # -- whole-map work (bucket lists come from SCAN, outside the flows) ---------------------
+    def items_of(self, buckets: Sequence[bytes]) -> Flow[list[tuple[str, Any]]]:
+        replies = yield [command("HGETALL", b, keys=(b,)) for b in buckets]
+        keys: list[str] = []
+        locs: list[Location] = []
+        raws: list[Any] = []
+        for b, reply in zip(buckets, replies):
+            pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2])
+            for field, raw in pairs:
+                keys.append(key_of(self.namespace, bytes(b), bytes(field), self.geo, self.aliases))
+                locs.append(Location(bytes(b), bytes(field)))
+                raws.append(raw)
+        fallback, self.fallback = self.fallback, None
+        try:
+            values = yield from self.resolve(keys, locs, raws)
+        finally:
+            self.fallback = fallback
+        return [(k, v) for k, v in zip(keys, values) if v is not MISSING]
+
+    def sweep_buckets(self, buckets: Sequence[bytes]) -> Flow[int]:
+        now = self.now()
+        plans = []
+        for b in buckets:
+            ns, code, rest = b.split(b":", 2)
+            prefix = ns + b":o" + code + b":" + rest + b":"
+            plans.append(script_call(script("map_sweep"), [b], [now, prefix]))
+        return sum((yield plans))
+
+    def reclaim(self, ool_keys: Sequence[bytes]) -> Flow[int]:
+        plans = []
+        for k in ool_keys:
+            ns, code, rest = k.split(b":", 2)
+            tag_end = rest.index(b"}") + 1
+            bucket = ns + b":" + code[1:] + b":" + rest[:tag_end]
+            plans.append(script_call(script("map_ool_reclaim"), [bucket, k], [rest[tag_end + 1 :]]))
+        return sum((yield plans))
+
+    def train(self, samples: Iterable[Any], size: int) -> Flow[ZstdDictionary]:
+        data = train_dictionary(samples, size=size, codec=Codec(self.codec.serializer))
+        d = yield from step(plan_store(self.namespace, data))
+        key = meta_key(self.namespace)
+        yield [command("HSET", key, "zdict", str(d.id), keys=(key,))]
+        self.use_dictionary(d)
+        return d
+
+    def use_dictionary(self, d: ZstdDictionary) -> None:
+        self.dicts.add({d.id: d.data})
+        self.write_dictionary = d.id
+        self.codec = Codec(self.codec.serializer, "zstd", self.codec.level, d)
+
+    def load_write_dictionary(self) -> Flow[None]:
+        if self.write_dictionary and self.codec.compression == "zstd" and self.codec.dictionary is None:
+            found = yield from step(plan_load(self.namespace, [self.write_dictionary]))
+            if self.write_dictionary in found:
+                self.use_dictionary(ZstdDictionary(self.write_dictionary, found[self.write_dictionary]))
+
+    def explain(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace, "buckets": self.geo.buckets,
+            "hash_max_listpack_entries": self.geo.entries_limit,
+            "hash_max_listpack_value": self.geo.value_limit,
+            "codec": {"serializer": self.codec.serializer, "compression": self.codec.compression,
+                      "dictionary": self.codec.dictionary.id if self.codec.dictionary else None},
+            "aliases": dict(self.aliases.forward), "ttl": self.ttl,
+            "item_ttl": "packed",
+            "item_ttl_reason": (
+                "expiry packed before the value (5 bytes, checked on read, swept by sweep()); "
+                + ("the server's field TTL keeps listpacks here (listpackex) but costs more per item"
+                   if self.facts.field_ttl_encoding == "listpackex" else
+                   f"the server's field TTL ({self.facts.field_ttl}) is not compact here")),
+            "fallback": self.fallback,
+        }
+
+
+def meta_key(namespace: str) -> bytes:
+    return f"{namespace}:zm:{{{namespace}}}".encode()
+
+
+def alias_key(namespace: str) -> bytes:
+    return f"{namespace}:za:{{{namespace}}}".encode()
+
+
+def init_flow(namespace: str, facts: MapFacts, expected: int, aliases: Mapping[str, str] | None) -> Flow[tuple[dict[str, str], Aliases]]:
+    """Create the map's meta in the server, or read what an earlier process stored."""
+    wanted = Aliases(aliases)
+    meta = {"format": FORMAT, "buckets": str(bucket_count(expected, facts.entries_limit)),
+            "entries": str(facts.entries_limit), "value": str(facts.value_limit)}
+    args: list[Any] = [len(meta)]
+    for k, v in meta.items():
+        args += [k, v]
+    for crumb, alias in wanted.forward.items():
+        args += [crumb.encode("utf-8", "surrogatepass"), alias.encode("utf-8", "surrogatepass")]
+    stored_meta, stored_aliases = yield from step(script_call(
+        script("map_init"), [meta_key(namespace), alias_key(namespace)], args))
+    got_meta, got_aliases = _flat(stored_meta), Aliases(_flat(stored_aliases))
+    if got_meta.get("format") != FORMAT:
+        raise MapConfigError(f"map {namespace!r} in this server has format {got_meta.get('format')!r}, not {FORMAT}")
+    if aliases is not None and got_aliases != wanted:
+        raise MapConfigError(
+            f"map {namespace!r} was created with aliases {got_aliases.forward}; an alias table is "
+            "fixed when a map is created (pass aliases=None to use the stored one)")
+    return got_meta, got_aliases
+
+
+def _check_namespace(namespace: str) -> None:
+    if not namespace or not all(c.isalnum() or c in "_-." for c in namespace) or not namespace.isascii():
+        raise ValueError("namespace is a non-empty string of letters, digits, '_', '-' and '.'")
+
+
+# --- drivers ------------------------------------------------------------------------------
+
+
+class _Driver:
+    """Runs several flows together: each round trip carries every flow's next plans."""
+
+    @staticmethod
+    def start(flows: Sequence[Flow[Any]]) -> tuple[list[Any], dict[int, list[Plan[Any]]]]:
+        results: list[Any] = [None] * len(flows)
+        pending: dict[int, list[Plan[Any]]] = {}
+        for i, flow in enumerate(flows):
+            try:
+                pending[i] = next(flow)
+            except StopIteration as done:
+                results[i] = done.value
+        return results, pending
+
+    @staticmethod
+    def advance(flows: Sequence[Flow[Any]], results: list[Any], pending: dict[int, list[Plan[Any]]],
+                replies: list[Any]) -> dict[int, list[Plan[Any]]]:
+        nxt: dict[int, list[Plan[Any]]] = {}
+        pos = 0
+        for i, plans in pending.items():
+            mine = replies[pos : pos + len(plans)]
+            pos += len(plans)
+            try:
+                nxt[i] = flows[i].send(mine)
+            except StopIteration as done:
+                results[i] = done.value
+        return nxt
+
+
+def run_flows(ex: Any, flows: Sequence[Flow[Any]]) -> list[Any]:
+    results, pending = _Driver.start(flows)
+    while pending:
+        replies = ex.run_many([p for plans in pending.values() for p in plans])
+        pending = _Driver.advance(flows, results, pending, replies)
+    return results
+
+
+async def arun_flows(ex: Any, flows: Sequence[Flow[Any]]) -> list[Any]:
+    results, pending = _Driver.start(flows)
+    while pending:
+        replies = await ex.run_many([p for plans in pending.values() for p in plans])
+        pending = _Driver.advance(flows, results, pending, replies)
+    return results
+
+
+class Pending(Generic[T]):
+    """The future result of one batched operation (like a redis-py pipeline's result)."""
+
+    _unset: Any = object()
+
+    def __init__(self) -> None:
+        self._value: Any = Pending._unset
+
+    @property
+    def ready(self) -> bool:
+        return self._value is not Pending._unset
+
+    def result(self) -> T:
+        if self._value is Pending._unset:
+            raise DensekvError("the batch has not run yet: call execute() (or leave the with block)")
+        return self._value  # type: ignore[no-any-return]
+
+
+class _BatchOps:
+    """Queues flows; subclasses run them. Each method returns a Pending."""
+
+    def __init__(self, core: Callable[[], MapCore]) -> None:
+        self._core = core
+        self._queued: list[tuple[Callable[[MapCore], Flow[Any]], Pending[Any], Callable[[Any], Any]]] = []
+
+    def _add(self, make: Callable[[MapCore], Flow[Any]], post: Callable[[Any], Any] = lambda v: v) -> Pending[Any]:
+        fut: Pending[Any] = Pending()
+        self._queued.append((make, fut, post))
+        return fut
+
+    def __len__(self) -> int:
+        return len(self._queued)
+
+    def get(self, key: str, default: Any = None) -> Pending[Any]:
+        k = _key(key)
+        return self._add(lambda c: c.get(k, prefetch=True), lambda v: default if v is MISSING else v)
+
+    def mget(self, keys: Iterable[str]) -> Pending[list[Any]]:
+        ks = [_key(k) for k in keys]
+        return self._add(lambda c: c.get_many(ks, prefetch=True), lambda vs: [None if v is MISSING else v for v in vs])
+
+    def set(self, key: str, value: Any, ttl: float | None = None) -> Pending[bool]:
+        k = _key(key)
+        return self._add(lambda c: c.set(k, value, ttl))
+
+    def mset(self, items: Mapping[str, Any], ttl: float | None = None) -> Pending[bool]:
+        return self._add(lambda c: c.set_many(dict(items), ttl))
+
+    def setnx(self, key: str, value: Any, ttl: float | None = None) -> Pending[bool]:
+        k = _key(key)
+        return self._add(lambda c: c.setnx(k, value, ttl))
+
+    def getset(self, key: str, value: Any, ttl: float | None = None) -> Pending[Any]:
+        k = _key(key)
+        return self._add(lambda c: c.getset(k, value, ttl))
+
+    def incr(self, key: str) -> Pending[int]:
+        return self.incrby(key, 1)
+
+    def incrby(self, key: str, delta: int) -> Pending[int]:
+        k = _key(key)
+        return self._add(lambda c: c.incrby(k, delta))
+
+    def delete(self, *keys: str) -> Pending[int]:
+        ks = [_key(k) for k in keys]
+        return self._add(lambda c: c.delete_many(ks))
+
+    def exists(self, key: str) -> Pending[bool]:
+        k = _key(key)
+        return self._add(lambda c: c.exists(k))
+
+    def ttl(self, key: str) -> Pending[int]:
+        k = _key(key)
+        return self._add(lambda c: c.ttl_of(k))
+
+    def expire(self, key: str, seconds: float | None) -> Pending[bool]:
+        k = _key(key)
+        return self._add(lambda c: c.expire(k, seconds))
+
+    def _take(self) -> tuple[list[Flow[Any]], list[tuple[Pending[Any], Callable[[Any], Any]]]]:
+        queued, self._queued = self._queued, []
+        core = self._core()
+        return [make(core) for make, _, _ in queued], [(f, post) for _, f, post in queued]
+
+    @staticmethod
+    def _settle(futs: list[tuple[Pending[Any], Callable[[Any], Any]]], results: list[Any]) -> list[Any]:
+        out = []
+        for (fut, post), r in zip(futs, results):
+            fut._value = post(r)
+            out.append(fut._value)
+        return out
+
+
+class MapBatch(_BatchOps):
+    """Operations queued and sent together: `execute()` returns their results in order (and
+    fills each Pending), in one round trip unless an out-of-line value, a dictionary or a
+    migration fallback needs one more. As a context manager it executes on exit."""
+
+    def __init__(self, m: CompactMap) -> None:
+        super().__init__(lambda: m._core)
+        self._map = m
+
+    def execute(self) -> list[Any]:
+        flows, futs = self._take()
+        return self._settle(futs, run_flows(self._map._ex, flows))
+
+    def __enter__(self) -> MapBatch:
+        return self
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        if exc_type is None:
+            self.execute()
+
+
+class AsyncMapBatch(_BatchOps):
+    def __init__(self, m: AsyncCompactMap) -> None:
+        super().__init__(lambda: m._ready_core())
+        self._map = m
+
+    async def execute(self) -> list[Any]:
+        await self._map.ready()
+        flows, futs = self._take()
+        return self._settle(futs, await arun_flows(self._map._ex, flows))
+
+    async def __aenter__(self) -> AsyncMapBatch:
+        await self._map.ready()
+        return self
+
+    async def __aexit__(self, exc_type: Any, *rest: Any) -> None:
+        if exc_type is None:
+            await self.execute()
+
+
+def _scan_keys(client: Any, pattern: bytes, count: int = 1000) -> Iterator[bytes]:
+    for k in client.scan_iter(match=pattern, count=count):
+        yield k if isinstance(k, bytes) else k.encode("utf-8", "surrogateescape")
+
+
+def _chunks(it: Iterable[T], n: int) -> Iterator[list[T]]:
+    chunk: list[T] = []
+    for x in it:
+        chunk.append(x)
+        if len(chunk) >= n:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+class CompactMap:
+    """key -> value at a few bytes per item; see the module docstring and README "Maps".
+
+    `codec`: "auto", "int", "raw", "msgpack", "zlib", "lz4", "zstd" or a Codec. `expected`:
+    the item count the buckets are sized for when the map is first created (stored; later
+    instances use the stored geometry). `ttl`: default per-item TTL in seconds. `aliases`:
+    crumb -> alias for key zipping, fixed at creation (None: use the stored table).
+    """
+
+    def __init__(self, client: Any, namespace: str, codec: str | Codec = "auto", expected: int = 100_000,
+                 ttl: float | None = None, *, aliases: Mapping[str, str] | None = None,
+                 out_of_line: bool = True, facts: MapFacts | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        _check_namespace(namespace)
+        self.client = client
+        self.namespace = namespace
+        self._ex = executor_for(client)
+        facts = facts or facts_from_probe(client)
+        meta, stored_aliases = run_flows(self._ex, [init_flow(namespace, facts, expected, aliases)])[0]
+        self._core = MapCore(namespace, facts, meta, stored_aliases, Codec.named(codec), ttl, clock, out_of_line)
+        run_flows(self._ex, [self._core.load_write_dictionary()])
+
+    def _run(self, flow: Flow[T]) -> T:
+        return run_flows(self._ex, [flow])[0]  # type: ignore[no-any-return]
+
+    # -- the API ----------------------------------------------------------------------------
+    def get(self, key: str, default: Any = None) -> Any:
+        v = self._run(self._core.get(_key(key)))
+        return default if v is MISSING else v
+
+    def set(self, key: str, value: Any, ttl: float | None = None) -> bool:
+        return self._run(self._core.set(_key(key), value, ttl))
+
+    def setnx(self, key: str, value: Any, ttl: float | None = None) -> bool:
+        return self._run(self._core.setnx(_key(key), value, ttl))
+
+    def getset(self, key: str, value: Any, ttl: float | None = None) -> Any:
+        return self._run(self._core.getset(_key(key), value, ttl))
+
+    def incr(self, key: str) -> int:
+        return self.incrby(key, 1)
+
+    def incrby(self, key: str, delta: int) -> int:
+        return self._run(self._core.incrby(_key(key), delta))
+
+    def delete(self, *keys: str) -> int:
+        return self._run(self._core.delete_many([_key(k) for k in keys]))
+
+    def exists(self, key: str) -> bool:
+        return self._run(self._core.exists(_key(key)))
+
+    def mget(self, keys: Iterable[str]) -> list[Any]:
+        values = self._run(self._core.get_many([_key(k) for k in keys]))
+        return [None if v is MISSING else v for v in values]
+
+    def mset(self, items: Mapping[str, Any], ttl: float | None = None) -> bool:
+        return self._run(self._core.set_many(items, ttl))
+
+    def ttl(self, key: str) -> int:
+        return self._run(self._core.ttl_of(_key(key)))
+
+    def expire(self, key: str, seconds: float | None) -> bool:
+        return self._run(self._core.expire(_key(key), seconds))
+
+    def persist(self, key: str) -> bool:
+        return self.expire(key, None)
+
+    def batch(self) -> MapBatch:
+        return MapBatch(self)
+
+    pipeline = batch
+
+    # -- dict-style ---------------------------------------------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        v = self._run(self._core.get(_key(key)))
+        if v is MISSING:
+            raise KeyError(key)
+        return v
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.set(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        if not self.delete(key):
+            raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, (str, bytes)) and self.exists(key)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k, _ in self.items())
+
+    def keys(self) -> Iterator[str]:
+        return iter(self)
+
+    def values(self) -> Iterator[Any]:
+        return (v for _, v in self.items())
+
+    def buckets(self) -> Iterator[bytes]:
+        for pattern in bucket_patterns(self.namespace):
+            yield from _scan_keys(self.client, pattern)
+
+    def items(self, batch: int = 100) -> Iterator[tuple[str, Any]]:
+        """Every live item (SCAN over the buckets; an item changed during the walk may be
+        seen old or new, as with SCAN). During a migration, plain keys not yet moved too."""
+        for chunk in _chunks(self.buckets(), batch):
+            yield from self._run(self._core.items_of(chunk))
+        if self._core.fallback:
+            from densekv.maps.migrate import plain_items
+
+            yield from plain_items(self, self._core.fallback.encode())
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self.items())
+
+    def count(self) -> int:
+        """Items stored, expired-but-unswept ones included (sum of HLEN, no values read)."""
+        total = 0
+        for chunk in _chunks(self.buckets(), 500):
+            total += sum(self._ex.run_many([command("HLEN", b, keys=(b,)) for b in chunk]))
+        return total
+
+    def sweep(self, batch: int = 100) -> int:
+        """Remove expired items (one Lua script per bucket) and out-of-line keys no bucket
+        points to any more; returns the number of expired items removed."""
+        removed = 0
+        for chunk in _chunks(self.buckets(), batch):
+            removed += self._run(self._core.sweep_buckets(chunk))
+        ns = self.namespace.encode()
+        for code in (b"om", b"oh"):
+            for chunk in _chunks(_scan_keys(self.client, ns + b":" + code + b":{*"), batch):
+                self._run(self._core.reclaim(chunk))
+        return removed
+
+    def stats(self) -> dict[str, Any]:
+        """Geometry, item count, the fullest bucket, and warnings near the listpack limit."""
+        sizes: list[int] = []
+        for chunk in _chunks(self.buckets(), 500):
+            sizes += self._ex.run_many([command("HLEN", b, keys=(b,)) for b in chunk])
+        limit = self._core.geo.entries_limit
+        fullest = max(sizes, default=0)
+        warnings = []
+        if fullest > 0.9 * limit:
+            warnings.append(
+                f"the fullest bucket holds {fullest} items of the {limit} a listpack may hold: "
+                "past that it becomes a hashtable (several times the memory); make a new map with a "
+                "larger expected and migrate")
+        return {**self.explain(), "items": sum(sizes), "bucket_keys": len(sizes),
+                "fullest_bucket": fullest, "warnings": warnings}
+
+    def explain(self) -> dict[str, Any]:
+        return self._core.explain()
+
+    def train(self, samples: Iterable[Any], size: int = 16384) -> ZstdDictionary:
+        """Train a zstd dictionary on sample values, store it in the server and write new
+        values with it (other processes pick it up when they open the map)."""
+        return self._run(self._core.train(samples, size))
+
+    # -- migration ------------------------------------------------------------------------------
+    def migrate_from(self, pattern: str, *, batch: int = 500, pause: float = 0.0,
+                     progress: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
+        from densekv.maps.migrate import migrate_from
+
+        return migrate_from(self, pattern, batch=batch, pause=pause, progress=progress)
+
+    def migrate_to_plain(self, *, batch: int = 200, pause: float = 0.0) -> dict[str, int]:
+        from densekv.maps.migrate import migrate_to_plain
+
+        return migrate_to_plain(self, batch=batch, pause=pause)
+
+    def verify(self, pattern: str | None = None) -> dict[str, Any]:
+        from densekv.maps.migrate import verify
+
+        return verify(self, pattern)
+
+    @property
+    def is_cluster(self) -> bool:
+        return isinstance(self._ex, ClusterExecutor)
+
+
+class AsyncCompactMap:
+    """The asyncio twin of CompactMap: same names, awaited. The first operation (or
+    `await m.ready()`) reads the server's limits and creates or opens the map."""
+
+    def __init__(self, client: Any, namespace: str, codec: str | Codec = "auto", expected: int = 100_000,
+                 ttl: float | None = None, *, aliases: Mapping[str, str] | None = None,
+                 out_of_line: bool = True, facts: MapFacts | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        _check_namespace(namespace)
+        self.client = client
+        self.namespace = namespace
+        self._ex = executor_for(client)
+        self._args = (codec, expected, ttl, aliases, out_of_line, facts, clock)
+        self._core: MapCore | None = None
+
+    async def ready(self) -> MapCore:
+        if self._core is None:
+            codec, expected, ttl, aliases, out_of_line, facts, clock = self._args
+            facts = facts or (await arun_flows(self._ex, [read_facts()]))[0]
+            meta, stored = (await arun_flows(self._ex, [init_flow(self.namespace, facts, expected, aliases)]))[0]
+            core = MapCore(self.namespace, facts, meta, stored, Codec.named(codec), ttl, clock, out_of_line)
+            await arun_flows(self._ex, [core.load_write_dictionary()])
+            self._core = core
+        return self._core
+
+    def _ready_core(self) -> MapCore:
+        if self._core is None:
+            raise DensekvError("await m.ready() first")
+        return self._core
+
+    async def _run(self, make: Callable[[MapCore], Flow[T]]) -> T:
+        core = await self.ready()
+        return (await arun_flows(self._ex, [make(core)]))[0]  # type: ignore[no-any-return]
+
+    async def get(self, key: str, default: Any = None) -> Any:
+        k = _key(key)
+        v = await self._run(lambda c: c.get(k))
+        return default if v is MISSING else v
+
+    async def set(self, key: str, value: Any, ttl: float | None = None) -> bool:
+        k = _key(key)
+        return await self._run(lambda c: c.set(k, value, ttl))
+
+    async def setnx(self, key: str, value: Any, ttl: float | None = None) -> bool:
+        k = _key(key)
+        return await self._run(lambda c: c.setnx(k, value, ttl))
+
+    async def getset(self, key: str, value: Any, ttl: float | None = None) -> Any:
+        k = _key(key)
+        return await self._run(lambda c: c.getset(k, value, ttl))
+
+    async def incr(self, key: str) -> int:
+        return await self.incrby(key, 1)
+
+    async def incrby(self, key: str, delta: int) -> int:
+        k = _key(key)
+        return await self._run(lambda c: c.incrby(k, delta))
+
+    async def delete(self, *keys: str) -> int:
+        ks = [_key(k) for k in keys]
+        return await self._run(lambda c: c.delete_many(ks))
+
+    async def exists(self, key: str) -> bool:
+        k = _key(key)
+        return await self._run(lambda c: c.exists(k))
+
+    async def mget(self, keys: Iterable[str]) -> list[Any]:
+        ks = [_key(k) for k in keys]
+        values = await self._run(lambda c: c.get_many(ks))
+        return [None if v is MISSING else v for v in values]
+
+    async def mset(self, items: Mapping[str, Any], ttl: float | None = None) -> bool:
+        return await self._run(lambda c: c.set_many(items, ttl))
+
+    async def ttl(self, key: str) -> int:
+        k = _key(key)
+        return await self._run(lambda c: c.ttl_of(k))
+
+    async def expire(self, key: str, seconds: float | None) -> bool:
+        k = _key(key)
+        return await self._run(lambda c: c.expire(k, seconds))
+
+    async def persist(self, key: str) -> bool:
+        return await self.expire(key, None)
+
+    def batch(self) -> AsyncMapBatch:
+        return AsyncMapBatch(self)
+
+    pipeline = batch
+
+    async def items(self, batch: int = 100) -> Any:
+        """Async iterator over live items (SCAN over the buckets)."""
+        core = await self.ready()
+        chunk: list[bytes] = []
+        for pattern in bucket_patterns(self.namespace):
+            async for k in self.client.scan_iter(match=pattern, count=1000):
+                chunk.append(k if isinstance(k, bytes) else k.encode())
+                if len(chunk) >= batch:
+                    for item in (await arun_flows(self._ex, [core.items_of(chunk)]))[0]:
+                        yield item
+                    chunk = []
+        if chunk:
+            for item in (await arun_flows(self._ex, [core.items_of(chunk)]))[0]:
+                yield item
+
+    async def explain(self) -> dict[str, Any]:
+        return (await self.ready()).explain()
+

@@ -1,0 +1,264 @@
+"""Hot migration between plain string keys and a compact map, and its verification.
+
+`migrate_from(pattern)` moves plain keys matching a glob pattern into the map while the
+application keeps running: the map's meta records the pattern, so maps opened from then
+on read a missing item from the plain key of the same name, and write operations move
+that key in first. Keys are found with SCAN (never KEYS) in batches. Each key moves
+atomically on one server (Lua map_move: only if the plain value is still what was read;
+an item the application wrote into the map since wins). On a cluster, where the key and
+its bucket are in different slots, a key moves in two idempotent steps: put-if-absent
+into the map, then delete-if-unchanged of the plain key (undone if the plain key vanished
+in between). A crash at any point leaves every item in the plain key, the map, or (cluster,
+between the two steps) both with the map's copy read first; rerunning finishes the job,
+so nothing is lost or duplicated. `verify` reports what is left and checks every item
+decodes and every bucket is still a listpack. `migrate_to_plain` is the reverse.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from densekv import codec as cd
+from densekv.errors import DecodeError
+from densekv.lua import script
+from densekv.maps.buckets import KeyTooLong, Location, key_of
+from densekv.maps.compact import (
+    OOL,
+    OOL_SLACK,
+    Flow,
+    MapCore,
+    _chunks,
+    meta_key,
+    plain_bytes,
+    plain_value,
+    run_flows,
+    step,
+)
+from densekv.plan import Command, Plan, command, script_call
+
+if TYPE_CHECKING:
+    from densekv.maps.compact import CompactMap
+
+MAX_RETRIES = 5
+
+
+def own_key(namespace: str, key: bytes) -> bool:
+    """Keys of the map itself, which a broad pattern must never migrate."""
+    ns = namespace.encode() + b":"
+    return key.startswith(ns) and key[len(ns):].split(b":", 1)[0] in (b"m", b"h", b"om", b"oh", b"zm", b"za", b"zd")
+
+
+def move_keys(core: MapCore, keys: Sequence[bytes]) -> Flow[dict[str, int]]:
+    """Move these plain keys into the map; counts by outcome."""
+    counts = {"moved": 0, "in_map": 0, "gone": 0, "skipped": 0}
+    todo = list(keys)
+    for _ in range(MAX_RETRIES):
+        if not todo:
+            break
+        reads = yield [Plan((Command(("GET", k), (k,)), Command(("TTL", k), (k,))), atomic=True) for k in todo]
+        retry: list[bytes] = []
+        work: list[tuple[bytes, bytes, Location, bytes, int]] = []
+        for k, (raw, ttl) in zip(todo, reads):
+            if raw is None:
+                counts["gone"] += 1
+                continue
+            name = k.decode("utf-8", "surrogateescape")
+            try:
+                loc = core.locate(name)
+            except KeyTooLong:
+                counts["skipped"] += 1
+                continue
+            work.append((k, bytes(raw), loc, core.codec.encode(plain_value(bytes(raw))), int(ttl)))
+        if not work:
+            break
+        if not core.facts.cluster:
+            results = yield [script_call(script("map_move"), [k, loc.bucket, loc.ool],
+                                         [loc.field, raw, framed, core.geo.value_limit])
+                             for k, raw, loc, framed, _ in work]
+            for (k, *_), r in zip(work, results):
+                if r == 1:
+                    counts["moved"] += 1
+                elif r == 2:
+                    counts["in_map"] += 1
+                elif r == 0:
+                    counts["gone"] += 1
+                else:
+                    retry.append(k)
+        else:
+            yield from _move_two_step(core, work, counts, retry)
+        todo = retry
+    counts["skipped"] += len(todo) if todo else 0
+    return counts
+
+
+def _move_two_step(core: MapCore, work: list[tuple[bytes, bytes, Location, bytes, int]],
+                   counts: dict[str, int], retry: list[bytes]) -> Flow[None]:
+    now = core.now()
+    puts = []
+    stored_of = []
+    for k, raw, loc, framed, ttl in work:
+        expires = now + ttl if ttl > 0 else None
+        stored = cd.with_expiry(framed, expires)
+        ool = None
+        if len(stored) > core.geo.value_limit:
+            stored, ool = cd.with_expiry(OOL, expires), framed
+        stored_of.append(stored)
+        puts.append(script_call(script("map_setnx"), [loc.bucket, loc.ool],
+                                [loc.field, stored, ool or b"", (expires + OOL_SLACK) if (ool and expires) else 0, now]))
+    written = yield puts
+    dels = yield [script_call(script("map_del_if"), [k], [raw, b""]) for k, raw, *_ in work]
+    undo = []
+    for (k, raw, loc, *_), w, d, stored in zip(work, written, dels, stored_of):
+        if d:
+            counts["moved" if w else "in_map"] += 1
+        elif w:  # the plain key vanished (deleted by the application) after we read it
+            undo.append(script_call(script("map_del_if"), [loc.bucket], [stored, loc.field]))
+            counts["gone"] += 1
+        else:
+            counts["gone"] += 1
+    if undo:
+        yield undo
+
+
+def _plain_keys(m: CompactMap, pattern: bytes, count: int) -> Iterator[bytes]:
+    for k in m.client.scan_iter(match=pattern, count=count, _type="string"):
+        k = k if isinstance(k, bytes) else k.encode("utf-8", "surrogateescape")
+        if not own_key(m.namespace, k):
+            yield k
+
+
+def migrate_from(m: CompactMap, pattern: str, *, batch: int = 500, pause: float = 0.0,
+                 progress: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
+    core = m._core
+    key = meta_key(m.namespace)
+    m._ex.run(command("HSET", key, "fallback", pattern, keys=(key,)))
+    core.fallback = pattern
+    totals = {"moved": 0, "in_map": 0, "gone": 0, "skipped": 0}
+    for chunk in _chunks(_plain_keys(m, pattern.encode(), batch), batch):
+        counts = run_flows(m._ex, [move_keys(core, chunk)])[0]
+        for k, v in counts.items():
+            totals[k] += v
+        if progress:
+            progress(dict(totals))
+        if pause:
+            time.sleep(pause)
+    remaining = sum(1 for _ in _plain_keys(m, pattern.encode(), 1000))
+    totals["remaining"] = remaining
+    if remaining == totals["skipped"] == 0:
+        m._ex.run(command("HDEL", key, "fallback", keys=(key,)))
+        core.fallback = None
+    return totals
+
+
+def plain_items(m: CompactMap, pattern: bytes) -> Iterator[tuple[str, Any]]:
+    """Plain keys not yet moved (items() during a migration): those the map lacks."""
+    core = m._core
+    for chunk in _chunks(_plain_keys(m, pattern, 1000), 200):
+        names = [k.decode("utf-8", "surrogateescape") for k in chunk]
+        locs = []
+        for n in names:
+            try:
+                locs.append(core.locate(n))
+            except KeyTooLong:
+                locs.append(None)
+        plans: list[Plan[Any]] = [command("GET", k, keys=(k,)) for k in chunk]
+        plans += [command("HGET", loc.bucket, loc.field, keys=(loc.bucket,)) for loc in locs if loc]
+        replies = m._ex.run_many(plans)
+        values, in_map = replies[: len(chunk)], iter(replies[len(chunk):])
+        for name, loc, v in zip(names, locs, values):
+            here = core.live(next(in_map)) is not None if loc else False
+            if v is not None and not here:
+                yield name, plain_value(bytes(v))
+
+
+def migrate_to_plain(m: CompactMap, *, batch: int = 200, pause: float = 0.0) -> dict[str, int]:
+    """Move every item back to a plain string key of its name (with its TTL)."""
+    core = m._core
+    totals = {"moved": 0, "expired": 0, "changed": 0}
+    for _ in range(MAX_RETRIES):
+        changed = 0
+        for chunk in _chunks(m.buckets(), batch):
+            counts = run_flows(m._ex, [_unmove(core, chunk)])[0]
+            for k, v in counts.items():
+                totals[k] += v
+            changed += counts["changed"]
+            if pause:
+                time.sleep(pause)
+        if not changed:
+            break
+    return totals
+
+
+def _unmove(core: MapCore, buckets: Sequence[bytes]) -> Flow[dict[str, int]]:
+    replies = yield [command("HGETALL", b, keys=(b,)) for b in buckets]
+    counts = {"moved": 0, "expired": 0, "changed": 0}
+    names: list[str] = []
+    locs: list[Location] = []
+    raws: list[bytes] = []
+    for b, reply in zip(buckets, replies):
+        pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2])
+        for field, raw in pairs:
+            names.append(key_of(core.namespace, bytes(b), bytes(field), core.geo, core.aliases))
+            locs.append(Location(bytes(b), bytes(field)))
+            raws.append(bytes(raw))
+    fallback, core.fallback = core.fallback, None
+    try:
+        values = yield from core.resolve(names, locs, raws)
+    finally:
+        core.fallback = fallback
+    from densekv.maps.compact import MISSING
+
+    plans = []
+    follow = []
+    for name, loc, raw, value in zip(names, locs, raws, values):
+        if value is MISSING:
+            counts["expired"] += 1
+            continue
+        exp, _ = cd.split_expiry(raw)
+        k = name.encode("utf-8", "surrogateescape")
+        data = plain_bytes(value)
+        if not core.facts.cluster:
+            plans.append(script_call(script("map_unmove"), [loc.bucket, loc.ool, k], [loc.field, raw, data, exp or 0]))
+        else:
+            args: tuple[Any, ...] = ("SET", k, data) + (("EXAT", exp) if exp else ())
+            plans.append(command(*args, keys=(k,), decode=lambda r: 1))
+            follow.append((loc, raw))
+    results = yield plans
+    if core.facts.cluster and follow:
+        dels = yield [script_call(script("map_del_if"), [loc.bucket], [raw, loc.field]) for loc, raw in follow]
+        results = dels
+        stale = [command("DEL", loc.ool, keys=(loc.ool,))
+                 for (loc, raw), d in zip(follow, dels) if d and cd.split_expiry(raw)[1] == OOL]
+        if stale:
+            yield stale
+    for r in results:
+        counts["moved" if r else "changed"] += 1
+    return counts
+
+
+def verify(m: CompactMap, pattern: str | None = None) -> dict[str, Any]:
+    """Items that decode, any that do not (by key), buckets no longer listpacks, and plain
+    keys still matching `pattern` (0 after a finished migration)."""
+    core = m._core
+    items = 0
+    errors: list[str] = []
+    not_listpack = 0
+    for chunk in _chunks(m.buckets(), 100):
+        encodings = m._ex.run_many([command("OBJECT", "ENCODING", b, keys=(b,)) for b in chunk])
+        not_listpack += sum(1 for e in encodings if e is not None and bytes(e) != b"listpack")
+        try:
+            items += len(run_flows(m._ex, [core.items_of(chunk)])[0])
+        except DecodeError:
+            for b in chunk:  # find the culprits one bucket at a time
+                try:
+                    items += len(run_flows(m._ex, [core.items_of([b])])[0])
+                except DecodeError as exc:
+                    errors.append(str(exc.key))
+    plain_left = sum(1 for _ in _plain_keys(m, pattern.encode(), 1000)) if pattern else 0
+    return {"items": items, "decode_errors": errors, "buckets_not_listpack": not_listpack,
+            "plain_keys_left": plain_left, "ok": not errors and not not_listpack and not plain_left}
+
+
+__all__ = ["migrate_from", "migrate_to_plain", "move_keys", "plain_items", "verify", "step"]
