@@ -3,6 +3,7 @@ rows = layout, columns = server, cells = the chosen field. The README's tables a
 with this, from records of a run, never typed by hand.
 
 Usage: python benchmarks/session_memory.py | python benchmarks/markdown_table.py [--field bytes_per_item]
+       [--row layout[,partitions,...]]   (several fields: one row per combination)
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ def main() -> None:
         if server not in servers:
             servers.append(server)
         value = rec.get(args.field)
-        cells.setdefault(str(rec[args.row]), {})[server] = "-" if value is None else str(value)
+        row = " ".join(str(rec.get(f)) for f in args.row.split(","))
+        cells.setdefault(row, {})[server] = "-" if value is None else str(value)
     print("| " + args.row + " | " + " | ".join(servers) + " |")
     print("|---" * (len(servers) + 1) + "|")
     for row, by_server in cells.items():
