@@ -28,8 +28,8 @@ from typing import Any
 
 from densekv.measure import Meter
 from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
 from densekv.server.probe import probe
+from densekv.server.process import ServerProcess
 from densekv.sets import CompactSet, SetFamily
 
 RESULTS = Path(__file__).parent / "results" / "set_memory.jsonl"
@@ -97,6 +97,7 @@ def run_set(name: str, binary: Any, spec: str, n: int, commit: str) -> dict[str,
             **base, "partitions": s.partitions, "encoding": s.explain().get("encoding"),
             "reason": s.explain()["reason"],
             "bytes_per_item": round(curve.final.bytes_per_item, 2),
+            "predicted_bytes_per_item": s.explain().get("predicted_bytes_per_item"),
             "bytes_per_item_at_n_10": round(curve.points[0].bytes_per_item, 2),
             "memory_usage_bytes_per_item": round(curve.final.memory_usage_bytes_per_item or 0, 2),
             "encodings": stats["encodings"], "converted_partitions": stats["converted_count"],
@@ -136,7 +137,8 @@ def main() -> None:
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
     servers = find_servers()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True,
+                            text=True).stdout.strip()
     for name in args.server or list(servers):
         runs = [(run_family, (name, servers[name], enc, args.parents, args.children, commit))
                 for enc in ("hash", "set")] if args.family else [

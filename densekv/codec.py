@@ -149,24 +149,29 @@ _local = threading.local()  # zstd (de)compressors are not safe to share between
 
 
 def _zstd_compressor(dictionary: ZstdDictionary | None, level: int) -> Any:
-    cache: dict[tuple[int, int], Any] = _local.__dict__.setdefault("c", {})
+    # keyed by id and level, checked against the dictionary's bytes: two maps (or a map made
+    # again after a flush) may hold different dictionaries under one id in one process
+    cache: dict[tuple[int, int], tuple[bytes | None, Any]] = _local.__dict__.setdefault("c", {})
     key = (dictionary.id if dictionary else 0, level)
-    comp = cache.get(key)
-    if comp is None:
-        zstd = _zstd()
-        params = zstd.ZstdCompressionParameters.from_level(
-            level, format=zstd.FORMAT_ZSTD1_MAGICLESS, write_checksum=0,
-            write_dict_id=0, write_content_size=1,
-        )
-        d = zstd.ZstdCompressionDict(dictionary.data) if dictionary else None
-        comp = cache[key] = zstd.ZstdCompressor(dict_data=d, compression_params=params)
+    data = dictionary.data if dictionary else None
+    hit = cache.get(key)
+    if hit is not None and (hit[0] is data or hit[0] == data):
+        return hit[1]
+    zstd = _zstd()
+    params = zstd.ZstdCompressionParameters.from_level(
+        level, format=zstd.FORMAT_ZSTD1_MAGICLESS, write_checksum=0,
+        write_dict_id=0, write_content_size=1,
+    )
+    d = zstd.ZstdCompressionDict(dictionary.data) if dictionary else None
+    comp = zstd.ZstdCompressor(dict_data=d, compression_params=params)
+    cache[key] = (data, comp)
     return comp
 
 
 def _zstd_decompress(frame: bytes, data: bytes | None, dict_id: int) -> bytes:
     cache: dict[int, tuple[bytes | None, Any]] = _local.__dict__.setdefault("d", {})
     hit = cache.get(dict_id)
-    if hit is None or hit[0] is not data:
+    if hit is None or (hit[0] is not data and hit[0] != data):
         zstd = _zstd()
         d = zstd.ZstdCompressionDict(data) if data is not None else None
         hit = cache[dict_id] = (data, zstd.ZstdDecompressor(dict_data=d, format=zstd.FORMAT_ZSTD1_MAGICLESS))

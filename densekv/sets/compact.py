@@ -123,13 +123,15 @@ class SetCore:
             found = prev  # another process created it a moment ago
         try:
             meta = json.loads(found)
-            kind = {"f": "flat", "s": "set", "h": "hash", "z": "zset", "ds": "dense-set", "dh": "dense-hash"}[meta["code"]]
+            kind = {"f": "flat", "s": "set", "h": "hash", "z": "zset", "ds": "dense-set",
+                    "dq": "dense-hash", "dh": "dense-hash-v1"}[meta["code"]]
             stored_p, stored_size, stored_spread = int(meta["partitions"]), int(meta["item_size"]), bool(meta["spread"])
         except (ValueError, KeyError, TypeError) as exc:
             raise WrongType(f"key {meta_key.decode()} holds something densekv did not write: "
                             "choose another set name; the key was left untouched") from exc
         asked = layout if layout != "dense" else ("dense-set" if kind == "dense-set" else "dense-hash")
-        if layout != "auto" and asked != kind or partitions not in (None, stored_p) \
+        if (layout != "auto" and asked != kind.removesuffix("-v1")) \
+                or partitions not in (None, stored_p) \
                 or stored_size != item_size or stored_spread != spread:
             raise SetMismatch(
                 f"set {name!r} exists as layout {kind} with {stored_p} partitions, {stored_size}-byte "

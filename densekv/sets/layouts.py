@@ -12,24 +12,32 @@ packs listpacks best against the allocator's size classes.
   set    SET per partition, member = hex q (the seed's readable members); CAS = SADD
   hash   HASH per partition, field = hex q, value 1; CAS = HSETNX (the seed's best)
   zset   ZSET per partition, member = hex q, score 1; CAS = ZADD NX
-  dense  q as binary (15 bytes for a 16-byte item once P >= 256), in a listpack HASH
-         (field q, value 1: q+2 bytes + 2 bytes per item) or a listpack SET (q+2 bytes
-         per item), whichever plan_dense() predicts smaller for this server; CAS = HSETNX
-         or SADD, one command, so concurrent adders of one item see exactly one True.
+  dense  q as binary, in a listpack SET (member q: 15 bytes for a 16-byte item once
+         P >= 256, 17 listpack bytes per item) or a listpack HASH with the quotient split
+         in two (DenseSplitHash below: field = the high bytes, value = the low 0..7 bits as
+         a small integer; 14 + 2 + 2 = 18 listpack bytes per 16-byte item where a 15-byte
+         field with a constant value costs 19), whichever plan_dense() predicts smaller
+         for this server (a near tie goes to the set: HASH_MARGIN). CAS = SADD (one
+         command) or one Lua script (HSETNX; HGET only when the field is taken), atomic
+         either way, so concurrent adders of one item see exactly one True.
 
 Cost model (plan_dense): a listpack is 7 bytes plus, per entry, 1 encoding byte + data
 + 1 back-length byte; the allocation is rounded up to the allocator's size class
 (jemalloc: 4 classes per doubling; libc malloc: 16-byte steps + 8); each partition key
-costs about KEY_OVERHEAD bytes more. Partition sizes are Poisson around N/P, so the
+costs about KEY_OVERHEAD bytes more, and 8 bytes per main-dict bucket (a power of two
+>= the key count). Partition sizes are Poisson around N/P, so the
 planner takes the expected cost over that distribution, for P from the smallest count
 whose mean + 4 sigma fits the listpack limit and where fewer than 1/20 partitions are
-expected past it, up to 4x that, and picks the cheapest.
+expected past it, up to 4x that, and picks the cheapest. The dense layouts report the
+prediction for their partition count (explain()["predicted_bytes_per_item"]) so the
+benchmark can print it beside the measured figure.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -43,6 +51,10 @@ from densekv.plan import Plan, command, script_call
 KEY_OVERHEAD = {"jemalloc": 72, "libc": 64}
 LISTPACK_HEADER = 7  # 4 total bytes + 2 count + 1 end byte
 MAX_PARTITIONS = 1 << 32
+#: bytes per item the split hash must save over a listpack set to be chosen: its add is a
+#: Lua script over a 4x longer listpack (measured on redis-7.4, 1M IDs: 19.65 against
+#: 19.79 B/ID, but usec_per_call 16 against 2.2), so a near tie goes to the set
+HASH_MARGIN = 0.5
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,14 @@ class Radix:
     @cached_property
     def qhex(self) -> int:
         return max(1, (self.qmax.bit_length() + 3) // 4)
+
+    @cached_property
+    def field_split(self) -> tuple[int, int]:
+        """(field bytes, low bits) for the split hash: q = field << low | low bits, with
+        0 <= low bits <= 7 so the low part is a listpack 7-bit integer (one byte)."""
+        bits = max(8, self.qmax.bit_length())
+        fbytes = -(-(bits - 7) // 8)
+        return fbytes, bits - 8 * fbytes
 
     def split(self, stored: bytes) -> tuple[int, int]:
         q, p = divmod(int.from_bytes(stored, "big"), self.partitions)
@@ -138,7 +158,8 @@ def predicted_bytes(expected: int, partitions: int, per_item: int, allocator: st
     per_partition = sum(
         p * (alloc_size(LISTPACK_HEADER + per_item * k, allocator) + key) for k, p in _poisson(mean) if k
     )
-    return per_partition * partitions / expected
+    buckets = 8 * (1 << (partitions - 1).bit_length())  # the main dict's table: a power of two
+    return (per_partition * partitions + buckets) / expected
 
 
 def min_partitions(expected: int, max_entries: int) -> int:
@@ -166,49 +187,82 @@ def overflow_expected(expected: int, partitions: int, limit: int) -> float:
     return partitions * sum(p for k, p in _poisson(mean) if k > limit)
 
 
-def _best_partitions(expected: int, limit: int, per_item: int, allocator: str) -> tuple[int, float]:
+def dense_item_bytes(kind: str, partitions: int, item_size: int) -> int:
+    """Listpack bytes per item of the dense layouts at this partition count."""
+    radix = Radix(partitions, item_size)
+    if kind == "set":
+        return entry_bytes(radix.qbytes)
+    fbytes, _ = radix.field_split
+    return entry_bytes(fbytes) + entry_bytes(0)  # + the low bits: a 7-bit integer entry
+
+
+def _best_partitions(
+    expected: int, limit: int, per_item: Callable[[int], int], allocator: str
+) -> tuple[int, float]:
     low = min_partitions(expected, limit)
     # mean + 4 sigma is not enough over ten thousand partitions: also ask that the expected
     # number of partitions past the limit be under 1/20
     while overflow_expected(expected, low, limit) > 0.05:
         low = int(low * 1.02) + 1
+    low = min(low, MAX_PARTITIONS)
     if expected < 10_000:  # too few items for the size classes to matter
-        return low, predicted_bytes(expected, low, per_item, allocator)
-    candidates = sorted({int(low * (1 + i / 100)) for i in range(0, 301)})
-    scored = [(predicted_bytes(expected, p, per_item, allocator), p) for p in candidates]
+        return low, predicted_bytes(expected, low, per_item(low), allocator)
+    candidates = sorted({min(MAX_PARTITIONS, int(low * (1 + i / 100))) for i in range(301)})
+    scored = [(predicted_bytes(expected, p, per_item(p), allocator), p) for p in candidates]
     cost, p = min(scored)
     return p, cost
+
+
+def best_dense_partitions(
+    expected: int, item_size: int, kind: str, limits: SetLimits
+) -> tuple[int, float]:
+    """The cheapest partition count for dense `kind` ("hash" | "set") and its predicted
+    bytes per item."""
+    if kind == "set":
+        limit = limits.set_max_listpack_entries or 128
+    else:
+        limit = limits.hash_max_listpack_entries
+    return _best_partitions(expected, limit, lambda p: dense_item_bytes(kind, p, item_size),
+                            limits.allocator)
 
 
 def plan_dense(expected: int, item_size: int, limits: SetLimits) -> DensePlan:
     """Listpack HASH or listpack SET, and the partition count: the cheaper by the model."""
     options: dict[str, tuple[int, float]] = {}
-    # member width at the chosen P: 15 bytes for a 16-byte item once P >= 256; take the
-    # width at the lowest P tried (a safe upper bound) for the value-length check
-    for kind, limit, vlimit, extra in (
-        ("hash", limits.hash_max_listpack_entries, limits.hash_max_listpack_value, entry_bytes(0) + 0),
-        ("set", limits.set_max_listpack_entries or 0, limits.set_max_listpack_value or 0, 0),
+    # field / member width at the lowest P tried (the widest) for the value-length check
+    for kind, limit, vlimit in (
+        ("hash", limits.hash_max_listpack_entries, limits.hash_max_listpack_value),
+        ("set", limits.set_max_listpack_entries or 0, limits.set_max_listpack_value or 0),
     ):
         if limit < 1:
             continue
-        width = Radix(min_partitions(expected, limit), item_size).qbytes
+        radix = Radix(min_partitions(expected, limit), item_size)
+        width = radix.field_split[0] + 1 if kind == "hash" else radix.qbytes  # hash: the long form
         if width > vlimit:
             continue
-        options[kind] = _best_partitions(expected, limit, entry_bytes(width) + extra, limits.allocator)
+        options[kind] = best_dense_partitions(expected, item_size, kind, limits)
     if not options:
         raise ValueError(
             f"{item_size}-byte items do not fit this server's listpack value limits "
             f"(hash-max-listpack-value {limits.hash_max_listpack_value}): use layout='hash'"
         )
     kind = min(options, key=lambda k: options[k][1])
+    if kind == "hash" and "set" in options and options["set"][1] - options["hash"][1] < HASH_MARGIN:
+        kind = "set"  # about as small, and its add is one SADD instead of a script
     predicted = {k: round(v[1], 2) for k, v in options.items()}
     if not limits.listpack_sets:
-        reason = "no listpack sets on this server (Redis < 7.2): binary fields in listpack hashes"
+        reason = ("no listpack sets on this server (Redis < 7.2): split binary fields in "
+                  "listpack hashes")
+    elif kind == "set" and predicted["hash"] < predicted["set"]:
+        reason = (f"listpack sets: within {HASH_MARGIN} B/item of the split hash, and one "
+                  f"SADD per add instead of a script; predicted {predicted}")
     elif kind == "set":
-        reason = (f"listpack sets cost 2 bytes per item less than hash fields with a value; "
-                  f"predicted {predicted}")
+        reason = (f"listpack sets predicted cheaper here (set-max-listpack-entries "
+                  f"{limits.set_max_listpack_entries}); predicted {predicted}")
     else:
-        reason = f"listpack hashes hold more per key here (limit {limits.hash_max_listpack_entries}); predicted {predicted}"
+        reason = (f"listpack hashes hold more per key here (hash-max-listpack-entries "
+                  f"{limits.hash_max_listpack_entries}, set {limits.set_max_listpack_entries}); "
+                  f"predicted {predicted}")
     return DensePlan(kind, options[kind][0], predicted, reason)
 
 
@@ -227,6 +281,8 @@ class SetLayout(ABC):
     #: the Redis type of a partition key (for the WRONGTYPE message and stats)
     redis_type: str
     partitioned: bool = True
+    #: the cost model's bytes per item at `expected` (dense layouts; None: not modelled)
+    predicted: float | None = None
 
     def __init__(self, namespace: str, partitions: int, item_size: int) -> None:
         self.namespace = namespace
@@ -310,8 +366,11 @@ class SetLayout(ABC):
         return command("UNLINK", key, keys=(key,), decode=_to_int)
 
     def describe(self) -> dict[str, Any]:
-        return {"layout": self.name, "partitions": self.partitions, "member_bytes": len(self.member(0)),
-                "key_example": self.key(0).decode()}
+        out = {"layout": self.name, "partitions": self.partitions,
+               "member_bytes": len(self.member(0)), "key_example": self.key(0).decode()}
+        if self.predicted is not None:
+            out["predicted_bytes_per_item"] = self.predicted
+        return out
 
 
 class SetOfMembers(SetLayout):
@@ -391,6 +450,9 @@ class DenseSet(SetOfMembers):
 
 
 class DenseHash(HashOfFields):
+    """The first dense hash (field = all of q, value 1): kept to reopen sets recorded with
+    code "dh"; new dense hash sets are DenseSplitHash."""
+
     name = "dense"
     code = "dh"
 
@@ -402,6 +464,108 @@ class DenseHash(HashOfFields):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "encoding": "hash"}
+
+
+class DenseSplitHash(HashOfFields):
+    """Dense hash with the quotient split across field and value (code "dq").
+
+    q = high << L | low with L = 0..7 low bits (Radix.field_split): an item is the field
+    `high` (F bytes; 14 for a 16-byte item and 512..2**16 partitions) with the value `low`,
+    which a listpack keeps as a 7-bit integer entry (2 bytes): F + 4 listpack bytes per
+    item, one less than a whole-q field with a constant value. Two items share a field
+    only if they differ in the low bits alone (odds about n**2 / 2**(8F) for random items,
+    but easy with spread=False and structured IDs): the later one is then stored in the
+    long form, field `high + byte(low)` (F + 1 bytes, never mistaken for a short field)
+    with value 1, and the short field's value gets a mark (+128). Invariant: a prefix has
+    long forms only while its short field exists, marked. So every item is exactly one
+    field, and:
+      add       set_dense_add.lua, one EVALSHA: HSETNX high low; only if the field was
+                taken, HGET it: same low -> present, else HSETNX the long form (+ mark)
+      contains  HMGET high long (one command): value of high mod 128 == low, or long there
+      remove    set_dense_remove.lua: HDEL the item's form; a removed marked short item
+                is replaced by one of its prefix's long forms, the last long form unmarks
+      len       HLEN per partition: exact, nothing extra kept
+      iterate   HSCAN pairs: a short field with its value mod 128, or a long field
+    Members handed around in Python are the long form (high + byte(low)) for both.
+    """
+
+    name = "dense"
+    code = "dq"
+    many_contains = "HMGET"
+
+    def __init__(self, namespace: str, partitions: int, item_size: int) -> None:
+        super().__init__(namespace, partitions, item_size)
+        self.field_bytes, self.low_bits = self.radix.field_split
+        self._mask = (1 << self.low_bits) - 1
+        self._lows = [str(i).encode() for i in range(128)]
+        self._maxlow = str(self._mask).encode()
+
+    def member(self, q: int) -> bytes:
+        return (q >> self.low_bits).to_bytes(self.field_bytes, "big") + bytes((q & self._mask,))
+
+    def quotient(self, member: bytes) -> int:
+        return (int.from_bytes(member[:-1], "big") << self.low_bits) | member[-1]
+
+    def _args(self, members: list[bytes]) -> list[bytes]:
+        lows = self._lows
+        out: list[bytes] = []
+        for m in members:
+            out += (m[:-1], lows[m[-1]])
+        return out
+
+    def plan_add(self, stored: bytes) -> Plan[bool]:
+        key, m = self.locate(stored)
+        return script_call(script("set_dense_add"), (key,), self._args([m]), lambda r: bool(r[0]))
+
+    def plan_add_group(self, p: int, members: list[bytes]) -> Plan[list[bool]]:
+        key = self.key(p)
+        return script_call(script("set_dense_add"), (key,), self._args(members),
+                           lambda r: [bool(x) for x in r])
+
+    def plan_remove(self, stored: bytes) -> Plan[bool]:
+        key, m = self.locate(stored)
+        return script_call(script("set_dense_remove"), (key,), [self._maxlow, *self._args([m])],
+                           lambda r: bool(r[0]))
+
+    @staticmethod
+    def _lookup(members: list[bytes]) -> tuple[list[bytes], Callable[[Any], list[bool]]]:
+        """HMGET fields (short and long form of each member) and the reply's reading."""
+        fields: list[bytes] = []
+        for m in members:
+            fields += (m[:-1], m)
+        lows = [m[-1] for m in members]
+
+        def decode(reply: Any) -> list[bool]:
+            return [(v is not None and int(v) % 128 == low) or lv is not None
+                    for low, v, lv in zip(lows, reply[::2], reply[1::2])]
+
+        return fields, decode
+
+    def plan_contains(self, stored: bytes) -> Plan[bool]:
+        key, m = self.locate(stored)
+        fields, decode = self._lookup([m])
+        return command("HMGET", key, *fields, keys=(key,), decode=lambda r: decode(r)[0])
+
+    def plan_contains_group(self, p: int, members: list[bytes]) -> Plan[list[bool]]:
+        key = self.key(p)
+        fields, decode = self._lookup(members)
+        return command("HMGET", key, *fields, keys=(key,), decode=decode)
+
+    def plan_scan(self, p: int, cursor: int, count: int = 1000) -> Plan[tuple[int, list[bytes]]]:
+        key = self.key(p)
+        width = self.field_bytes
+
+        def decode(reply: Any) -> tuple[int, list[bytes]]:
+            flat = list(reply[1])
+            members = [f + bytes((int(v) % 128,)) if len(f) == width else f
+                       for f, v in zip(flat[::2], flat[1::2])]
+            return int(reply[0]), members
+
+        return command("HSCAN", key, cursor, "COUNT", count, keys=(key,), decode=decode)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "encoding": "hash", "member_bytes": self.field_bytes,
+                "field_bytes": self.field_bytes, "low_bits": self.low_bits}
 
 
 class FlatKeys(SetLayout):
@@ -478,6 +642,8 @@ def make_layout(
     if name in _BY_NAME:
         p = partitions or default_partitions(name, expected, limits)
         return _BY_NAME[name](namespace, p, item_size), "asked for"
+    if name == "dense-hash-v1":  # only to reopen sets recorded before DenseSplitHash
+        return DenseHash(namespace, partitions or 1, item_size), "reopened: first dense hash"
     if name in ("dense", "dense-hash", "dense-set", "auto"):
         decision = plan_dense(expected, item_size, limits)
         encoding = name.removeprefix("dense-") if name.startswith("dense-") else decision.encoding
@@ -486,11 +652,11 @@ def make_layout(
         if encoding == decision.encoding:
             p, reason = decision.partitions, decision.reason
         else:
-            limit = limits.set_max_listpack_entries if encoding == "set" else limits.hash_max_listpack_entries
-            width = Radix(min_partitions(expected, limit or 128), item_size).qbytes
-            extra = entry_bytes(0) if encoding == "hash" else 0
-            p, _ = _best_partitions(expected, limit or 128, entry_bytes(width) + extra, limits.allocator)
+            p, _ = best_dense_partitions(expected, item_size, encoding, limits)
             reason = f"dense-{encoding} asked for; the model predicts {decision.predicted}"
-        cls = DenseSet if encoding == "set" else DenseHash
-        return cls(namespace, partitions or p, item_size), reason
+        cls: type[SetLayout] = DenseSet if encoding == "set" else DenseSplitHash
+        lay = cls(namespace, partitions or p, item_size)
+        per_item = dense_item_bytes(encoding, lay.partitions, item_size)
+        lay.predicted = round(predicted_bytes(expected, lay.partitions, per_item, limits.allocator), 2)
+        return lay, reason
     raise ValueError(f"unknown layout {name!r}: choose one of auto, {', '.join(LAYOUTS)}, dense-hash, dense-set")

@@ -54,14 +54,13 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_tiny_lab_on_the_embedded_server_writes_results_and_report(tmp_path: Path) -> None:
-    config = LabConfig(n=2000, out=tmp_path, options={
+    config = LabConfig(n=2000, out=tmp_path, only=("sessions", "small_sets", "matrix"), options={
         "sessions": {"layouts": ("dense", "json", "zset seed 65k"), "per_decade": 2, "gets": 500}, "small_sets": SMALL})
     run = run_lab(config)
     doc = json.loads((tmp_path / "results.json").read_text())
     assert validate(doc) == []
     status = {e["kind"]: e["status"] for e in doc["experiments"]}
-    assert status == {"sessions": "ran", "small_sets": "ran", "matrix": "ran",
-                      "sets": "not available", "maps": "not available"}
+    assert status == {"sessions": "ran", "small_sets": "ran", "matrix": "ran"}  # sets, maps: own tests
     assert doc["servers"][0]["name"] == "valkey-9.1" and doc["servers"][0]["scratch"] is True
     sessions = {r["variant"]: r for r in doc["runs"] if r["kind"] == "sessions"}
     assert set(sessions) == {"dense", "json", "zset seed 65k"}
@@ -82,7 +81,7 @@ def test_a_tiny_lab_on_the_embedded_server_writes_results_and_report(tmp_path: P
     images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)
     assert len(images) == len(list(tmp_path.glob("*.png"))) >= 4
     assert not re.search(r"(src|href)=['\"]https?:", html)  # self-contained
-    assert "not available in this build" in html and "allocator libc" in html
+    assert "allocator libc" in html
     assert f"{dense['bytes_per_item']:,.2f}" in html  # the table shows this run's number
     assert run.failed == []
 

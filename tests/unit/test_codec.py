@@ -131,3 +131,16 @@ def test_a_trained_dictionary_shrinks_small_documents_and_is_named_in_the_value(
     assert decode(framed, key="k", dictionaries={3: dictionary.data}) == doc
     with pytest.raises(DecodeError, match="dictionary 3"):
         decode(framed, key="k")
+
+
+def test_two_dictionaries_under_one_id_never_share_a_compressor() -> None:
+    """Two maps (or one made again after a flush) can hold different dictionaries with the
+    same id in one process; each value must decode with its own dictionary."""
+    first = ZstdDictionary(1, train_dictionary([json.dumps(d) for d in _docs(400, seed=1)], size=4096))
+    second = ZstdDictionary(1, train_dictionary([json.dumps(d) + " extra words here" for d in _docs(400, seed=2)], size=4096))
+    assert first.data != second.data
+    doc = json.dumps(_docs(1, seed=7)[0])
+    framed_first = Codec("auto", "zstd", dictionary=first).encode(doc)
+    framed_second = Codec("auto", "zstd", dictionary=second).encode(doc)
+    assert decode(framed_second, key="k", dictionaries={1: second.data}) == doc
+    assert decode(framed_first, key="k", dictionaries={1: first.data}) == doc

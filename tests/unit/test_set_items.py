@@ -9,7 +9,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from densekv.sets.items import BadItem, ItemCodec
-from densekv.sets.layouts import DenseHash, DenseSet, FlatKeys, Radix, SetLimits, alloc_size, entry_bytes, plan_dense
+from densekv.sets.layouts import (
+    HASH_MARGIN,
+    DenseHash,
+    DenseSet,
+    DenseSplitHash,
+    FlatKeys,
+    Radix,
+    SetLimits,
+    alloc_size,
+    dense_item_bytes,
+    entry_bytes,
+    plan_dense,
+)
 
 
 @given(st.binary(min_size=16, max_size=16), st.booleans())
@@ -84,7 +96,7 @@ def test_radix_split_join(partitions: int, raw: bytes) -> None:
 
 @given(st.integers(min_value=1, max_value=100_000), st.binary(min_size=16, max_size=16))
 def test_layout_members_round_trip(partitions: int, raw: bytes) -> None:
-    for cls in (DenseSet, DenseHash):
+    for cls in (DenseSet, DenseHash, DenseSplitHash):
         lay = cls("ns", partitions, 16)
         key, member = lay.locate(raw)
         p = int(key[key.index(b"{") + 1 : -1])
@@ -99,6 +111,25 @@ def test_dense_members_drop_the_partition() -> None:
     assert len(DenseSet("ns", 16, 16).member(Radix(16, 16).qmax)) == 16
 
 
+@given(st.integers(min_value=1, max_value=2**32), st.integers(min_value=1, max_value=32))
+def test_split_field_takes_at_most_seven_low_bits(partitions: int, size: int) -> None:
+    radix = Radix(partitions, size)
+    fbytes, low = radix.field_split
+    assert 0 <= low <= 7 and fbytes >= 1
+    assert radix.qmax >> low < 1 << (8 * fbytes)  # the high part fits the field
+    lay = DenseSplitHash("ns", partitions, size)
+    for q in (0, radix.qmax, radix.qmax // 3):
+        member = lay.member(q)
+        assert len(member) == fbytes + 1 and member[-1] < 128 and lay.quotient(member) == q
+
+
+def test_split_field_saves_a_byte_per_16_byte_item() -> None:
+    assert Radix(2592, 16).field_split == (14, 5)
+    assert dense_item_bytes("hash", 2592, 16) == 16 + 2  # 14-byte field + 7-bit integer value
+    assert dense_item_bytes("set", 12024, 16) == 17
+    assert Radix(1, 16).field_split == (16, 0)  # one partition: nothing to gain, still exact
+
+
 def test_listpack_cost_model() -> None:
     assert entry_bytes(15) == 17 and entry_bytes(0) == 2 and entry_bytes(100) == 103
     assert alloc_size(1044, "jemalloc") == 1280 and alloc_size(1024, "jemalloc") == 1024
@@ -110,7 +141,11 @@ def test_dense_plan_per_server() -> None:
     new = SetLimits(512, 64, 128, 64, 128, 64, "jemalloc")
     assert plan_dense(1_000_000, 16, old).encoding == "hash"
     choice = plan_dense(1_000_000, 16, new)
-    assert choice.encoding == "set" and choice.predicted["set"] < choice.predicted["hash"]
+    # a near tie goes to the set (one SADD per add, not a script)
+    assert choice.encoding == "set" and choice.predicted["set"] < choice.predicted["hash"] + HASH_MARGIN
+    assert plan_dense(1_000_000, 16, SetLimits(512, 64, 128, 64, 128, 64, "libc")).encoding == "set"
+    # where a set holds far fewer per key than a hash, the split hash wins
+    assert plan_dense(1_000_000, 16, SetLimits(512, 64, 16, 64, 128, 64, "jemalloc")).encoding == "hash"
     # the fullest partition stays under the limit: mean + 4 sigma
     mean = 1_000_000 / choice.partitions
     assert mean + 4 * mean**0.5 <= 128

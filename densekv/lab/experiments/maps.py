@@ -1,18 +1,497 @@
-"""Experiment 4 (seed 004): compact maps - placeholder until densekv.maps lands.
+"""Experiment 4 (seed 004, "Zip'em ALL"): plain SET vs hash buckets vs key zipping vs codecs.
 
-The experiment (plain SET vs hash buckets vs key zipping vs each codec, for integers,
-short strings, HTML-like text and JSON objects from densekv/lab/workloads.py) drives
-densekv.maps.CompactMap, which this build does not have yet. It is registered so the
-report lists it honestly as not available; it measures nothing and fakes nothing.
+Seed 004 stored the same key/value pairs four ways - plain SET, plain SET with zipped
+keys, key/value pairs as fields of hashes (the official "hash abstraction"), and each of
+those with values compressed - for integers, short strings, HTML pieces and JSON objects,
+and compared the memory. Here the same comparison drives densekv.maps.CompactMap:
+
+  case       ids (key allBooksBelongToUser:<id>, the seed's key)   values (workloads.py)
+  int_holey  distinct random ids spread over 0..10^8 (holey)        random ints < 2^31
+  int_seq    0..n-1                                                 random ints < 2^31
+  str8       holey ids                                              8-char strings
+  html       0..n-1                                                 HTML-like text, 200-1500 B
+  json       0..n-1                                                 JSON objects of one schema
+
+  configuration  what is stored
+  plain          SET <key> <value as text>
+  plain zipped   SET <zipped key> <value>: key crumbs aliased (allBooksBelongToUser -> b)
+                 and the id in base62 (densekv.maps.zipkeys), values as they are
+  map <codec>    CompactMap(codec=...): items as fields of listpack hash buckets, every
+                 value with its one-byte codec header; codecs int / raw / msgpack (the
+                 JSON parsed, stored as msgpack) / zlib / lz4 / zstd with a dictionary
+                 trained on other values of the same generator (stored in the server,
+                 so its bytes count) / zstd without one
+
+Each configuration starts from a flushed target; the items are streamed in (fixed seeds,
+bounded client memory) through one pipelined round trip per LOAD_BATCH items, the loader's
+connection is closed, and densekv's Meter reads the used_memory delta. Then OPS gets and
+OPS sets (the same values again) of a fixed sample of the keys, BATCH per round trip:
+client throughput, and server time per operation from INFO commandstats deltas (never
+CONFIG RESETSTAT: observe.py). A codec whose package is missing is skipped with a note.
+
+Item counts per case are fractions of N (text and JSON cost far more to load than
+integers, and this experiment has about 25 s of the default lab's 3 minutes): see
+SHARES. The configurations run most telling first, so a budget cut drops the tail.
 """
 
 from __future__ import annotations
 
-from densekv.lab.experiments.base import Unavailable
+import json
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
-EXPERIMENT = Unavailable(
-    "maps",
-    "Maps: plain SET vs hash buckets vs key zipping vs codecs",
-    "004",
-    "not available in this build: it drives densekv.maps (CompactMap and its codecs), which has not landed yet",
+from densekv.lab.experiments.base import Context, Experiment, FigureSpec, Output, TableSpec
+from densekv.lab.observe import commandstats, encodings, stats_delta
+from densekv.lab.results import RunRecord, op_stats
+from densekv.lab.workloads import DEFAULT_SEED, chunks, html, ints, json_objects, strings8
+from densekv.measure import Point
+
+PREFIX = "allBooksBelongToUser:"  # the seed's keys (set-allBooksBelongToUser:id)
+ALIASES = {"allBooksBelongToUser": "b"}
+NAMESPACE = "lab"
+HOLEY_RANGE = 10**8
+LOAD_BATCH = 2000
+BATCH = 1000
+OPS = 1000
+MIN_ITEMS = 100
+DICT_SIZE = 4096
+TRAIN_SAMPLES = {"json": 1000, "html": 300}
+ENCODING_SAMPLE = 32
+MEMORY_SAMPLE = 32  # keys whose MEMORY USAGE is read (the cross-check)
+
+#: items of a case = N // share (at least MIN_ITEMS, at most N)
+SHARES = {"int_holey": 10, "int_seq": 10, "str8": 10, "html": 50, "json": 25}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    describe: str
+    holey: bool
+    values: Callable[[int, int], Iterator[Any]]
+
+
+CASES: dict[str, Case] = {c.name: c for c in (
+    Case("int_holey", "random integers below 2^31 under holey ids (distinct, spread over 0..10^8)", True, ints),
+    Case("int_seq", "random integers below 2^31 under sequential ids 0..n-1", False, ints),
+    Case("str8", "random 8-character alphanumeric strings under holey ids", True, strings8),
+    Case("html", "HTML-like text of 200-1500 bytes under sequential ids", False, html),
+    Case("json", "JSON objects of one schema (80-200 bytes) under sequential ids", False, json_objects),
+)}
+
+
+@dataclass(frozen=True)
+class Config:
+    case: str
+    layout: str  # plain | plain-zipped | map
+    codec: str | None = None  # map codec: int, raw, msgpack, zlib, lz4, zstd, zstd+dict
+
+    @property
+    def label(self) -> str:
+        if self.layout == "map":
+            return f"{self.case} · map {self.codec}"
+        return f"{self.case} · {self.layout.replace('-', ' ')} SET"
+
+    @property
+    def short(self) -> str:
+        return f"map {self.codec}" if self.layout == "map" else self.layout.replace("-", " ")
+
+
+#: every configuration, most telling first (a budget cut drops the tail)
+PLAN: tuple[Config, ...] = (
+    Config("int_holey", "plain"), Config("int_holey", "map", "int"),
+    Config("int_seq", "plain"), Config("int_seq", "map", "int"),
+    Config("str8", "plain"), Config("str8", "map", "raw"),
+    Config("json", "plain"), Config("json", "map", "zstd+dict"), Config("json", "map", "raw"),
+    Config("html", "plain"), Config("html", "map", "zlib"), Config("html", "map", "zstd+dict"),
+    Config("int_holey", "plain-zipped"), Config("str8", "plain-zipped"),
+    Config("json", "map", "msgpack"), Config("json", "map", "zlib"), Config("json", "map", "lz4"),
+    Config("html", "map", "raw"), Config("html", "map", "lz4"),
+    Config("json", "map", "zstd"),
 )
+
+
+def items_for(case: str, n: int, override: dict[str, int] | None = None) -> int:
+    if override and case in override:
+        return int(override[case])
+    return max(min(n, MIN_ITEMS), n // SHARES[case])
+
+
+def ids(case: Case, n: int, seed: int = DEFAULT_SEED) -> Iterator[int]:
+    """Sequential ids, or distinct holey ones: one random id in each of n equal slices of
+    0..max(10^8, 10 n) - a stream, spread like a random sample, no two alike."""
+    if not case.holey:
+        yield from range(n)
+        return
+    rng = random.Random(seed + 1)
+    stride = max(HOLEY_RANGE, 10 * n) // n
+    for i in range(n):
+        yield i * stride + rng.randrange(stride)
+
+
+def dataset(case_name: str, n: int, seed: int = DEFAULT_SEED) -> Iterator[tuple[str, Any]]:
+    """(key, value) pairs of a case, streamed; values as the generator yields them."""
+    case = CASES[case_name]
+    for i, v in zip(ids(case, n, seed), case.values(n, seed)):
+        yield f"{PREFIX}{i}", v
+
+
+def _codec_available(codec: str) -> str | None:
+    """None if usable, else why not."""
+    from densekv.codec import Codec, CodecUnavailable
+
+    name = codec.removesuffix("+dict")
+    if name not in ("zstd", "lz4"):
+        return None
+    try:
+        Codec.named(name)
+    except CodecUnavailable as exc:
+        return str(exc)
+    return None
+
+
+@dataclass
+class Result:
+    config: Config
+    n: int
+    point: Point | None = None
+    ops: dict[str, dict[str, Any]] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class Maps(Experiment):
+    kind = "maps"
+    title = "Maps: plain SET vs hash buckets vs key zipping vs codecs"
+    seed = "004"
+    budget_s = 25.0
+
+    def run(self, ctx: Context) -> Output:
+        target = ctx.target
+        out = Output(self.kind, target.name)
+        cases = tuple(ctx.options.get("cases", CASES))
+        wanted = ctx.options.get("configs")  # short names ("map int") or labels ("json · map lz4")
+        plan = [c for c in PLAN if c.case in cases and (not wanted or c.short in wanted or c.label in wanted)]
+        sizes = {c: items_for(c, ctx.n, ctx.options.get("items")) for c in CASES}
+        ops = int(ctx.options.get("ops", OPS))
+        missing: dict[str, str] = {}
+        for c in plan:
+            if c.codec and c.codec not in missing and (why := _codec_available(c.codec)):
+                missing[c.codec] = why
+        runnable = [c for c in plan if c.codec not in missing]
+        for codec, why in missing.items():
+            out.notes.append(f"codec {codec}: not measured - {why}")
+        ctx.progress.start(f"{self.kind} on {target.name}", total=sum(sizes[c.case] for c in runnable))
+        self._warm_up(ctx, zstd="zstd" not in missing)
+        results: list[Result] = []
+        for config in runnable:
+            left = ctx.budget.left()
+            last = results[-1].params["timing"]["total"] if results else 0.0
+            if left is not None and left < last:  # the next one would not finish in time
+                out.notes.append(f"{config.label}: not measured - the experiment's time budget ran out")
+                continue
+            result = self._measure(ctx, config, sizes[config.case], min(ops, sizes[config.case]))
+            results.append(result)
+            record = self._record(ctx, result)
+            out.records.append(record)
+            ctx.progress.record(record)
+        target.clear()
+        self._describe(out, ctx, results, sizes, ops)
+        return out
+
+    # -- measuring -----------------------------------------------------------------------
+    def _measure(self, ctx: Context, config: Config, n: int, ops: int) -> Result:
+        from densekv.maps.zipkeys import Aliases, zip_key
+
+        client = ctx.target.client
+        result = Result(config, n)
+        aliases = Aliases(ALIASES)
+        every = max(1, n // ops) if ops else 0
+        sample: list[tuple[str, Any]] = []  # the keys the ops phase reads and writes
+        the_map: list[Any] = []
+        value_bytes = [0]
+
+        def key_of(key: str) -> str:
+            return zip_key(key, aliases) if config.layout == "plain-zipped" else key
+
+        def value_of(v: Any) -> Any:
+            if config.layout == "map":
+                return json.loads(v) if config.codec == "msgpack" else v
+            return str(v) if isinstance(v, int) else v
+
+        def load() -> None:
+            m = None
+            if config.layout == "map":  # made (and its dictionary trained) after the flush:
+                m = self._open_map(ctx, config, n)  # its meta and dictionary count
+                the_map.append(m)
+            commands = commandstats(client)
+            t0 = time.perf_counter()
+            pipe_count = 0
+            for chunk in chunks(dataset(config.case, n), LOAD_BATCH):
+                if m is not None:
+                    b = m.batch()
+                    for k, v in chunk:
+                        b.set(k, value_of(v))
+                    b.execute()
+                else:
+                    pipe = client.pipeline(transaction=False)
+                    for k, v in chunk:
+                        pipe.set(key_of(k), value_of(v))
+                    pipe.execute()
+                for k, v in chunk:
+                    value_bytes[0] += len(str(v).encode())
+                    if every and pipe_count % every == 0 and len(sample) < ops:
+                        sample.append((k, v))
+                    pipe_count += 1
+                ctx.progress.advance(len(chunk))
+            seconds = time.perf_counter() - t0
+            usec, per = stats_delta(commands, commandstats(client))
+            result.ops["load"] = op_stats(n, seconds, _server_usec(usec, per), per)
+            client.connection_pool.disconnect()  # the loader's buffers are not data
+
+        meter = ctx.target.meter
+        t_start = time.perf_counter()
+        client.connection_pool.disconnect()  # no buffers of the last phase in the baseline
+        base = meter.reset()
+        t_reset = time.perf_counter()
+        load()
+        t_load = time.perf_counter()
+        after = meter.reading()
+        # the measuring connection's own buffers (INFO replies) are not data
+        delta = after.used_memory - base.used_memory - (after.clients_memory - base.clients_memory)
+        t_read = time.perf_counter()
+        result.point = Point(n, delta, delta / n, meter.memory_usage_per_item(n, samples=MEMORY_SAMPLE))
+        t_mu = time.perf_counter()
+        result.params["timing"] = {"reset": round(t_reset - t_start, 3), "load": round(t_load - t_reset, 3),
+                                   "read": round(t_read - t_load, 3), "memory_usage": round(t_mu - t_read, 3)}
+        if config.layout == "map":
+            m = the_map[0]
+            info = m.explain()
+            result.params.update(buckets=info["buckets"], codec=info["codec"],
+                                 hash_max_listpack_value=info["hash_max_listpack_value"])
+            result.params["bucket_encodings"] = encodings(client, list(_first(m.buckets(), ENCODING_SAMPLE)))
+            result.params["out_of_line_keys"] = _count(client, f"{NAMESPACE}:o*".encode())
+            if result.params["bucket_encodings"].get("hashtable"):
+                result.notes.append("some sampled buckets are hashtables, not listpacks")
+        result.params.update(case=config.case, items=n, layout=config.layout, codec_name=config.codec,
+                             value_bytes_mean=round(value_bytes[0] / n, 1),
+                             key_example=key_of(sample[0][0]) if sample else None)
+        t_ops = time.perf_counter()
+        self._ops(ctx, config, result, sample, the_map[0] if the_map else None, key_of, value_of)
+        result.params["timing"]["ops"] = round(time.perf_counter() - t_ops, 3)
+        result.params["timing"]["total"] = round(time.perf_counter() - t_start, 3)
+        return result
+
+    def _warm_up(self, ctx: Context, zstd: bool) -> None:
+        """The server's first script call starts its Lua engine (about 256 KB of used_memory
+        on valkey 9.1) and caches the script, and neither goes with a flush: a one-time cost
+        per server that would land on whichever configuration came first. Pay it here."""
+        from densekv.maps import CompactMap
+
+        m = CompactMap(ctx.target.client, "labwarm", codec="zstd" if zstd else "raw", expected=100)
+        if zstd:
+            m.train(list(json_objects(100, DEFAULT_SEED + 9)), size=1024)
+        m.set("warm:1", "x")
+        ctx.target.clear()
+
+    def _open_map(self, ctx: Context, config: Config, n: int) -> Any:
+        from densekv.maps import CompactMap
+
+        codec = (config.codec or "raw").removesuffix("+dict")
+        m = CompactMap(ctx.target.client, NAMESPACE, codec=codec, expected=n)
+        if config.codec == "zstd+dict":
+            case = CASES[config.case]
+            m.train(list(case.values(TRAIN_SAMPLES[config.case], DEFAULT_SEED + 7)), size=DICT_SIZE)
+        return m
+
+    def _ops(self, ctx: Context, config: Config, result: Result, sample: list[tuple[str, Any]], m: Any,
+             key_of: Callable[[str], str], value_of: Callable[[Any], Any]) -> None:
+        client = ctx.target.client
+        for op in ("get", "set"):
+            before = commandstats(client)
+            t0 = time.perf_counter()
+            unexpected = 0
+            for lo in range(0, len(sample), BATCH):
+                part = sample[lo : lo + BATCH]
+                if m is not None:
+                    b = m.batch()
+                    for k, v in part:
+                        b.get(k) if op == "get" else b.set(k, value_of(v))
+                    got = b.execute()
+                else:
+                    pipe = client.pipeline(transaction=False)
+                    for k, v in part:
+                        pipe.get(key_of(k)) if op == "get" else pipe.set(key_of(k), value_of(v))
+                    got = pipe.execute()
+                if op == "get":
+                    unexpected += sum(1 for (k, v), g in zip(part, got) if _as_read(g, config) != v)
+            seconds = time.perf_counter() - t0
+            usec, per = stats_delta(before, commandstats(client))
+            stats = op_stats(len(sample), seconds, _server_usec(usec, per), per)
+            if op == "get":
+                stats["unexpected"] = unexpected
+                if unexpected:
+                    result.notes.append(f"{unexpected} of {len(sample)} gets read back another value")
+            result.ops[op] = stats
+
+    def _record(self, ctx: Context, result: Result) -> RunRecord:
+        c, point = result.config, result.point
+        assert point is not None
+        get = result.ops.get("get", {})
+        return RunRecord.stamped(
+            ctx.target.stamp, kind=self.kind, layout=c.layout, variant=c.label,
+            partitions=result.params.get("buckets"), n=result.n,
+            bytes_per_item=round(point.bytes_per_item, 3), used_memory_delta=point.used_memory_delta,
+            memory_usage_bytes_per_item=None if point.memory_usage_bytes_per_item is None
+            else round(point.memory_usage_bytes_per_item, 3),
+            op="get", ops_per_s=get.get("ops_per_s"), server_usec_per_call=get.get("server_usec_per_call"),
+            points=[{"n": point.n, "bytes_per_item": round(point.bytes_per_item, 3),
+                     "used_memory_delta": point.used_memory_delta,
+                     "memory_usage_bytes_per_item": None if point.memory_usage_bytes_per_item is None
+                     else round(point.memory_usage_bytes_per_item, 3),
+                     **({"encodings": {"bucket": result.params["bucket_encodings"]}}
+                        if "bucket_encodings" in result.params else {})}],
+            ops=result.ops, params=result.params, notes=result.notes,
+        )
+
+    # -- describing --------------------------------------------------------------------
+    def _describe(self, out: Output, ctx: Context, results: list[Result], sizes: dict[str, int], ops: int) -> None:
+        stamp = ctx.target.stamp
+        out.method += [
+            "Seed 004's comparison, on this server: the same key/value pairs stored as plain SET, as plain "
+            f"SET with zipped keys ({PREFIX}<id> -> b:#<base62 id>), and as a densekv CompactMap (fields of "
+            "listpack hash buckets, every value with a one-byte codec header) with each codec. Keys are the "
+            f"seed's ({PREFIX}<id>); data from densekv/lab/workloads.py with fixed seeds: "
+            + "; ".join(f"{c.name}: {c.describe}, {sizes[c.name]:,} items" for c in CASES.values()) + ".",
+            (f"Fewer items for text and JSON than for integers (N / {SHARES['html']} and N / {SHARES['json']}, "
+            f"integers and short strings N / {SHARES['int_holey']}): they cost far more to load, and this "
+            f"experiment has about {self.budget_s:.0f} s of the default lab. The maps are sized for the items "
+            "they hold (expected = items), so each figure is the steady state at that size."),
+            "Each configuration starts from a flushed "
+            + ("server" if stamp.scratch else "database")
+            + f"; items are streamed in, {LOAD_BATCH} per pipelined round trip, the loader's connection is "
+            "closed and densekv's Meter reads the used_memory delta once the server is quiet. Bytes per item "
+            "= delta / items, less the change in the measuring connection's own buffers (the map's meta key "
+            "and zstd dictionary, stored in the server, are included). The server's one-time Lua start-up "
+            "(its first script call, not undone by a flush) is paid before the first configuration.",
+            (f"Throughput: {ops:,} gets, then {ops:,} sets of the same values, of a fixed sample of the keys, "
+            f"{BATCH} per pipelined round trip (CompactMap.batch() for the maps); every get is checked "
+            "against the value written. Server time per operation = INFO commandstats usec delta of the phase "
+            "/ operations (an out-of-line map write is MULTI/SET/HSET/EXEC: EXEC's time counts for it, and "
+            "the HSETs outside a transaction are added at HSET's mean time)."),
+        ]
+        if not results:
+            return
+        out.figures.append(FigureSpec(
+            "bytes-per-item", f"Bytes per item by case and configuration ({stamp.name} {stamp.version})",
+            "used_memory delta / items; one panel per case; the number on a bar is how many times less than "
+            "plain SET of the same case.",
+            lambda fig: _plot_bytes(fig, results),
+        ))
+        out.figures.append(FigureSpec(
+            "throughput", "Get and set throughput by configuration",
+            "Operations per second from one Python process (pipelined), with the server's microseconds per "
+            "get from INFO commandstats.",
+            lambda fig: _plot_ops(fig, results),
+        ))
+        plain = {r.config.case: r.point.bytes_per_item for r in results
+                 if r.config.layout == "plain" and r.point is not None}
+        rows = []
+        for r in results:
+            assert r.point is not None
+            base = plain.get(r.config.case)
+            rows.append([r.config.case, r.config.short, r.n, round(r.point.bytes_per_item, 2),
+                         round(base / r.point.bytes_per_item, 2) if base and r.point.bytes_per_item > 0 else "-",
+                         r.params.get("buckets") or "-", r.ops["get"]["ops_per_s"], r.ops["set"]["ops_per_s"],
+                         r.ops["get"]["server_usec_per_call"], r.ops["set"]["server_usec_per_call"]])
+        out.tables.append(TableSpec(
+            f"Maps on {stamp.name}", ["case", "configuration", "items", "bytes/item", "x less than plain",
+                                      "buckets", "get/s", "set/s", "server µs/get", "server µs/set"], rows,
+            "x less than plain: plain SET's bytes per item of the same case / this configuration's.",
+        ))
+
+
+def _server_usec(total: float, per: dict[str, dict[str, float]]) -> float:
+    """stats_delta's total, plus the HSETs sent outside a transaction when a phase mixes
+    out-of-line writes (MULTI/EXEC around SET + HSET) with plain HSETs."""
+    if "exec" not in per or "hset" not in per:
+        return total
+    outside = per["hset"]["calls"] - per["exec"]["calls"]
+    return total + max(0.0, outside) * per["hset"]["usec_per_call"]
+
+
+def _as_read(got: Any, config: Config) -> Any:
+    """What a read gives back, in the generator's terms (plain SET reads bytes)."""
+    if config.layout == "map":
+        if config.codec == "msgpack" and isinstance(got, dict):
+            return json.dumps(got, separators=(",", ":"))
+        return got
+    if isinstance(got, bytes):
+        text = got.decode()
+        return int(text) if config.case.startswith("int") else text
+    return got
+
+
+def _first(it: Iterator[bytes], k: int) -> Iterator[bytes]:
+    for i, x in enumerate(it):
+        if i >= k:
+            return
+        yield x
+
+
+def _count(client: Any, pattern: bytes) -> int:
+    return sum(1 for _ in client.scan_iter(match=pattern, count=1000))
+
+
+# -- plots (called by the report with a matplotlib Figure) -----------------------------
+
+COLORS = {"plain": "#d62728", "plain zipped": "#ff7f0e", "map int": "#2ca02c", "map raw": "#2ca02c",
+          "map msgpack": "#8c564b", "map zlib": "#1f77b4", "map lz4": "#9467bd", "map zstd+dict": "#17becf",
+          "map zstd": "#7f7f7f"}
+
+
+def _plot_bytes(fig: Any, results: list[Result]) -> None:
+    cases = list(dict.fromkeys(r.config.case for r in results))
+    for i, case in enumerate(cases):
+        ax = fig.add_subplot(1, len(cases), i + 1)
+        mine = [r for r in results if r.config.case == case and r.point is not None]
+        base = next((r.point.bytes_per_item for r in mine if r.config.layout == "plain"), None)  # type: ignore[union-attr]
+        ys = [r.point.bytes_per_item for r in mine]  # type: ignore[union-attr]
+        xs = list(range(len(mine)))
+        ax.bar(xs, ys, color=[COLORS.get(r.config.short, "#333333") for r in mine])
+        for x, y in zip(xs, ys):
+            label = f"{y:.0f}" + (f"\n{base / y:.1f}x" if base and y > 0 and base != y else "")
+            ax.text(x, y, label, ha="center", va="bottom", fontsize=6)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([r.config.short for r in mine], rotation=60, ha="right", fontsize=7)
+        ax.set_title(f"{case} (n={mine[0].n:,})" if mine else case, fontsize=8)
+        ax.set_ylim(0, max(ys, default=1) * 1.25)
+        ax.tick_params(axis="y", labelsize=7)
+        if i == 0:
+            ax.set_ylabel("bytes per item (used_memory delta / items)")
+        ax.grid(True, axis="y", alpha=0.3)
+
+
+def _plot_ops(fig: Any, results: list[Result]) -> None:
+    ax = fig.add_subplot(1, 1, 1)
+    xs = list(range(len(results)))
+    get = [r.ops["get"]["ops_per_s"] or 0 for r in results]
+    put = [r.ops["set"]["ops_per_s"] or 0 for r in results]
+    ax.bar([x - 0.2 for x in xs], get, 0.4, label="get/s", color="#2ca02c")
+    ax.bar([x + 0.2 for x in xs], put, 0.4, label="set/s", color="#1f77b4")
+    for x, r in zip(xs, results):
+        usec = r.ops["get"].get("server_usec_per_call")
+        if usec is not None:
+            ax.text(x - 0.2, r.ops["get"]["ops_per_s"] or 0, f"{usec:.2f}µs", ha="center", va="bottom",
+                    fontsize=5, rotation=90)
+    ax.set_xticks(xs)
+    ax.set_xticklabels([r.config.label for r in results], rotation=60, ha="right", fontsize=6)
+    ax.set_ylabel("operations per second (one client, pipelined)")
+    ax.legend(fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+EXPERIMENT = Maps()
