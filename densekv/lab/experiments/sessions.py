@@ -87,7 +87,7 @@ class Sessions(Experiment):
     kind = "sessions"
     title = "Sessions: bytes per session by layout as N grows"
     seed = "000"
-    budget_s = 110.0
+    budget_s = 70.0
 
     def run(self, ctx: Context) -> Output:
         from densekv.sessions.store import facts_from_probe

@@ -70,7 +70,7 @@ class SmallSets(Experiment):
     kind = "small_sets"
     title = "Small sets: one HASH vs one SET as it grows past the listpack limits"
     seed = "002"
-    budget_s = 50.0
+    budget_s = 30.0
 
     def run(self, ctx: Context) -> Output:
         target = ctx.target
