@@ -20,6 +20,8 @@ from densekv.maps import AsyncCompactMap, CompactMap, MapBatch, ValueTooLarge
 from densekv.maps.buckets import KeyTooLong
 from densekv.maps.compact import MapConfigError, NotAnInteger
 from densekv.measure import Curve, Meter, Point
+from densekv.planner import Recommendation
+from densekv.planner import plan as plan_layout
 from densekv.plan import AsyncExecutor, ClusterExecutor, Plan, SyncExecutor, executor_for
 from densekv.server.binaries import MATRIX, ServerBinary, find_servers
 from densekv.server.embedded import EmbeddedServer, embedded
@@ -73,6 +75,7 @@ __all__ = [
     "Plan",
     "Point",
     "PortInUse",
+    "Recommendation",
     "ServerBinary",
     "ServerStartFailed",
     "ServerTooOld",
@@ -91,5 +94,6 @@ __all__ = [
     "embedded",
     "executor_for",
     "find_servers",
+    "plan_layout",
     "probe",
 ]

@@ -261,9 +261,11 @@ def repartition(url: str | None, server_name: str, namespace: str, partitions: i
 def _register_lab() -> None:
     from densekv.lab.cli import lab
     from densekv.maps.cli import migrate
+    from densekv.planner.cli import plan as plan_command
 
     cli.add_command(lab)
     cli.add_command(migrate)
+    cli.add_command(plan_command)
 
 
 _register_lab()

@@ -1,0 +1,133 @@
+"""How close `densekv plan` predictions come to a full measured load (issue 6: within 10%
+for N from 10k to 10M on at least two servers of the matrix).
+
+For each (server, kind, N): `densekv.planner.plan(kind, N, server=NAME)` (calibrations
+measured in this run: a fresh cache directory unless --cache is given), then a fresh
+server of the same kind loads the whole workload through the public API in the planned
+layout and partition count, measured with densekv's Meter (FLUSHALL SYNC, settle,
+used_memory delta). Before the measured load, a warm-up of 1000 items is loaded and
+flushed: a fresh server's first densekv commands load the Lua scripts (~50 KB, once per
+server), which is not a cost per item; the record reports it as `one_time_bytes`. Loads of
+N <= 100k are repeated 3 times on that server (flushed between) and the median counts: a
+fresh server's used_memory moves by a few dozen KB on its own (client and script
+allocations), which is 10% of 10k sessions.
+Prints one JSON record per run and appends them to benchmarks/results/plan_accuracy.jsonl.
+
+Usage: python benchmarks/plan_accuracy.py [--server NAME ...] [--kind KIND ...]
+       [--n N ...] [--payload B] [--ttl] [--cache DIR] [--out FILE | --out -]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+from densekv.measure import Meter
+from densekv.planner.core import loader_client
+from densekv.planner.kinds import KINDS, Candidate, Workload
+from densekv.server.binaries import find_servers
+from densekv.server.process import ServerProcess
+
+DEFAULT_SERVERS = ("valkey-9.1", "redis-7.0")
+DEFAULT_KINDS = ("sessions", "set", "map")
+DEFAULT_N = (10_000, 100_000, 1_000_000)
+REPEATS = 3  # loads of N <= 100k are repeated on the same server (flushed): the median counts
+
+
+def measure_full(name: str, kind: str, wl: Workload, cand: Candidate) -> dict[str, object]:
+    kp = KINDS[kind]
+    with ServerProcess(find_servers()[name]) as proc:
+        client = proc.client()
+        fresh = int(client.info("memory")["used_memory"])
+        meter = Meter(client)
+        lc = loader_client(client)
+        kp.load_full(lc, cand, Workload(kind, min(1000, wl.items), wl.payload, wl.ttl, wl.seed + 7),
+                     min(1000, wl.items))
+        lc.close()
+        meter.reset()
+        one_time = meter.baseline - fresh
+        deltas = []
+        t0 = time.perf_counter()
+        for _ in range(REPEATS if wl.items <= 100_000 else 1):
+            meter.reset()
+            lc = loader_client(client)
+            kp.load_full(lc, cand, wl, wl.items)
+            lc.close()
+            deltas.append(meter.delta())
+        seconds = time.perf_counter() - t0
+        client.close()
+    delta = sorted(deltas)[len(deltas) // 2]
+    return {"measured_total_bytes": delta, "measured_bytes_per_item": round(delta / wl.items, 3),
+            "measured_runs_bytes_per_item": [round(d / wl.items, 3) for d in deltas],
+            "one_time_bytes": one_time, "load_seconds": round(seconds, 1)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", action="append")
+    ap.add_argument("--kind", action="append", choices=list(KINDS))
+    ap.add_argument("--n", action="append", type=int)
+    ap.add_argument("--payload", type=int, default=0)
+    ap.add_argument("--ttl", action="store_true")
+    ap.add_argument("--cache", default=None, help="calibration cache dir (default: a fresh temporary one)")
+    ap.add_argument("--out", default="benchmarks/results/plan_accuracy.jsonl")
+    args = ap.parse_args()
+    os.environ["DENSEKV_CACHE_DIR"] = args.cache or tempfile.mkdtemp(prefix="densekv-plan-cache-")
+    from densekv.planner import plan
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    for name in args.server or DEFAULT_SERVERS:
+        for kind in args.kind or DEFAULT_KINDS:
+            for n in args.n or DEFAULT_N:
+                t0 = time.perf_counter()
+                rec = plan(kind, n, args.payload, args.ttl, server=name)
+                plan_s = time.perf_counter() - t0
+                kp = KINDS[kind]
+                wl = Workload(kind, n, args.payload, args.ttl)
+                cand = next(c for c in kp.candidates(wl, _caps(name)) if c.layout == rec.layout
+                            and c.partitions == rec.partitions)
+                full = measure_full(name, kind, wl, cand)
+                measured = float(full["measured_total_bytes"])  # type: ignore[arg-type]
+                cal = rec.calibration
+                row = {
+                    "benchmark": "plan_accuracy", "commit": commit, "server": name,
+                    "version": rec.server["version"], "allocator": rec.server["allocator"],
+                    "hash_max_listpack_entries": rec.server["hash_max_listpack_entries"],
+                    "set_max_listpack_entries": rec.server["set_max_listpack_entries"],
+                    "kind": kind, "n": n, "payload": args.payload, "ttl": args.ttl,
+                    "layout": rec.layout, "partitions": rec.partitions, "config": rec.config,
+                    "predicted_bytes_per_item": rec.predicted_bytes_per_item,
+                    "predicted_total_bytes": rec.predicted_total_bytes, **full,
+                    "error_pct": round(100 * (rec.predicted_total_bytes - measured) / measured, 2),
+                    "calibration": {"per_key": cal["per_key"], "per_item": cal["per_item"],
+                                    "sample_items": cal["sample_items"], "cached": cal["cached"]},
+                    "plan_seconds": round(plan_s, 1),
+                }
+                line = json.dumps(row)
+                print(line, flush=True)
+                if args.out != "-":
+                    with open(args.out, "a") as fh:
+                        fh.write(line + "\n")
+
+
+_CAPS: dict[str, object] = {}
+
+
+def _caps(name: str) -> object:
+    """The probe of a scratch server of this kind (the candidates' limits), once per server."""
+    if name not in _CAPS:
+        from densekv.server.probe import probe
+
+        with ServerProcess(find_servers()[name]) as proc:
+            client = proc.client()
+            _CAPS[name] = probe(client)
+            client.close()
+    return _CAPS[name]
+
+
+if __name__ == "__main__":
+    main()

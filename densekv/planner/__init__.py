@@ -1,0 +1,13 @@
+"""The planner: layout, partitions and config for a workload, with predicted bytes.
+
+`plan(kind, items, payload=0, ttl=False, client=|url=|server=)` -> `Recommendation`.
+The prediction comes from a cost model calibrated by measurement on a server of the
+planned kind (densekv/planner/model.py), cached per server kind and settings
+(densekv/planner/cache.py). `densekv plan` is the CLI (densekv/planner/cli.py).
+"""
+
+from densekv.planner.core import Recommendation, plan
+from densekv.planner.errors import PlannerError
+from densekv.planner.model import Calibration
+
+__all__ = ["Calibration", "PlannerError", "Recommendation", "plan"]

@@ -1,0 +1,99 @@
+"""`densekv plan`: the planner from the shell.
+
+A click command the main CLI registers (`cli.add_command(plan)` in densekv/cli.py, whose
+main() turns errors into one line and exit 2); `python -m densekv.planner` runs it alone
+through `main()` below, which does the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+import redis
+
+from densekv.errors import DensekvError, ServerUnavailable
+
+
+@click.command("plan")
+@click.option("--kind", type=click.Choice(["sessions", "set", "map"]), required=True,
+              help="what to store: sessions (tokens), set (fixed-size IDs), map (key -> value)")
+@click.option("--items", type=int, required=True, help="how many items (sessions, IDs, keys) to plan for")
+@click.option("--payload", type=int, default=0, show_default=True,
+              help="sessions: bytes of session data (msgpack); set: item size (0 = 16-byte IDs); "
+                   "map: bytes per value (0 = 31-bit integers)")
+@click.option("--ttl", is_flag=True,
+              help="sessions: a rolling idle expiry besides the absolute one; map: a TTL per item")
+@click.option("--url", envvar="DENSEKV_URL", default=None,
+              help="redis:// URL of the server to plan for (the planner measures only in its database if "
+                   "that is empty, else on an embedded Valkey with the same listpack settings)")
+@click.option("--server", "server_name", default=None,
+              help="a server of the matrix to plan for (default: the embedded valkey-9.1)")
+@click.option("--layout", "layouts", multiple=True, help="consider only this layout (repeatable)")
+@click.option("--json", "as_json", is_flag=True, help="print the recommendation as JSON")
+@click.option("--verify", is_flag=True,
+              help="load the plan (all of it up to 1M items, else 1M items' worth of partitions) on a "
+                   "server like the target and print predicted vs measured")
+@click.option("--refresh", is_flag=True, help="measure again even if the calibration cache has this server")
+def plan(kind: str, items: int, payload: int, ttl: bool, url: str | None, server_name: str | None,
+         layouts: tuple[str, ...], as_json: bool, verify: bool, refresh: bool) -> None:
+    """Recommend a layout, partition count and config, with predicted bytes per item."""
+    from densekv.planner.core import plan as make_plan
+    from densekv.planner.errors import PlannerError
+
+    if url and server_name:
+        raise PlannerError("give --url or --server, not both")
+    rec = make_plan(kind, items, payload, ttl, url=url, server=server_name, verify=verify,
+                    layouts=layouts or None, refresh=refresh)
+    if as_json:
+        click.echo(json.dumps(rec.to_dict(), indent=2))
+        return
+    click.echo(f"layout      {rec.layout}")
+    click.echo(f"partitions  {rec.partitions}")
+    click.echo(f"config      {', '.join(f'{k} {v}' for k, v in rec.config.items()) or 'none needed'}")
+    click.echo(f"predicted   {rec.predicted_bytes_per_item:.2f} B/item, "
+               f"{rec.predicted_total_bytes / 2**20:,.1f} MiB for {rec.items:,} items")
+    click.echo(f"use         {rec.usage}")
+    click.echo(f"why         {rec.reason}")
+    for advice in rec.config_advice:
+        config = ", ".join(f"{k} {v}" for k, v in advice["config"].items())
+        extra = f" ({advice['saving_pct']}% smaller)" if "saving_pct" in advice else ""
+        click.echo(f"advice      {config}{extra}: {advice['why']}")
+    for note in rec.notes:
+        click.echo(f"note        {note}")
+    if rec.verify:
+        v = rec.verify
+        click.echo(f"verify      predicted {v['predicted_bytes_per_item']:.2f} B/item, measured "
+                   f"{v['measured_bytes_per_item']:.2f} ({v['error_pct']:+.2f}%): {v['how']}, on {v['measured_on']}")
+
+
+def main() -> None:
+    """Run `plan` alone with densekv's error handling: one line and exit 2 for expected errors."""
+    try:
+        plan.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        click.echo(f"densekv: {exc.format_message()}", err=True)
+        sys.exit(2)
+    except DensekvError as exc:
+        click.echo(f"densekv: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        click.echo(f"densekv: {ServerUnavailable(f'the server stopped answering: {exc}')}", err=True)
+        sys.exit(2)
+    except redis.RedisError as exc:
+        click.echo(f"densekv: the server refused: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("DENSEKV_DEBUG"):
+            raise
+        click.echo(f"densekv: internal error {type(exc).__name__}: {exc} "
+                   "(set DENSEKV_DEBUG=1 for the traceback and please report it)", err=True)
+        sys.exit(1)

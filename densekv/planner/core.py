@@ -1,0 +1,358 @@
+"""`plan()`: layout, partition count and config for a workload, with predicted bytes.
+
+Deciding, not doing: the planner measures samples on servers it owns (scratch servers,
+or an empty database of the user's), fits the cost model (densekv/planner/model.py) per
+candidate layout, predicts the full workload with it and recommends the smallest layout
+that works under the server's current config. Config changes are advice only (`config`):
+the planner never sets anything on a user's server. Invariants:
+  * bad input raises PlannerError before any server is touched;
+  * every predicted figure comes from a calibration measured on a server of the planned
+    kind (or, for a URL whose database is not empty, an embedded Valkey with the same
+    listpack settings - the recommendation says so), cached per server kind, settings
+    and layout shape (densekv/planner/cache.py);
+  * `verify=True` loads the planned layout (the whole workload up to 1M items, else as
+    many full partitions as hold 1M items, scaled) and reports predicted vs measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+from densekv.planner import cache
+from densekv.planner.errors import PlannerError
+from densekv.planner.kinds import KINDS, Candidate, Workload
+from densekv.planner.listpack import entry_size
+from densekv.planner.model import Calibration, Container, Reading, calibrate, predict_total
+from densekv.planner.site import Site, Target, open_target, site
+
+SAMPLE_PARTITIONS = 256  # partitions a calibration sample fills (at most)
+SAMPLE_ITEMS = 120_000  # items a calibration sample holds (at most)
+MAX_ROUNDS = 3  # a sample under ROUND_ITEMS items is loaded up to this many times
+ROUND_ITEMS = 60_000
+VERIFY_REPEATS = 3  # --verify loads a workload under ROUND_ITEMS this many times
+WARM_ITEMS = 20_000  # items loaded (and flushed) before a baseline: the largest batch a loader sends
+FULL_VERIFY = 1_000_000  # --verify loads the whole workload up to this many items
+WORTH = 0.05  # config advice only for a predicted saving of at least 5%
+MAX_ITEMS = 10**10
+#: which listpack limit sizes the partitions of each layout (for the raise-the-limit advice)
+SIZED_BY = {"dense": ("hash",), "fieldttl": ("hash",), "zset": ("hash", "zset"), "dense-set": ("set",),
+            "dense-hash": ("hash",), "buckets": ("hash",)}
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What `plan()` returns; `to_dict()` is what `densekv plan --json` prints."""
+
+    kind: str
+    items: int
+    payload: int
+    ttl: bool
+    layout: str
+    partitions: int
+    config: dict[str, str]
+    predicted_bytes_per_item: float
+    predicted_total_bytes: int
+    reason: str
+    usage: str
+    candidates: list[dict[str, Any]]
+    calibration: dict[str, Any]
+    server: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    config_advice: list[dict[str, Any]] = field(default_factory=list)
+    verify: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_input(kind: str, items: Any, payload: Any, ttl: Any) -> Workload:
+    if kind not in KINDS:
+        raise PlannerError(f"unknown kind {kind!r}: choose one of {', '.join(KINDS)}")
+    if isinstance(items, bool) or not isinstance(items, int) or not 1 <= items <= MAX_ITEMS:
+        raise PlannerError(f"items is a whole number from 1 to {MAX_ITEMS:,}")
+    if isinstance(payload, bool) or not isinstance(payload, int) or payload < 0:
+        raise PlannerError("payload is a whole number of bytes >= 0")
+    wl = Workload(kind, items, payload, bool(ttl))
+    KINDS[kind].check(wl)
+    return wl
+
+
+# --- measuring ------------------------------------------------------------------------
+
+
+def observe(client: Any, skip: set[bytes]) -> tuple[Container, ...]:
+    """Type, encoding and listpack entry bytes of every hash/set/zset key not in `skip`."""
+    keys = [k for k in client.scan_iter(count=1000) if k not in skip]
+    pipe = client.pipeline(transaction=False)
+    for k in keys:
+        pipe.type(k)
+    types = [t.decode() if isinstance(t, bytes) else str(t) for t in pipe.execute()]
+    wanted = [(k, t) for k, t in zip(keys, types) if t in ("hash", "set", "zset")]
+    pipe = client.pipeline(transaction=False)
+    for k, t in wanted:
+        pipe.object("encoding", k)
+        if t == "hash":
+            pipe.hgetall(k)
+        elif t == "set":
+            pipe.smembers(k)
+        else:
+            pipe.zrange(k, 0, -1, withscores=True, score_cast_func=bytes)
+    replies = pipe.execute()
+    out = []
+    for i, (_, t) in enumerate(wanted):
+        enc, body = replies[2 * i], replies[2 * i + 1]
+        enc = enc.decode() if isinstance(enc, bytes) else str(enc)
+        if t == "hash":
+            entries = [x for kv in body.items() for x in kv]
+            items = len(body)
+        elif t == "zset":  # (member, score as the server spelled it) pairs
+            entries = [x for pair in body for x in pair]
+            items = len(body)
+        else:
+            entries = list(body)
+            items = len(entries)
+        out.append(Container(t, enc, items, sum(entry_size(bytes(e)) for e in entries)))
+    return tuple(out)
+
+
+def _chosen(partitions: int, want: int) -> list[int]:
+    m = max(1, min(partitions, want))
+    return sorted({i * partitions // m for i in range(m)})
+
+
+def _sample(kp: Any, cand: Candidate, wl: Workload, max_items: int) -> tuple[list[int], int]:
+    """Which partitions a sample fills and how many items that takes (at the planned fill)."""
+    fill = wl.items / cand.partitions
+    want = min(SAMPLE_PARTITIONS, max(1, int(max_items / max(fill, 1e-9))))
+    chosen = _chosen(cand.partitions, want)
+    if hasattr(kp, "sample_size"):
+        return chosen, kp.sample_size(cand, wl, chosen)
+    return chosen, max(1, round(len(chosen) * fill))
+
+
+def loader_client(client: Any) -> redis.Redis:
+    """A separate connection for loading: the meter reads with its own, and the loader's
+    is closed before each reading so its query and reply buffers are not counted."""
+    pool = client.connection_pool
+    return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class,
+                                                            **pool.connection_kwargs))
+
+
+def closing(load: Callable[[int, int], None], lc: redis.Redis) -> Callable[[int, int], None]:
+    def run(start: int, stop: int) -> None:
+        load(start, stop)
+        lc.connection_pool.disconnect()
+
+    return run
+
+
+def warm_up(kp: Any, cand: Candidate, wl: Workload, where: Site, chosen: list[int], n: int) -> None:
+    """Load a few items and flush them, so the server's one-time costs (the Lua script
+    cache: ~50 KB for three scripts) are paid before the baseline and not spread over
+    the sample's keys. FLUSHALL / FLUSHDB keep loaded scripts."""
+    where.meter.reset()
+    lc = loader_client(where.client)
+    try:
+        kp.sample_loader(lc, cand, wl, chosen, n)(0, min(n, WARM_ITEMS))
+        observe(lc, set())  # its big replies, too, leave one-time allocations behind
+    finally:
+        lc.close()
+    where.meter.reset()
+
+
+def measure(kp: Any, cand: Candidate, wl: Workload, where: Site, key: str) -> Calibration:
+    """Load a sample at half and at full planned fill; fit the model to the two readings."""
+    chosen, n = _sample(kp, cand, wl, SAMPLE_ITEMS)
+    meter = where.meter
+    warm_up(kp, cand, wl, where, chosen, n)
+    readings: list[Reading] = []
+    # a small sample is loaded several times: the server's own noise (a few dozen KB of
+    # client and script allocations that come and go) then averages out in the fit
+    for _ in range(max(1, min(MAX_ROUNDS, ROUND_ITEMS // max(n, 1)))):
+        meter.reset()
+        lc = loader_client(where.client)
+        try:
+            load = closing(kp.sample_loader(lc, cand, wl, chosen, n), lc)  # may write a metadata key
+            lc.connection_pool.disconnect()
+            meter.baseline = meter.reading().used_memory
+            skip = set(where.client.scan_iter(count=1000))
+            done = 0
+            for stop in sorted({max(1, n // 2), n}):
+                load(done, stop)
+                done = stop
+                delta = meter.delta()
+                readings.append(Reading(stop, delta, observe(lc, skip)))  # big replies: not on the meter's connection
+                lc.connection_pool.disconnect()
+        finally:
+            lc.close()
+    meter.flush()
+    return calibrate(key, cand.layout, readings, allocator=where.server["allocator"],
+                     partitions=len(chosen), server=where.server, measured_on=where.measured_on,
+                     created_at=time.time(), extra={"planned_partitions": cand.partitions,
+                                                    "planned_items": wl.items, "shape": cand.shape})
+
+
+def calibration_for(kp: Any, cand: Candidate, wl: Workload, target: Target, refresh: bool = False) -> Calibration:
+    with site(target, cand.options) as where:
+        key = cache.cache_key(where.server, cand.layout, cand.shape)
+        if not refresh:
+            hit = cache.load(key)
+            if hit is not None:
+                return hit
+        cal = measure(kp, cand, wl, where, key)
+    cache.store(cal)
+    return cal
+
+
+def run_verify(kp: Any, cand: Candidate, wl: Workload, target: Target, predicted: float) -> dict[str, Any]:
+    """Load the planned layout on a server like the target; predicted vs measured."""
+    with site(target, cand.options) as where:
+        meter = where.meter
+        if wl.items <= FULL_VERIFY:
+            warm_up(kp, cand, wl, where, *_sample(kp, cand, wl, WARM_ITEMS))
+            t0 = time.perf_counter()
+            deltas = []
+            for _ in range(VERIFY_REPEATS if wl.items <= ROUND_ITEMS else 1):
+                meter.reset()
+                lc = loader_client(where.client)
+                try:
+                    kp.load_full(lc, cand, wl, wl.items)
+                finally:
+                    lc.close()
+                deltas.append(meter.delta())
+            measured = float(sorted(deltas)[len(deltas) // 2])  # the median: see ROUND_ITEMS
+            n = wl.items
+            how = ("the whole workload, loaded through the public API (after a warm-up that loads "
+                   "the Lua scripts, a one-time cost of ~50 KB per server"
+                   f"{'; the median of 3 loads' if len(deltas) > 1 else ''})")
+        else:
+            chosen, n = _sample(kp, cand, wl, FULL_VERIFY)
+            warm_up(kp, cand, wl, where, chosen, n)
+            t0 = time.perf_counter()
+            lc = loader_client(where.client)
+            try:
+                kp.sample_loader(lc, cand, wl, chosen, n)(0, n)
+            finally:
+                lc.close()
+            measured = meter.delta() * wl.items / n
+            how = (f"{len(chosen)} of the {cand.partitions} partitions filled as planned ({n:,} items), "
+                   f"the delta scaled by N/{n:,}")
+        seconds = time.perf_counter() - t0
+        meter.flush()
+    return {
+        "n_loaded": n, "how": how, "measured_on": where.measured_on,
+        "measured_total_bytes": int(measured), "measured_bytes_per_item": round(measured / wl.items, 3),
+        "predicted_total_bytes": int(predicted), "predicted_bytes_per_item": round(predicted / wl.items, 3),
+        "error_pct": round(100 * (predicted - measured) / measured, 2) if measured else None,
+        "load_seconds": round(seconds, 2),
+    }
+
+
+# --- deciding --------------------------------------------------------------------------
+
+
+def _raised(caps: Any, sized_by: tuple[str, ...], value: int) -> Any:
+    changes = {f"{s}_max_listpack_entries": value for s in sized_by}
+    return dataclasses.replace(caps, **changes)
+
+
+def entries_advice(kp: Any, wl: Workload, caps: Any, best: Candidate, cal: Calibration,
+                   total: float) -> dict[str, Any] | None:
+    """Would a larger listpack entry limit save >= WORTH? (the model at the new fill)"""
+    sized_by = SIZED_BY.get(best.layout, ("hash",))
+    current = min(getattr(caps, f"{s}_max_listpack_entries") or 0 for s in sized_by)
+    if current <= 0:
+        return None
+    found = None
+    for value in (current * 2, current * 4):
+        if value > 4096:
+            break
+        alt = [c for c in kp.candidates(wl, _raised(caps, sized_by, value)) if c.layout == best.layout]
+        if not alt or alt[0].partitions >= best.partitions:
+            continue
+        t = predict_total(cal, wl.items, alt[0].partitions, alt[0].distribution)
+        if t < total * (1 - WORTH):
+            found = {"config": {f"{s}-max-listpack-entries": str(value) for s in sized_by},
+                     "partitions": alt[0].partitions, "predicted_bytes_per_item": round(t / wl.items, 3),
+                     "saving_pct": round(100 * (1 - t / total), 1),
+                     "why": (f"{value} entries per listpack: {alt[0].partitions} partitions instead of "
+                             f"{best.partitions}, fewer keys to pay for; each HGET/SISMEMBER then scans a "
+                             "longer listpack (more CPU per command)"),
+                     "estimate": "the calibrated model at the new fill (not measured at that config)"}
+    return found
+
+
+def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: Any = None,
+         url: str | None = None, server: str | None = None, verify: bool = False,
+         layouts: tuple[str, ...] | list[str] | None = None, refresh: bool = False) -> Recommendation:
+    """Recommend a layout, partition count and config for `items` of `kind` (see module doc).
+
+    `client` / `url` / `server`: the server planned for (default: the embedded Valkey).
+    `layouts`: only these candidate layouts (default: all the kind has here).
+    `refresh`: measure again even where the cache holds a calibration."""
+    wl = check_input(kind, items, payload, ttl)
+    kp = KINDS[kind]
+    if layouts is not None:
+        unknown = [name for name in layouts if name not in kp.layouts]
+        if unknown or not layouts:
+            raise PlannerError(f"layouts for {kind} are {', '.join(kp.layouts)}")
+    from densekv.server.probe import probe
+
+    with open_target(server=server, url=url, client=client) as target:
+        caps = probe(target.client)
+        cands = [c for c in kp.candidates(wl, caps) if layouts is None or c.layout in layouts]
+        if not cands:
+            raise PlannerError(f"none of the layouts asked for can hold {kind} on this server")
+        scored: list[tuple[float, Candidate, Calibration]] = []
+        for cand in cands:
+            cal = calibration_for(kp, cand, wl, target, refresh)
+            scored.append((predict_total(cal, wl.items, cand.partitions, cand.distribution), cand, cal))
+        usable = [s for s in scored if not s[1].options]
+        total, best, cal = min(usable or scored, key=lambda s: s[0])
+        config = dict(best.options)
+        notes = [best.note] if best.note else []
+        advice: list[dict[str, Any]] = []
+        if best.options:
+            advice.append({"config": dict(best.options), "required": True, "why": best.note})
+        for t, c, _ in scored:
+            if c.options and c is not best and t < total * (1 - WORTH):
+                advice.append({"config": dict(c.options), "predicted_bytes_per_item": round(t / wl.items, 3),
+                               "saving_pct": round(100 * (1 - t / total), 1), "why": c.note,
+                               "estimate": "measured on a scratch server with that config"})
+                config.update(c.options)
+        more = entries_advice(kp, wl, caps, best, cal, total)
+        if more is not None:
+            advice.append(more)
+            config.update(more["config"])
+        if cal.measured_on.startswith("measured on an embedded"):
+            notes.append(cal.measured_on)
+        verified = run_verify(kp, best, wl, target, total) if verify else None
+        stamp = {"target": target.label, "version": caps.version, "flavor": caps.flavor,
+                 "allocator": caps.allocator, "hash_max_listpack_entries": caps.hash_max_listpack_entries,
+                 "hash_max_listpack_value": caps.hash_max_listpack_value,
+                 "set_max_listpack_entries": caps.set_max_listpack_entries,
+                 "zset_max_listpack_entries": caps.zset_max_listpack_entries, "field_ttl": caps.field_ttl}
+    others = sorted(scored, key=lambda s: s[0])
+    listing = ", ".join(f"{c.layout}{'*' if c.options else ''} {t / wl.items:.2f}" for t, c, _ in others)
+    reason = (f"{best.layout} with {best.partitions} partitions is predicted at {total / wl.items:.2f} B/item, "
+              f"the smallest of: {listing} (B/item; * needs a config change). Model calibrated on "
+              f"{cal.server.get('flavor')} {cal.server.get('version')} ({cal.allocator}): "
+              f"{cal.per_key:.1f} B per key + listpack bytes per item "
+              f"{', '.join(f'{s.type} {s.per_item:.2f}' for s in cal.structures)} + {cal.per_item:.2f} B per item"
+              f"{' (from the cache)' if cal.cached else ''}.")
+    return Recommendation(
+        kind=kind, items=wl.items, payload=wl.payload, ttl=wl.ttl, layout=best.layout,
+        partitions=best.partitions, config=config,
+        predicted_bytes_per_item=round(total / wl.items, 3), predicted_total_bytes=round(total),
+        reason=reason, usage=kp.usage(best, wl),
+        candidates=[{"layout": c.layout, "partitions": c.partitions, "config": dict(c.options),
+                     "predicted_bytes_per_item": round(t / wl.items, 3), "predicted_total_bytes": int(t),
+                     "calibration_cached": k.cached} for t, c, k in others],
+        calibration=cal.to_dict(), server=stamp, notes=notes, config_advice=advice, verify=verified,
+    )

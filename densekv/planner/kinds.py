@@ -1,0 +1,329 @@
+"""What the planner knows of each kind: its candidate layouts, and how to load them.
+
+For each kind (sessions, set, map) a `KindPlanner` says
+  * which layouts may hold the workload on this server, at which partition count, with
+    which server config (`candidates`, from the probe's limits - never read globally);
+  * the *shape* that a calibration depends on (entry widths, payload, TTL), for the cache;
+  * how to load a calibration sample: `sample_loader` fills a chosen subset of the
+    planned partitions at the planned fill, through the kind's own plan builders / public
+    API, so every entry has exactly the width it will have at full size;
+  * how to load the whole workload through the public API (`load_full`, for --verify and
+    the accuracy benchmark), and the constructor call that reproduces the plan (`usage`).
+Workloads (documented in the CLI help): sessions carry 4-byte integer identities, a 30-day
+expiry (plus a 1-hour idle expiry with --ttl) and --payload bytes of msgpack data; sets
+hold random IDs of --payload bytes (default 16); maps hold keys `item:<n>` with sequential
+n and random 31-bit integers (or --payload random bytes) as values, with --ttl a 1-day
+expiry per item.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from densekv.keys import partition_bits, partition_count
+from densekv.planner.errors import PlannerError
+from densekv.server.probe import Capabilities
+
+SESSION_TTL = 30 * 86400
+IDLE_TTL = 3600
+MAP_TTL = 86400
+NAMESPACE = "plan"
+Loader = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Workload:
+    kind: str
+    items: int
+    payload: int = 0
+    ttl: bool = False
+    seed: int = 20240601
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to store the workload: a layout at a partition count (and a config)."""
+
+    layout: str
+    partitions: int
+    distribution: str  # "poisson" (random keys) | "even" (sequential ids)
+    shape: dict[str, Any]
+    options: dict[str, str] = field(default_factory=dict)  # config it needs (advice only)
+    note: str = ""
+
+
+def _chunks(lo: int, hi: int, size: int) -> Iterator[tuple[int, int]]:
+    for a in range(lo, hi, size):
+        yield a, min(hi, a + size)
+
+
+# --- sessions --------------------------------------------------------------------------
+
+
+def session_data(payload: int) -> dict[str, Any] | None:
+    """A data dict whose msgpack is `payload` bytes (None for 0; at least 1 byte: {})."""
+    if payload <= 0:
+        return None
+    for length in range(max(0, payload - 6), payload):
+        for value in ("x" * length, b"x" * length):  # str and bin headers differ: one fits
+            data = {"d": value}
+            if len(msgpack.packb(data, use_bin_type=True)) == payload:
+                return data
+    return {}
+
+
+class SessionsPlanner:
+    kind = "sessions"
+    layouts = ("dense", "zset", "fieldttl")
+
+    def check(self, wl: Workload) -> None:
+        if wl.payload > 65_535:
+            raise PlannerError("--payload for sessions is at most 65535 bytes of session data")
+
+    def record_len(self, wl: Workload) -> int:
+        from densekv.sessions.model import Record
+        from densekv.sessions.record import pack_record
+
+        now = int(time.time())
+        absolute = now + SESSION_TTL
+        expires = now + IDLE_TTL if wl.ttl else absolute
+        return len(pack_record(Record(bytes(16), 2**31 - 1, expires, absolute, session_data(wl.payload))))
+
+    def candidates(self, wl: Workload, caps: Capabilities) -> list[Candidate]:
+        z, v = caps.hash_max_listpack_entries, caps.hash_max_listpack_value
+        rec = self.record_len(wl)
+        options: dict[str, str] = {}
+        note = ""
+        if rec > v:
+            need = -(-rec // 16) * 16
+            options = {"hash-max-listpack-value": str(need)}
+            note = (f"a {rec}-byte session record is over hash-max-listpack-value {v}: the store refuses "
+                    f"such sessions unless the limit is raised to at least {rec}")
+        out = []
+        for layout in self.layouts:
+            if layout == "fieldttl" and caps.field_ttl == "none":
+                continue
+            limit = min(z, caps.zset_max_listpack_entries) if layout == "zset" else z
+            p = partition_count(wl.items, limit)
+            shape = {"kind": "sessions", "field": 16 - partition_bits(p) // 8, "record": rec}
+            out.append(Candidate(layout, p, "poisson", shape, options, note))
+        return out
+
+    def _facts(self, client: Any) -> Any:
+        from densekv.sessions.store import facts_from_probe
+
+        return facts_from_probe(client)
+
+    def sample_loader(self, client: Any, cand: Candidate, wl: Workload, chosen: list[int], n: int) -> Loader:
+        """Sessions in the `chosen` partitions only (digests drawn with those top bits),
+        written by the layout's own put plans."""
+        from densekv.plan import SyncExecutor
+        from densekv.sessions.model import Record
+        from densekv.sessions.store import make_layout
+
+        layout = make_layout(cand.layout, NAMESPACE, self._facts(client), wl.items, cand.partitions)
+        bits = partition_bits(cand.partitions)
+        rng = random.Random(wl.seed)
+        data = session_data(wl.payload)
+        ex = SyncExecutor(client)
+
+        def load(start: int, stop: int) -> None:
+            now = int(time.time())
+            for a, b in _chunks(start, stop, 2000):
+                plans = []
+                for _ in range(a, b):
+                    p = rng.choice(chosen)
+                    low = rng.getrandbits(128 - bits) if bits < 128 else 0
+                    digest = ((p << (128 - bits)) | low).to_bytes(16, "big")
+                    absolute = now + SESSION_TTL
+                    expires = now + IDLE_TTL if wl.ttl else absolute
+                    rec = Record(digest, rng.randrange(1 << 24, 1 << 31), expires, absolute, data)
+                    plans.append(layout.plan_put(rec, now))
+                ex.run_many(plans)
+
+        return load
+
+    def load_full(self, client: Any, cand: Candidate, wl: Workload, n: int) -> None:
+        from densekv.sessions.store import SessionStore
+
+        store = SessionStore(client, NAMESPACE, layout=cand.layout, ttl=SESSION_TTL,
+                             idle_ttl=IDLE_TTL if wl.ttl else None, expected_sessions=wl.items,
+                             index_identities=False, partitions=cand.partitions, facts=self._facts(client))
+        rng = random.Random(wl.seed + 1)
+        data = session_data(wl.payload)
+        for a, b in _chunks(0, n, 20_000):
+            store.create_many([rng.randrange(1 << 24, 1 << 31) for _ in range(a, b)], data, batch=5000)
+
+    def usage(self, cand: Candidate, wl: Workload) -> str:
+        idle = f", idle_ttl={IDLE_TTL}" if wl.ttl else ""
+        return (f"densekv.SessionStore(client, layout={cand.layout!r}, partitions={cand.partitions}, "
+                f"expected_sessions={wl.items}{idle}, index_identities=False)")
+
+
+# --- sets ----------------------------------------------------------------------------
+
+
+def set_limits(caps: Capabilities) -> Any:
+    from densekv.sets.layouts import SetLimits
+
+    return SetLimits(caps.hash_max_listpack_entries, caps.hash_max_listpack_value,
+                     caps.set_max_listpack_entries, caps.set_max_listpack_value,
+                     caps.zset_max_listpack_entries, caps.zset_max_listpack_value,
+                     "libc" if caps.allocator.startswith("libc") else "jemalloc", caps.cluster)
+
+
+class SetsPlanner:
+    kind = "set"
+    layouts = ("dense-set", "dense-hash")
+
+    def item_size(self, wl: Workload) -> int:
+        return wl.payload or 16
+
+    def check(self, wl: Workload) -> None:
+        if wl.ttl:
+            raise PlannerError("sets keep no per-item expiry in densekv (CompactSet): plan a map with --ttl instead")
+        if not 1 <= self.item_size(wl) <= 64:
+            raise PlannerError("--payload for a set is the item size in bytes, 1 to 64 (default 16)")
+
+    def candidates(self, wl: Workload, caps: Capabilities) -> list[Candidate]:
+        from densekv.sets.layouts import (
+            Radix,
+            best_dense_partitions,
+            dense_item_bytes,
+            min_partitions,
+        )
+
+        limits = set_limits(caps)
+        size = self.item_size(wl)
+        out = []
+        for enc, limit, vlimit in (("set", limits.set_max_listpack_entries or 0, limits.set_max_listpack_value or 0),
+                                   ("hash", limits.hash_max_listpack_entries, limits.hash_max_listpack_value)):
+            if limit < 1:
+                continue
+            radix = Radix(min_partitions(wl.items, limit), size)
+            width = radix.field_split[0] + 1 if enc == "hash" else radix.qbytes
+            if width > vlimit:
+                continue
+            p, _ = best_dense_partitions(max(wl.items, 1), size, enc, limits)
+            shape = {"kind": "set", "item_size": size, "entry": dense_item_bytes(enc, p, size)}
+            out.append(Candidate(f"dense-{enc}", p, "poisson", shape))
+        if not out:
+            raise PlannerError(f"{size}-byte items fit no listpack on this server (value limits too low)")
+        return out
+
+    def _open(self, client: Any, cand: Candidate, wl: Workload, spread: bool) -> Any:
+        from densekv.sets.compact import CompactSet, limits_from_probe
+
+        return CompactSet(client, NAMESPACE, layout=cand.layout, expected=max(wl.items, 1),
+                          item_size=self.item_size(wl), partitions=cand.partitions, spread=spread,
+                          limits=limits_from_probe(client))
+
+    def sample_loader(self, client: Any, cand: Candidate, wl: Workload, chosen: list[int], n: int) -> Loader:
+        """Random IDs whose partition (x mod P) is one of `chosen` (spread off, so the
+        partition is the item's own)."""
+        s = self._open(client, cand, wl, spread=False)
+        size, p_count = self.item_size(wl), cand.partitions
+        qlimit = max(1, ((1 << (8 * size)) - 1) // p_count)
+        rng = random.Random(wl.seed)
+
+        def load(start: int, stop: int) -> None:
+            for a, b in _chunks(start, stop, 20_000):
+                items = [(rng.randrange(qlimit) * p_count + rng.choice(chosen)).to_bytes(size, "big")
+                         for _ in range(a, b)]
+                s.add_many(items)
+
+        return load
+
+    def load_full(self, client: Any, cand: Candidate, wl: Workload, n: int) -> None:
+        s = self._open(client, cand, wl, spread=True)
+        rng = random.Random(wl.seed + 1)
+        size = self.item_size(wl)
+        for a, b in _chunks(0, n, 100_000):
+            s.add_many([rng.randbytes(size) for _ in range(a, b)])
+
+    def usage(self, cand: Candidate, wl: Workload) -> str:
+        return (f"densekv.CompactSet(client, name, layout={cand.layout!r}, partitions={cand.partitions}, "
+                f"expected={wl.items}, item_size={self.item_size(wl)})")
+
+
+# --- maps ----------------------------------------------------------------------------
+
+
+class MapsPlanner:
+    """CompactMap (densekv/maps/): numeric-tail keys in listpack hash buckets."""
+
+    kind = "map"
+    layouts = ("buckets",)
+
+    def check(self, wl: Workload) -> None:
+        if wl.payload > 1 << 20:
+            raise PlannerError("--payload for a map is at most 1 MiB per value")
+        import densekv.maps  # noqa: F401  (a clear error below if maps do not import)
+
+    def value(self, rng: random.Random, wl: Workload) -> Any:
+        return rng.randrange(1 << 31) if wl.payload == 0 else rng.randbytes(wl.payload)
+
+    def stored_len(self, wl: Workload) -> int:
+        from densekv import codec as cd
+
+        framed = cd.Codec.named("auto").encode(self.value(random.Random(1), wl))
+        return len(cd.with_expiry(framed, int(time.time()) + MAP_TTL if wl.ttl else None))
+
+    def candidates(self, wl: Workload, caps: Capabilities) -> list[Candidate]:
+        from densekv.maps.buckets import bucket_count
+        from densekv.planner.listpack import entry_size
+
+        b = bucket_count(wl.items, caps.hash_max_listpack_entries)
+        top_field = max(0, -(-wl.items // b) - 1)
+        stored = self.stored_len(wl)
+        shape = {"kind": "map", "payload": wl.payload, "ttl": wl.ttl, "stored": stored,
+                 "field": entry_size(str(top_field).encode())}
+        out = [Candidate("buckets", b, "even", shape)]
+        if stored > caps.hash_max_listpack_value:
+            need = -(-stored // 16) * 16
+            out.append(Candidate("buckets", b, "even", shape, {"hash-max-listpack-value": str(need)},
+                                 f"values of {stored} bytes framed go out of line (a key each) over "
+                                 f"hash-max-listpack-value {caps.hash_max_listpack_value}"))
+        return out
+
+    def _open(self, client: Any, wl: Workload) -> Any:
+        from densekv.maps import CompactMap
+
+        return CompactMap(client, NAMESPACE, expected=max(wl.items, 1), ttl=MAP_TTL if wl.ttl else None)
+
+    def sample_loader(self, client: Any, cand: Candidate, wl: Workload, chosen: list[int], n: int) -> Loader:
+        """Keys item:<f*B + b> for the chosen buckets b: each bucket filled as it will be."""
+        m = self._open(client, wl)
+        buckets = cand.partitions  # what the map computes from the same limits
+        full, extra = divmod(wl.items, buckets)
+        keys = [f * buckets + b for f in range(full + 1) for b in chosen if f < full or b < extra]
+        rng = random.Random(wl.seed)
+
+        def load(start: int, stop: int) -> None:
+            for a, b in _chunks(start, min(stop, len(keys)), 5000):
+                m.mset({f"item:{k}": self.value(rng, wl) for k in keys[a:b]})
+
+        return load
+
+    def sample_size(self, cand: Candidate, wl: Workload, chosen: list[int]) -> int:
+        full, extra = divmod(wl.items, cand.partitions)
+        return full * len(chosen) + sum(1 for b in chosen if b < extra)
+
+    def load_full(self, client: Any, cand: Candidate, wl: Workload, n: int) -> None:
+        m = self._open(client, wl)
+        rng = random.Random(wl.seed + 1)
+        for a, b in _chunks(0, n, 5000):
+            m.mset({f"item:{k}": self.value(rng, wl) for k in range(a, b)})
+
+    def usage(self, cand: Candidate, wl: Workload) -> str:
+        ttl = f", ttl={MAP_TTL}" if wl.ttl else ""
+        return f"densekv.CompactMap(client, namespace, expected={wl.items}{ttl})  # {cand.partitions} buckets"
+
+
+KINDS: dict[str, Any] = {"sessions": SessionsPlanner(), "set": SetsPlanner(), "map": MapsPlanner()}

@@ -1,0 +1,118 @@
+"""The planner on real servers: calibrated predictions within 10% of a measured load,
+the calibration cache, the CLI's JSON and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from densekv.planner import PlannerError, cache, plan
+
+N = 70_000  # one sample load and one verify load (over ROUND_ITEMS): fast, and big enough that
+# the server's own noise (a few dozen KB) stays far under 10%
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    path = tmp_path_factory.getbasetemp() / "planner-cache"
+    monkeypatch.setenv("DENSEKV_CACHE_DIR", str(path))
+    yield path
+
+
+@pytest.mark.parametrize(("kind", "layout"), [("sessions", "dense"), ("set", None)])
+def test_prediction_holds_within_10_percent(client: redis.Redis, server_name: str, kind: str,
+                                            layout: str | None) -> None:
+    """Calibrated in the (empty) database of a user's server, then the whole workload is
+    loaded through the public API and measured: the prediction is within 10%."""
+    if kind == "set" and server_name not in ("valkey-9.1", "redis-7.0"):
+        pytest.skip("sets: one server per dense encoding (listpack set; redis-7.0's split hash) keeps this fast")
+    rec = plan(kind, N, client=client, verify=True, layouts=[layout] if layout else None)
+    assert rec.calibration["measured_on"].startswith("the empty database 0")
+    assert rec.verify is not None and rec.verify["n_loaded"] == N
+    assert abs(rec.verify["error_pct"]) < 10, rec.verify
+    assert rec.predicted_total_bytes == pytest.approx(rec.predicted_bytes_per_item * N, rel=1e-3)
+    assert client.dbsize() == 0  # the planner leaves the database as it found it
+    if kind == "sessions":
+        assert rec.layout == "dense" and rec.partitions & (rec.partitions - 1) == 0
+    else:
+        assert rec.layout in ("dense-set", "dense-hash")
+        if rec.server["set_max_listpack_entries"] is None:  # redis-7.0: no listpack sets
+            assert rec.layout == "dense-hash"
+
+
+def test_calibration_is_cached_and_reused(client: redis.Redis, server_name: str, cache_dir: Path) -> None:
+    if server_name != "valkey-9.1":
+        pytest.skip("the cache is the same code on every server")
+    first = plan("set", 30_000, client=client, refresh=True)
+    assert not first.calibration["cached"]
+    stored = json.loads((cache_dir / cache.FILE).read_text())
+    assert first.calibration["key"] in stored
+    again = plan("set", 30_000, client=client)
+    assert all(c["calibration_cached"] for c in again.candidates)
+    assert again.calibration["per_key"] == first.calibration["per_key"]
+    assert again.predicted_total_bytes == first.predicted_total_bytes
+    assert client.dbsize() == 0
+
+
+def test_a_database_with_data_is_never_measured(client: redis.Redis, server_name: str) -> None:
+    if server_name != "valkey-9.1":
+        pytest.skip("the rule is the same on every server")
+    client.set("user:data", b"keep me")
+    rec = plan("sessions", 5_000, client=client, layouts=["dense"], refresh=True)
+    assert client.get("user:data") == b"keep me" and client.dbsize() == 1
+    assert "embedded" in rec.calibration["measured_on"]
+    assert any("embedded" in note for note in rec.notes)
+
+
+def test_too_large_session_data_needs_a_config_change(client: redis.Redis, server_name: str) -> None:
+    if server_name != "valkey-9.1":
+        pytest.skip("one server is enough: the rule reads the probed limit")
+    rec = plan("sessions", 5_000, payload=80, client=client, layouts=["dense"])
+    assert int(rec.config["hash-max-listpack-value"]) >= 89  # 9-byte record + 80 bytes of data
+    assert rec.config_advice[0]["required"]
+    assert client.config_get("hash-max-listpack-value")["hash-max-listpack-value"] == "64"  # advice only
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "densekv.planner", *args], capture_output=True, text=True, check=False,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+def test_cli_json_fields(server_name: str) -> None:
+    if server_name != "valkey-9.1":
+        pytest.skip("the CLI is the same on every server")
+    done = _cli("--kind", "map", "--items", "5000", "--json", "--server", "valkey-9.1")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    for name in ("layout", "partitions", "config", "predicted_bytes_per_item", "predicted_total_bytes", "reason"):
+        assert name in out
+    assert out["layout"] == "buckets" and out["predicted_total_bytes"] > 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--kind", "sessions", "--items", "0"),
+        ("--kind", "queue", "--items", "10"),
+        ("--kind", "set", "--items", "10", "--ttl"),
+        ("--kind", "sessions", "--items", "10", "--server", "redis-6.0"),
+        ("--kind", "sessions", "--items", "10", "--url", "redis://127.0.0.1:1/0"),
+        ("--kind", "sessions", "--items", "10", "--layout", "json"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(args: tuple[str, ...]) -> None:
+    done = _cli(*args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("densekv: ") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_plan_refuses_bad_input_before_touching_a_server() -> None:
+    with pytest.raises(PlannerError):
+        plan("sessions", -5, url="redis://127.0.0.1:1/0")
