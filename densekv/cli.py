@@ -273,8 +273,14 @@ _register_lab()
 
 def main() -> None:
     """Entry point: run the CLI, turning densekv and connection errors into one line."""
+    run_command(cli)
+
+
+def run_command(command: click.Command) -> None:
+    """Run a click command (the whole CLI, or one alone as `python -m densekv.lab` does),
+    turning densekv and connection errors into one line and an exit code."""
     try:
-        cli.main(standalone_mode=False)
+        command.main(standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(1)
