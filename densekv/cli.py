@@ -284,9 +284,9 @@ def run_command(command: click.Command) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(1)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+    except click.ClickException as exc:  # bad options or arguments: one line, like the rest
+        click.echo(f"densekv: {exc.format_message()}", err=True)
+        sys.exit(2)
     except DensekvError as exc:
         click.echo(f"densekv: {exc}", err=True)
         sys.exit(exc.exit_code)

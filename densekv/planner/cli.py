@@ -8,13 +8,9 @@ through `main()` below, which does the same.
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import click
-import redis
 
-from densekv.errors import DensekvError, ServerUnavailable
 
 
 @click.command("plan")
@@ -71,29 +67,6 @@ def plan(kind: str, items: int, payload: int, ttl: bool, url: str | None, server
 
 def main() -> None:
     """Run `plan` alone with densekv's error handling: one line and exit 2 for expected errors."""
-    try:
-        plan.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(1)
-    except click.ClickException as exc:
-        click.echo(f"densekv: {exc.format_message()}", err=True)
-        sys.exit(2)
-    except DensekvError as exc:
-        click.echo(f"densekv: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        click.echo(f"densekv: {ServerUnavailable(f'the server stopped answering: {exc}')}", err=True)
-        sys.exit(2)
-    except redis.RedisError as exc:
-        click.echo(f"densekv: the server refused: {exc}", err=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    except Exception as exc:
-        if os.environ.get("DENSEKV_DEBUG"):
-            raise
-        click.echo(f"densekv: internal error {type(exc).__name__}: {exc} "
-                   "(set DENSEKV_DEBUG=1 for the traceback and please report it)", err=True)
-        sys.exit(1)
+    from densekv.cli import run_command
+
+    run_command(plan)

@@ -521,8 +521,9 @@ class SessionCore:
             return sizes
         olds = [layout.key_at("sd", p, layout.from_bits) for p in range(layout.from_partitions or 0)]
         counted: list[int] = []
-        for i in range(0, len(keys) + len(olds), 512):
-            batch = (keys + olds)[i : i + 512]
+        every = keys + olds
+        for i in range(0, len(every), 512):
+            batch = every[i : i + 512]
             counted += (yield [script_call(script("part_len"), (k,), (), int) for k in batch])
         sizes = counted[: len(keys)]
         shift = layout.bits - layout.from_bits

@@ -344,10 +344,7 @@ class BloomCore:
         results = [False] * len(hashed)
         pending = self._by_shard(hashed)
         while pending:
-            calls: list[tuple[int, list[int]]] = []
-            for shard, idx in pending.items():
-                for lo in range(0, len(idx), SCRIPT_ITEMS):
-                    calls.append((shard, idx[lo : lo + SCRIPT_ITEMS]))
+            calls = _script_calls(pending)
             replies = yield [self._plan_add(shard, [hashed[i] for i in idx]) for shard, idx in calls]
             again: dict[int, list[int]] = {}
             for (shard, idx), (stages, count, flags) in zip(calls, replies):
@@ -376,10 +373,7 @@ class BloomCore:
         results = [False] * len(hashed)
         pending = self._by_shard(hashed)
         while pending:
-            calls: list[tuple[int, list[int]]] = []
-            for shard, idx in pending.items():
-                for lo in range(0, len(idx), SCRIPT_ITEMS):
-                    calls.append((shard, idx[lo : lo + SCRIPT_ITEMS]))
+            calls = _script_calls(pending)
             replies = yield [self._plan_has(shard, [hashed[i] for i in idx]) for shard, idx in calls]
             again: dict[int, list[int]] = {}
             for (shard, idx), (stages, flags) in zip(calls, replies):
@@ -538,3 +532,9 @@ def predicted_allocation(spec: BloomSpec) -> int:
     """Bytes the allocator accounts for stage 0 of every shard."""
     stage = spec.stage(0)
     return spec.shards * string_allocation(stage.bytes, spec.rule)
+
+
+def _script_calls(pending: dict[int, list[int]]) -> list[tuple[int, list[int]]]:
+    """(shard, item indexes) per script call: at most SCRIPT_ITEMS items each."""
+    return [(shard, idx[lo : lo + SCRIPT_ITEMS])
+            for shard, idx in pending.items() for lo in range(0, len(idx), SCRIPT_ITEMS)]

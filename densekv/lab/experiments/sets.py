@@ -275,14 +275,7 @@ class Sets(Experiment):
         core = s._core
         layout = core.layout
         chunk = max(LOAD_CHUNK, core.batch_size(None))
-        before = commandstats(client)
-        t0 = time.perf_counter()
-        for part in chunks(ids16(n), chunk):
-            s.add_many(part)
-            ctx.progress.advance(len(part))
-        load_s = time.perf_counter() - t0
-        usec, per = stats_delta(before, commandstats(client))
-        load = op_stats(n, load_s, usec, per)
+        load = _timed_load(ctx, client, s.add_many, n, chunk)
         delta = self._reading(ctx)
         if isinstance(layout, FlatKeys):
             sample = [layout.locate(core.codec.encode(x))[0] for x in ids16(min(n, 64))]
@@ -345,14 +338,7 @@ class Sets(Experiment):
         self._baseline(ctx)
         bf = bloom_mod.BloomFilter(client, BLOOM_NAME, capacity=n, error_rate=job.error_rate, native=job.native,
                                    caps=caps)
-        before = commandstats(client)
-        t0 = time.perf_counter()
-        for part in chunks(ids16(n), LOAD_CHUNK):
-            bf.add_many(part)
-            ctx.progress.advance(len(part))
-        load_s = time.perf_counter() - t0
-        usec, per = stats_delta(before, commandstats(client))
-        load = op_stats(n, load_s, usec, per)
+        load = _timed_load(ctx, client, bf.add_many, n, LOAD_CHUNK)
         delta = self._reading(ctx)
         stats = bf.stats()
         before = commandstats(client)
@@ -649,3 +635,15 @@ def _plot_usec(fig: Any, results: list[Result]) -> None:
 
 
 EXPERIMENT = Sets()
+
+
+def _timed_load(ctx: Any, client: Any, add_many: Any, n: int, chunk: int) -> Any:
+    """Load n streamed IDs through add_many in chunks: wall time and server time per call."""
+    before = commandstats(client)
+    t0 = time.perf_counter()
+    for part in chunks(ids16(n), chunk):
+        add_many(part)
+        ctx.progress.advance(len(part))
+    load_s = time.perf_counter() - t0
+    usec, per = stats_delta(before, commandstats(client))
+    return op_stats(n, load_s, usec, per)
