@@ -224,8 +224,10 @@ def test_rounding_costs_no_byte(client: redis.Redis, capacity: int) -> None:
     ours, plain = client.memory_usage(key, samples=0), client.memory_usage(twin, samples=0)
     if bf.spec.rule == "libc":
         # glibc hands out a free chunk up to 31 bytes bigger than asked rather than split
-        # it, so two equal requests can differ by that much, either way.
-        assert abs(ours - plain) < 32
+        # it, so two equal requests can differ by that much, either way; past its (dynamic)
+        # mmap threshold one of two equal requests may come from mmap, whole pages.
+        slack = 32 if need < 128 * 1024 else 4096 + 32
+        assert abs(ours - plain) < slack
     else:
         assert ours == plain
     if bf.spec.rule == "jemalloc":  # and the string is the longest of its class
