@@ -138,10 +138,12 @@ def _sample(kp: Any, cand: Candidate, wl: Workload, max_items: int) -> tuple[lis
 
 def loader_client(client: Any) -> redis.Redis:
     """A separate connection for loading: the meter reads with its own, and the loader's
-    is closed before each reading so its query and reply buffers are not counted."""
+    is closed before each reading so its query and reply buffers are not counted. Its
+    close() disconnects its pool (a client built on a given pool would leave the socket
+    open: on Redis 7.0 that kept ~25 KB of query buffer in used_memory, +20% on a 10k map)."""
     pool = client.connection_pool
-    return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=pool.connection_class,
-                                                            **pool.connection_kwargs))
+    return redis.Redis.from_pool(redis.ConnectionPool(connection_class=pool.connection_class,
+                                                      **pool.connection_kwargs))
 
 
 def closing(load: Callable[[int, int], None], lc: redis.Redis) -> Callable[[int, int], None]:
