@@ -1,28 +1,50 @@
 """Bucketing: which hash (bucket) and which field an item of a compact map lives in.
 
 Keys with a numeric tail ("user:1234", "img77") are split into prefix and number n; the
-item goes to bucket n mod B of that prefix, field n div B (decimal, so the listpack stores
-the field as a 1-4 byte integer). Sequential ids fill every bucket evenly and densely;
-ids drawn at random from a wide range (holey ids) spread evenly too, which bucketing by
-n div W (the seed's gem) cannot do: there most buckets hold one item. Keys without a
-canonical numeric tail go to bucket crc32(zipped key) mod B of the hashed buckets, field =
-the zipped key. A tail with leading zeros keeps them in the prefix ("user:007" is prefix
-"user:00", number 7), so no two keys share a place.
+item goes to bucket b = n mod B of that prefix, under the field that stands for the
+quotient q = n div B. Sequential ids fill every bucket evenly and densely; ids drawn at
+random from a wide range (holey ids) spread evenly too, which bucketing by n div W (the
+seed's gem) cannot do: there most buckets hold one item. Keys without a canonical numeric
+tail go to bucket crc32(zipped key) mod B of the hashed buckets, field = the zipped key.
+A tail with leading zeros keeps them in the prefix ("user:007" is prefix "user:00",
+number 7), so no two keys share a place.
 
-B comes from the expected item count, a target of about 124 items per bucket (so fields
-stay in the listpack's short integer encodings, see bucket_count) and the server's
-hash-max-listpack-entries Z: the
-smallest B with mean + 5 sqrt(mean) <= Z where mean = expected / B (random placement puts
-mean +- sqrt(mean) items in a bucket; at 4 sigma one bucket of 467 went over in our
-tests), so buckets stay listpacks. B is stored in the
-server when the map is created and never changes (every process must find the same
-bucket). Values larger than hash-max-listpack-value go out of line (own key, marker in
-the bucket); a field that would be larger than the limit (a very long key) is refused.
+Numeric fields (format 2). A listpack stores a canonical decimal integer field in one of
+these entries (listpack.c, lpEncodeIntegerGetType; +1 byte of back length each):
+  7-bit  0..127                 1 byte     -> 2 bytes in the listpack
+  13-bit -4096..4095            2 bytes    -> 3
+  16-bit -32768..32767          3 bytes    -> 4
+  24-bit -2^23..2^23-1          4 bytes    -> 5
+  32-bit, 64-bit                5, 9 bytes -> 6, 10
+The encodings are signed, so q itself (never negative) would use half of each range: q
+up to 65535 would need the 24-bit form. The field is instead field_int(q), a bijection
+from q >= 0 onto the integers ordered by entry size (0..127, then 128..4095 and
+-1..-4096, then 4096..32767 and -4097..-32768, ...): q < 128 takes 2 bytes, q < 8192
+3 bytes, q < 65536 4 bytes, q < 2^24 5 bytes. Holey ids from 0..10^8 (q < 62000 with
+B = 1613) save a listpack byte per item over format 1 (plain q in decimal); jemalloc's
+size classes absorb part of it: 0.5-0.7 B/item less used_memory in
+benchmarks/map_memory.py (int_holey, str8_holey, 200k items, the four servers).
 
-Keys (all of one bucket share the hash tag, so one cluster slot):
-  {ns}:m:{<bucket>.<zipped prefix>}        numeric-tail bucket
-  {ns}:h:{<bucket>}                         hashed bucket
-  {ns}:o<m|h>:{<tag>}:<field>               out-of-line value of that bucket's field
+B comes from the expected item count, a target of about 124 items per bucket (see
+bucket_count) and the server's hash-max-listpack-entries Z: the smallest B with
+mean + 5 sqrt(mean) <= Z where mean = expected / B (random placement puts mean +- sqrt(mean)
+items in a bucket; at 4 sigma one bucket of 467 went over in our tests), so buckets stay
+listpacks. B is stored in the server when the map is created and never changes (every
+process must find the same bucket). Values larger than hash-max-listpack-value go out of
+line (own key, marker in the bucket); a field that would be larger than the limit (a very
+long key) is refused.
+
+Keys (all of one bucket share the hash tag, so one cluster slot; <b> is the bucket number
+in base62, zero-padded to the width of base62(B - 1), and no separator follows it. So
+bucket 1612 of prefix "user:" in map "kv" is "kv:m:{Q0user:}", 14 bytes, which Redis 7
+keeps in a 16-byte allocation; format 1 named it "kv:m:{1612.user:}", a 24-byte one):
+  {ns}:m:{<b><zipped prefix>}             numeric-tail bucket
+  {ns}:h:{<b>}                            hashed bucket
+  {ns}:o<m|h>:{<tag>}:<field>             out-of-line value of that bucket's field
+So any tool that reads B from the map's meta decodes every key: prefix and bucket from
+the key name, n = field_index(int(field)) * B + b. A map stored in format 1 (decimal
+bucket numbers and "<b>.<prefix>", plain q fields) is refused by its format (FORMAT below,
+checked when the map is opened), never read with this layout.
 """
 
 from __future__ import annotations
@@ -33,9 +55,17 @@ import zlib
 from dataclasses import dataclass
 
 from densekv.errors import DensekvError
-from densekv.maps.zipkeys import NO_ALIASES, Aliases, unzip_key, zip_key
+from densekv.maps.zipkeys import ALPHABET, NO_ALIASES, Aliases, base62, unbase62, unzip_key, zip_key
+
+FORMAT = "2"  # the map format this layout writes (1: plain-q fields, "<b>.<prefix>" bucket tags)
 
 _TAIL = re.compile(r"(?:0|[1-9][0-9]{0,17})\Z")  # canonical, < 10**18 (fits int64)
+_FIELD = re.compile(rb"(?:0|-?[1-9][0-9]{0,18})\Z")  # canonical signed decimal, as listpacks store
+_BASE62 = frozenset(ALPHABET)
+
+# The signed ranges of the listpack integer entries, smallest first.
+_INT_RANGES = ((0, 127), (-4096, 4095), (-(2**15), 2**15 - 1), (-(2**23), 2**23 - 1),
+               (-(2**31), 2**31 - 1), (-(2**63), 2**63 - 1))
 
 
 class KeyTooLong(DensekvError):
@@ -54,6 +84,36 @@ class Geometry:
         if self.buckets < 1 or self.entries_limit < 1 or self.value_limit < 8:
             raise ValueError("buckets >= 1, entries_limit >= 1, value_limit >= 8")
 
+    @property
+    def tag_width(self) -> int:
+        """Base62 digits of a bucket number in a numeric bucket's key."""
+        return len(base62(self.buckets - 1))
+
+
+def field_int(q: int) -> int:
+    """The integer stored as the field of quotient q: the q-th integer in order of
+    listpack entry size (0..127, 128..4095, -1..-4096, 4096..32767, -4097..-32768, ...)."""
+    if q < 0:
+        raise ValueError("a quotient is >= 0")
+    start, lo0, hi0 = 0, 0, -1  # the range of the smaller entries (empty at first)
+    for lo, hi in _INT_RANGES:
+        size = (hi - lo) - (hi0 - lo0)
+        if q < start + size:
+            r, up = q - start, hi - hi0
+            return hi0 + 1 + r if r < up else lo0 - 1 - (r - up)
+        start, lo0, hi0 = start + size, lo, hi
+    raise ValueError("quotient out of the int64 range")
+
+
+def field_index(v: int) -> int:
+    """The inverse of field_int."""
+    start, lo0, hi0 = 0, 0, -1
+    for lo, hi in _INT_RANGES:
+        if lo <= v <= hi:
+            return start + (v - hi0 - 1 if v > hi0 else (hi - hi0) + (lo0 - 1 - v))
+        start, lo0, hi0 = start + (hi - lo) - (hi0 - lo0), lo, hi
+    raise ValueError(f"{v} is not a 64-bit integer")
+
 
 TARGET_ITEMS = 124  # items per bucket aimed at; see bucket_count
 
@@ -63,10 +123,13 @@ def bucket_count(expected: int, entries_limit: int, target: int | None = TARGET_
     is given, expected/B <= target.
 
     Why a target below the limit: with about 124 items per bucket, sequential ids give
-    fields 0..127 (a listpack stores those in 2 bytes instead of 3) and ids from 0..10^8
-    fields under 65536 (4 bytes instead of 5); that saves more than the extra buckets cost
-    (about 90 bytes each on jemalloc), and HGET scans a 124-entry listpack, not a 400-entry
-    one (server time per HGET roughly tracks the entries scanned)."""
+    quotients 0..127 (fields of 2 bytes in the listpack instead of 3) and ids from 0..10^8
+    quotients under 65536 (4 bytes instead of 5); that saves more than the extra buckets
+    cost (key, object and dict entry: 56 bytes on Redis 7, plus allocator rounding), and
+    HGET scans a 124-entry listpack, not a 400-entry one (server time per HGET roughly
+    tracks the entries scanned). 124 and not 128: a few percent more items than expected
+    keep the short fields, and 124 fields of 2 bytes with 32-bit integer values (6 bytes)
+    make a 999-byte listpack, inside jemalloc's 1024-byte class."""
     if expected < 0 or entries_limit < 1:
         raise ValueError("expected >= 0 and entries_limit >= 1")
     # mean m solves m + 5 sqrt(m) = Z  ->  sqrt(m) = -2.5 + sqrt(6.25 + Z)
@@ -115,9 +178,9 @@ def locate(namespace: str, key: str, geo: Geometry, aliases: Aliases = NO_ALIASE
     numeric = split_numeric(key)
     if numeric is not None:
         prefix, n = numeric
-        b, f = divmod(n, geo.buckets)[::-1]
-        zp = zip_key(prefix, aliases)
-        return Location(f"{namespace}:m:{{{b}.{zp}}}".encode("utf-8", "surrogatepass"), str(f).encode())
+        q, b = divmod(n, geo.buckets)
+        tag = base62(b).rjust(geo.tag_width, ALPHABET[0]) + zip_key(prefix, aliases)
+        return Location(_bytes(f"{namespace}:m:{{{tag}}}"), str(field_int(q)).encode())
     field = _bytes(zip_key(key, aliases))
     if len(field) > geo.value_limit:
         raise KeyTooLong(
@@ -125,21 +188,32 @@ def locate(namespace: str, key: str, geo: Geometry, aliases: Aliases = NO_ALIASE
             f"hash-max-listpack-value {geo.value_limit}: use shorter keys (or aliases)"
         )
     b = zlib.crc32(field) % geo.buckets
-    return Location(f"{namespace}:h:{{{b}}}".encode(), field)
+    return Location(f"{namespace}:h:{{{base62(b)}}}".encode(), field)
 
 
-def key_of(namespace: str, bucket: bytes, field: bytes, geo: Geometry, aliases: Aliases = NO_ALIASES) -> str:
-    """The map key stored at (bucket, field): the inverse of locate()."""
+def key_of(namespace: str, bucket: bytes, field: bytes, geo: Geometry,
+           aliases: Aliases = NO_ALIASES) -> str:
+    """The map key stored at (bucket, field): the inverse of locate(). ValueError for a
+    bucket or field this map's layout cannot have written."""
     head = f"{namespace}:".encode()
     if not bucket.startswith(head) or not bucket.endswith(b"}"):
         raise ValueError(f"{bucket!r} is not a bucket of map {namespace!r}")
     code, rest = bucket[len(head) :].split(b":", 1)
     inner = rest[1:-1].decode("utf-8", "surrogatepass")
-    if code == b"h":
+    if code == b"h" and rest.startswith(b"{"):
         return unzip_key(field.decode("utf-8", "surrogatepass"), aliases)
-    b_text, zp = inner.split(".", 1)
-    n = int(field) * geo.buckets + int(b_text)
-    return unzip_key(zp, aliases) + str(n)
+    w = geo.tag_width
+    digits = inner[:w]
+    if code != b"m" or not rest.startswith(b"{") or len(digits) < w or not set(digits) <= _BASE62:
+        raise ValueError(f"{bucket!r} is not a bucket of map {namespace!r}")
+    b = unbase62(digits)
+    if b >= geo.buckets or not _FIELD.match(field):
+        raise ValueError(f"{bucket!r} / {field!r} is no place of a {geo.buckets}-bucket map "
+                         f"in format {FORMAT}")
+    n = field_index(int(field)) * geo.buckets + b
+    if n >= 10**18:  # locate hashes longer tails: no numeric bucket holds this
+        raise ValueError(f"field {field!r} of {bucket!r} stands for {n}, past the numeric tails")
+    return unzip_key(inner[w:], aliases) + str(n)
 
 
 def bucket_patterns(namespace: str) -> list[bytes]:

@@ -32,7 +32,7 @@ from densekv import codec as cd
 from densekv.codec import Codec, ZstdDictionary
 from densekv.errors import DensekvError
 from densekv.lua import script
-from densekv.maps.buckets import Geometry, Location, bucket_count, bucket_patterns, key_of, locate
+from densekv.maps.buckets import FORMAT, Geometry, Location, bucket_count, bucket_patterns, key_of, locate
 from densekv.maps.dictionaries import DictionaryCache, plan_load, plan_store, train_dictionary
 from densekv.maps.zipkeys import Aliases
 from densekv.plan import ClusterExecutor, Command, Plan, command, executor_for, script_call
@@ -40,7 +40,6 @@ from densekv.plan import ClusterExecutor, Command, Plan, command, executor_for, 
 T = TypeVar("T")
 Flow = Generator[list[Plan[Any]], list[Any], T]
 MISSING: Any = object()
-FORMAT = "1"
 OOL = bytes([cd.OUT_OF_LINE])
 OOL_SLACK = 1  # an out-of-line key outlives its marker by a second (clock rounding)
 

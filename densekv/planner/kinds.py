@@ -276,14 +276,14 @@ class MapsPlanner:
         return len(cd.with_expiry(framed, int(time.time()) + MAP_TTL if wl.ttl else None))
 
     def candidates(self, wl: Workload, caps: Capabilities) -> list[Candidate]:
-        from densekv.maps.buckets import bucket_count
+        from densekv.maps.buckets import bucket_count, field_int
         from densekv.planner.listpack import entry_size
 
         b = bucket_count(wl.items, caps.hash_max_listpack_entries)
-        top_field = max(0, -(-wl.items // b) - 1)
+        top_quotient = max(0, -(-wl.items // b) - 1)
         stored = self.stored_len(wl)
         shape = {"kind": "map", "payload": wl.payload, "ttl": wl.ttl, "stored": stored,
-                 "field": entry_size(str(top_field).encode())}
+                 "field": entry_size(str(field_int(top_quotient)).encode())}
         out = [Candidate("buckets", b, "even", shape)]
         if stored > caps.hash_max_listpack_value:
             need = -(-stored // 16) * 16

@@ -1,5 +1,6 @@
 """Bucketing without a server: placement is lossless, dense for sequential and holey ids,
-and buckets stay under the listpack limits."""
+numeric fields take the shortest listpack integer entries, and buckets stay under the
+listpack limits."""
 
 from __future__ import annotations
 
@@ -10,7 +11,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from densekv.maps.buckets import Geometry, KeyTooLong, bucket_count, key_of, locate, split_numeric
+from densekv.maps.buckets import (
+    FORMAT,
+    Geometry,
+    KeyTooLong,
+    bucket_count,
+    field_index,
+    field_int,
+    key_of,
+    locate,
+    split_numeric,
+)
 from densekv.maps.zipkeys import Aliases
 
 GEO = Geometry(buckets=bucket_count(200_000, 512), entries_limit=512, value_limit=64)
@@ -79,3 +90,109 @@ def test_a_key_too_long_for_a_field_is_refused_and_numeric_keys_never_are() -> N
     with pytest.raises(KeyTooLong, match="hash-max-listpack-value"):
         locate("ns", "k" * 65, GEO)
     locate("ns", "k" * 500 + ":5", GEO)  # the prefix lives in the bucket's name
+
+
+def entry_bytes(v: int) -> int:
+    """Bytes of a listpack integer entry holding v, back length included (listpack.c,
+    lpEncodeIntegerGetType), written out independently of buckets.py."""
+    if 0 <= v <= 127:
+        return 2
+    for bits, size in ((13, 3), (16, 4), (24, 5), (32, 6)):
+        if -(1 << (bits - 1)) <= v < 1 << (bits - 1):
+            return size
+    return 10
+
+
+@given(st.integers(min_value=0, max_value=2**64 - 1))
+def test_field_int_is_a_bijection_onto_int64(q: int) -> None:
+    v = field_int(q)
+    assert -(2**63) <= v < 2**63 and field_index(v) == q
+
+
+@given(st.integers(min_value=-(2**63), max_value=2**63 - 1))
+def test_field_index_inverts_every_int64(v: int) -> None:
+    assert field_int(field_index(v)) == v
+
+
+def test_field_int_orders_the_integers_by_entry_size() -> None:
+    # the whole 16-bit range exactly, and every quotient takes the smallest entry it can
+    assert sorted(field_int(q) for q in range(65536)) == list(range(-32768, 32768))
+    sizes = [entry_bytes(field_int(q)) for q in range(70_000)]
+    assert sizes == sorted(sizes)
+    assert [sizes.count(s) for s in (2, 3, 4)] == [128, 8192 - 128, 65536 - 8192]
+    for q, size in [(2**24 - 1, 5), (2**24, 6), (2**32 - 1, 6), (2**32, 10)]:
+        assert entry_bytes(field_int(q)) == size
+
+
+@pytest.mark.parametrize("q", [-1, 2**64])
+def test_field_int_refuses_what_no_int64_holds(q: int) -> None:
+    with pytest.raises(ValueError):
+        field_int(q)
+
+
+def test_holey_ids_get_four_byte_fields_and_sequential_ids_two() -> None:
+    b = bucket_count(200_000, 512)
+    geo = Geometry(b, 512, 64)
+    rng = random.Random(5)
+    holey = [entry_bytes(int(locate("ns", f"user:{i}", geo).field)) for i in rng.sample(range(10**8), 20_000)]
+    seq = [entry_bytes(int(locate("ns", f"user:{i}", geo).field)) for i in range(200_000)]
+    assert max(holey) == 4 and set(seq) == {2}
+
+
+def test_numeric_fields_are_canonical_signed_integers() -> None:
+    # a listpack keeps a field as an integer only in canonical form (no "+", "-0", "007")
+    for n in range(0, 10**8, 9973):
+        field = locate("ns", f"user:{n}", GEO).field
+        assert field == str(int(field)).encode()
+
+
+@pytest.mark.parametrize("buckets", [1, 2, 61, 62, 63, 1613, 3844, 3845, 10**6])
+@pytest.mark.parametrize("key", ["user:0", "user:007", "7", "0", "a1", "user:999999999999999999", "x:{}.9"])
+def test_round_trip_at_every_tag_width(buckets: int, key: str) -> None:
+    geo = Geometry(buckets, 512, 64)
+    loc = locate("ns", key, geo)
+    assert key_of("ns", loc.bucket, loc.field, geo) == key
+
+
+def test_leading_zeros_stay_distinct() -> None:
+    keys = ["user:7", "user:07", "user:007", "user:0", "user:00", "user:", "7", "07"]
+    places = {(loc.bucket, loc.field) for loc in (locate("ns", k, GEO) for k in keys)}
+    assert len(places) == len(keys)
+
+
+def test_bucket_names_are_short_and_tagged() -> None:
+    b = bucket_count(200_000, 512)
+    geo = Geometry(b, 512, 64)
+    assert geo.tag_width == 2
+    digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    r = 123456 % b
+    loc = locate("kv", "user:123456", geo)
+    assert loc.bucket == f"kv:m:{{{digits[r // 62]}{digits[r % 62]}user:}}".encode()  # 14 bytes
+    assert loc.field == b"76"  # 123456 // 1613
+    assert loc.ool == loc.bucket.replace(b"kv:m:", b"kv:om:") + b":" + loc.field
+    assert locate("kv", "nodigits", geo).bucket.startswith(b"kv:h:{")
+
+
+@pytest.mark.parametrize(
+    ("bucket", "field"),
+    [(b"other:m:{00user:}", b"1"), (b"ns:m:{00user:", b"1"), (b"ns:x:{00user:}", b"1"),
+     (b"ns:m:{0}", b"1"), (b"ns:m:{zzuser:}", b"1"), (b"ns:m:{!!user:}", b"1"),
+     (b"ns:m:{00user:}", b"007"), (b"ns:m:{00user:}", b"-0"), (b"ns:m:{00user:}", b"abc"),
+     (b"ns:m:{00user:}", b"9223372036854775807")],
+)
+def test_key_of_refuses_places_this_layout_never_writes(bucket: bytes, field: bytes) -> None:
+    with pytest.raises(ValueError):
+        key_of("ns", bucket, field, Geometry(1613, 512, 64))
+
+
+def test_the_format_names_this_layout() -> None:
+    assert FORMAT == "2"
+
+
+@given(st.text(alphabet="ab:{}.0", max_size=6), st.integers(min_value=0, max_value=10**18 - 1),
+       st.integers(min_value=1, max_value=10**7))
+def test_numeric_keys_round_trip_under_any_bucket_count(prefix: str, n: int, buckets: int) -> None:
+    geo = Geometry(buckets, 512, 64)
+    for key in (f"{prefix}{n}", f"{prefix}0{n}"):
+        loc = locate("ns", key, geo)
+        assert loc.bucket.startswith(b"ns:m:{") and key_of("ns", loc.bucket, loc.field, geo) == key
