@@ -16,7 +16,7 @@ from densekv.errors import (
 from densekv.bulk import BulkLoadError, bulk_load
 from densekv.connect import connect
 from densekv.codec import CodecUnavailable
-from densekv.maps import AsyncCompactMap, CompactMap, MapBatch, ValueTooLarge
+from densekv.maps import AsyncCompactMap, AsyncMapBatch, CompactMap, MapBatch, TransactionError, ValueTooLarge
 from densekv.maps.buckets import KeyTooLong
 from densekv.maps.compact import MapConfigError, NotAnInteger
 from densekv.measure import Curve, Meter, Point
@@ -50,6 +50,7 @@ __all__ = [
     "AsyncCompactMap",
     "AsyncCompactSet",
     "AsyncExecutor",
+    "AsyncMapBatch",
     "AsyncSessionStore",
     "AsyncSetFamily",
     "BadItem",
@@ -86,6 +87,7 @@ __all__ = [
     "SetFamily",
     "SetMismatch",
     "SyncExecutor",
+    "TransactionError",
     "ValueTooLarge",
     "WrongType",
     "__version__",

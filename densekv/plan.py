@@ -255,8 +255,18 @@ def _hiredis_roundtrip(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
                 raise redis.ConnectionError("the server closed the connection")
             reader.feed(buf, 0, n)
             continue
-        replies.append(_parse_error(str(reply)) if isinstance(reply, _ErrorText) else reply)
+        if isinstance(reply, _ErrorText):
+            reply = _parse_error(str(reply))
+        elif isinstance(reply, list):  # EXEC's array: errors of queued commands inside
+            reply = _nested_errors(reply)
+        replies.append(reply)
     return replies
+
+
+def _nested_errors(reply: list[Any]) -> list[Any]:
+    """An array reply with hiredis error values turned into redis-py's, at any depth."""
+    return [_parse_error(str(r)) if isinstance(r, _ErrorText)
+            else _nested_errors(r) if isinstance(r, list) else r for r in reply]
 
 
 def _parse_error(text: str) -> ResponseError:

@@ -3,6 +3,13 @@
 Public names are re-exported from densekv/__init__.py (by the lead).
 """
 
-from densekv.maps.compact import AsyncCompactMap, CompactMap, MapBatch, ValueTooLarge
+from densekv.maps.compact import (
+    AsyncCompactMap,
+    AsyncMapBatch,
+    CompactMap,
+    MapBatch,
+    TransactionError,
+    ValueTooLarge,
+)
 
-__all__ = ["AsyncCompactMap", "CompactMap", "MapBatch", "ValueTooLarge"]
+__all__ = ["AsyncCompactMap", "AsyncMapBatch", "CompactMap", "MapBatch", "TransactionError", "ValueTooLarge"]

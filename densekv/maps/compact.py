@@ -19,6 +19,35 @@ flows, so they cannot drift. Invariants:
   * while a migration runs (`fallback`), a missing item is read from the plain key of the
     same name, and a write first moves that key in (maps/migrate.py).
 get is one HGET, set one HSET (two commands only for out-of-line values).
+
+Batches and transactions (`m.batch(transaction=False|True)`, results like a redis-py
+pipeline's, in order, each also in the Pending the op returned):
+  * a batch (transaction=False) runs its gets and sets through MapCore.run_fast: one
+    HMGET per bucket for consecutive gets, one HSET per bucket for consecutive sets (an op
+    only moves earlier past ops on other buckets), one round trip, per-prefix locate work
+    cached (_Locator). Other ops run as their flows, in the same round trips, in order.
+    An out-of-line value is read in a second round trip, only when its marker is seen;
+    that read returns a value the item held between the two round trips (its key is
+    written with its marker in one MULTI and rewritten only by a newer write of the same
+    item), and a key gone by then (item replaced inline and the key reclaimed) makes the
+    item be read again, never reported missing. When a later op of the same batch writes
+    that item, the value is prefetched right after the bucket read instead, so the batch's
+    own writes never show through an earlier get. Like a redis-py pipeline, a batch is not
+    isolated from other clients. During a migration every op runs as its flow (fallback
+    reads prefetched in the first round trip, as before);
+  * a transaction (transaction=True) sends the first (and, for every op, only) round
+    trip of all its ops inside one MULTI/EXEC: scripts as EVALSHA, loaded by SCRIPT LOAD
+    ahead in the same round trip, and every get also reads the item's out-of-line key
+    inside the MULTI, so nothing of the transaction needs a second round trip except
+    loading a zstd dictionary not seen yet; that happens after EXEC and is still
+    consistent: a stored dictionary never changes and its id is never reused. Refused with
+    TransactionError before anything is sent: a map with a migration in progress (moving
+    plain keys in takes reads then scripts, and fallback reads would be a second round
+    trip) and, on a cluster, keys in more than one slot (the keys of one bucket share a
+    hash tag; other buckets usually do not). Bad input (ValueTooLarge, KeyTooLong,
+    TypeError) raises before anything is sent. As in Redis, an op that fails inside EXEC
+    (NotAnInteger, WrongType) does not undo the others; the first such error raises after
+    the transaction ran, as redis-py's transaction pipeline does.
 """
 
 from __future__ import annotations
@@ -28,20 +57,43 @@ from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from redis.crc import key_slot
+
 from densekv import codec as cd
 from densekv.codec import Codec, ZstdDictionary
-from densekv.errors import DensekvError
+from densekv.errors import DecodeError, DensekvError
 from densekv.lua import script
-from densekv.maps.buckets import FORMAT, Geometry, Location, bucket_count, bucket_patterns, key_of, locate
+from densekv.maps.buckets import (
+    FORMAT,
+    Geometry,
+    Location,
+    bucket_count,
+    bucket_patterns,
+    key_of,
+    locate,
+)
 from densekv.maps.dictionaries import DictionaryCache, plan_load, plan_store, train_dictionary
 from densekv.maps.zipkeys import Aliases
-from densekv.plan import ClusterExecutor, Command, Plan, command, executor_for, script_call
+from densekv.plan import (
+    ClusterExecutor,
+    Command,
+    Plan,
+    ScriptCall,
+    command,
+    executor_for,
+    script_call,
+)
 
 T = TypeVar("T")
 Flow = Generator[list[Plan[Any]], list[Any], T]
 MISSING: Any = object()
 OOL = bytes([cd.OUT_OF_LINE])
 OOL_SLACK = 1  # an out-of-line key outlives its marker by a second (clock rounding)
+EXPIRES_HEAD = bytes([cd.EXPIRES])
+INT64_MIN, INT64_MAX = cd.INT64_MIN, cd.INT64_MAX
+_INT_HEADS = frozenset(cd.INTEGER_FIRST)
+_NONE: Mapping[int, Any] = {}
+_ZSTD_HEADS = frozenset(bytes([h]) for h in (cd.ZSTD_BYTES, cd.ZSTD_STR, cd.ZSTD_MSGPACK))
 
 
 class ValueTooLarge(DensekvError):
@@ -54,6 +106,59 @@ class NotAnInteger(DensekvError):
 
 class MapConfigError(DensekvError):
     """The map stored in the server was made with another alias table or format."""
+
+
+class TransactionError(DensekvError):
+    """A transaction that cannot run atomically (keys in several cluster slots, a
+    migration in progress); raised before anything is sent."""
+
+
+_DIGITS = "0123456789"
+_MAX_TAIL = 18  # buckets.split_numeric: longer tails are hashed
+
+
+class _Locator:
+    """buckets.locate with its per-prefix work cached (split, zip of the prefix, bucket
+    name): a map's hot keys share a few prefixes, and locate costs 3-5 us a key.
+
+    It relies on what buckets.py documents and nothing more: a numeric-tail key P+n lives
+    in a bucket that depends on (P, n mod B) only and in a field that depends on n div B
+    only. Every cache entry is filled by buckets.locate itself (so the field encoding is
+    whatever locate writes); keys locate does not put in a numeric bucket are never cached.
+    tests/behaviour/test_map_batch.py checks it against locate on awkward keys."""
+
+    LIMIT = 1 << 16  # entries (about 100 bytes each) before the caches start again
+
+    def __init__(self, namespace: str, geo: Geometry, aliases: Aliases) -> None:
+        self.namespace, self.geo, self.aliases = namespace, geo, aliases
+        self.numeric = f"{namespace}:m:".encode()
+        self.b = geo.buckets
+        self.heads: dict[str, dict[int, bytes]] = {}  # prefix -> n mod B -> bucket
+        self.fields: dict[int, bytes] = {}  # n div B -> field
+        self.size = 0
+
+    def __call__(self, key: str) -> tuple[bytes, bytes]:
+        head = key.rstrip(_DIGITS)
+        tail = key[len(head):]
+        if tail and tail[0] != "0" and len(tail) <= _MAX_TAIL:  # no leading zero: prefix == head
+            per = self.heads.get(head)
+            if per is not None:
+                q, r = divmod(int(tail), self.b)
+                bucket = per.get(r)
+                field = self.fields.get(q)
+                if bucket is not None and field is not None:
+                    return bucket, field
+        loc = locate(self.namespace, key, self.geo, self.aliases)
+        if tail and tail[0] != "0" and len(tail) <= _MAX_TAIL and loc.bucket.startswith(self.numeric):
+            q, r = divmod(int(tail), self.b)
+            self.size += 1
+            if self.size > self.LIMIT:
+                self.heads.clear()
+                self.fields.clear()
+                self.size = 1
+            self.heads.setdefault(head, {})[r] = loc.bucket
+            self.fields[q] = loc.field
+        return loc.bucket, loc.field
 
 
 @dataclass(frozen=True)
@@ -148,13 +253,14 @@ class MapCore:
         self.fallback = meta.get("fallback") or None
         self.dicts = DictionaryCache()
         self.write_dictionary = int(meta.get("zdict", "0") or 0)
+        self.place = _Locator(namespace, self.geo, aliases)
 
     # -- pure helpers -------------------------------------------------------------------
     def now(self) -> int:
         return int(self.clock())
 
     def locate(self, key: str) -> Location:
-        return locate(self.namespace, key, self.geo, self.aliases)
+        return Location(*self.place(key))
 
     def expiry_of(self, ttl: float | None) -> int | None:
         ttl = self.ttl if ttl is None else ttl
@@ -263,6 +369,176 @@ class MapCore:
         oolvals = replies[n : n + len(keys)] if prefetch else None
         plains = replies[n + len(keys) :] if prefetch and self.fallback else None
         return (yield from self.resolve(keys, locs, raws, oolvals, plains))
+
+    # -- batches: gets and sets grouped into few commands ---------------------------------
+    def run_fast(self, ops: Sequence[Queued], prefetch: Mapping[int, Any] = _NONE, base: int = 0,
+                 split: bool = False) -> Flow[list[Any]]:
+        """Queued gets, mgets, sets and msets of a batch (no migration in progress) in one
+        round trip. The result has one entry per key, in order: the value (MISSING when
+        absent) for a get, True for a set.
+
+        Commands go out in op order, except that consecutive gets of one bucket share an
+        HMGET and consecutive sets one HSET as long as no op of the other kind on that
+        bucket came in between: an op moves earlier past ops on other buckets only, so
+        every key sees its ops in order. Every value is framed (and refused) before
+        anything is sent. An out-of-line value (marker in the bucket) is read in a second
+        round trip when its marker is seen, unless `prefetch` says a later op of the batch
+        writes that key (base + op index -> True, or a flag per key of an mget): its GET goes
+        right after the bucket read, before that write. A deferred read whose key is gone
+        (another client overwrote the item and the key was reclaimed in between) reads the
+        item again from the start, so a get never calls an item missing that never was.
+        `split`: one plan per bucket (a cluster routes them by slot), else one plan."""
+        place = self.place
+        frame = self.frame
+        int_ok = self.codec.serializer != "raw"  # every other serializer writes an int64 as INTEGER
+        limit = self.geo.value_limit
+        cmds: list[tuple[bytes, list[Any]]] = []
+        reads: dict[bytes, tuple[int, list[Any]]] = {}
+        writes: dict[bytes, list[Any]] = {}
+        where: list[tuple[int, int, int] | None] = []  # per get: command, position, prefetch command
+        keys: list[str] = []
+        for n, (kind, data, _, _, _) in enumerate(ops):
+            if kind == SET or kind == MSET:
+                if kind == SET:
+                    pairs: Any = (data[:2],)
+                    ttl = data[2]
+                else:
+                    pairs, ttl = data
+                expires = self.expiry_of(ttl) if ttl is not None or self.ttl is not None else None
+                for key, value in pairs:
+                    bucket, fld = place(key)
+                    if type(value) is int and int_ok and INT64_MIN <= value <= INT64_MAX:
+                        stored, ool = str(value).encode(), None  # what codec.encode_int writes
+                        if expires or len(stored) > limit:
+                            stored, ool = frame(key, value, expires)
+                    else:
+                        stored, ool = frame(key, value, expires)
+                    if reads:
+                        reads.pop(bucket, None)
+                    if ool is None:
+                        hset = writes.get(bucket)
+                        if hset is None:
+                            writes[bucket] = hset = [b"HSET", bucket, fld, stored]
+                            cmds.append((bucket, hset))
+                        else:
+                            hset += (fld, stored)
+                    else:
+                        writes.pop(bucket, None)
+                        ex: list[Any] = [b"EXAT", expires + OOL_SLACK] if expires else []
+                        cmds += [(bucket, [b"MULTI"]), (bucket, [b"SET", Location(bucket, fld).ool, ool, *ex]),
+                                 (bucket, [b"HSET", bucket, fld, stored]), (bucket, [b"EXEC"])]
+                    where.append(None)
+                    keys.append(key)
+                continue
+            if kind == GET:
+                bucket, fld = place(data)
+                if writes:
+                    writes.pop(bucket, None)
+                got = reads.get(bucket)
+                if got is None:
+                    got = reads[bucket] = (len(cmds), [b"HMGET", bucket, fld])
+                    cmds.append((bucket, got[1]))
+                else:
+                    got[1].append(fld)
+                pre = -1
+                if prefetch and prefetch.get(base + n):
+                    pre = len(cmds)
+                    cmds.append((bucket, [b"GET", Location(bucket, fld).ool]))
+                where.append((got[0], len(got[1]) - 3, pre))
+                keys.append(data)
+                continue
+            flags = prefetch.get(base + n) if prefetch else None
+            for j, key in enumerate(data):
+                bucket, fld = place(key)
+                if writes:
+                    writes.pop(bucket, None)
+                got = reads.get(bucket)
+                if got is None:
+                    got = reads[bucket] = (len(cmds), [b"HMGET", bucket, fld])
+                    cmds.append((bucket, got[1]))
+                else:
+                    got[1].append(fld)
+                pre = -1
+                if flags and flags[j]:
+                    pre = len(cmds)
+                    cmds.append((bucket, [b"GET", Location(bucket, fld).ool]))
+                where.append((got[0], len(got[1]) - 3, pre))
+                keys.append(key)
+        if not cmds:
+            return []
+        if split:
+            groups: dict[bytes, list[int]] = {}
+            for i, (bucket, _) in enumerate(cmds):
+                groups.setdefault(bucket, []).append(i)
+            plans: list[Plan[Any]] = [Plan(tuple(Command(tuple(cmds[i][1]), (b,)) for i in idx))
+                                      for b, idx in groups.items()]
+            replies: list[Any] = [None] * len(cmds)
+            for idx, got_replies in zip(groups.values(), (yield plans)):
+                for i, r in zip(idx, got_replies):
+                    replies[i] = r
+        else:
+            replies = (yield [Plan(tuple([Command(tuple(a), (b,)) for b, a in cmds]))])[0]
+        return (yield from self._settle_gets(keys, where, replies, split))
+
+    def _settle_gets(self, keys: list[str], where: list[tuple[int, int, int] | None],
+                     replies: list[Any], split: bool) -> Flow[list[Any]]:
+        out: list[Any] = [True] * len(keys)
+        inner: list[tuple[int, bytes]] = []
+        deferred: list[tuple[int, bytes]] = []
+        now = self.now()
+        for i, w in enumerate(where):
+            if w is None:
+                continue
+            raw = replies[w[0]][w[1]]
+            if raw is None:
+                out[i] = MISSING
+                continue
+            head = raw[0] if raw else 0
+            if head in _INT_HEADS:  # the common case, decoded here: canonical int64 text
+                if len(raw) <= 20 and (raw.isdigit() or raw[1:].isdigit()):
+                    v = int(raw)
+                    if INT64_MIN <= v <= INT64_MAX and str(v).encode() == raw:
+                        out[i] = v
+                        continue
+                inner.append((i, raw))  # not canonical: cd.decode raises DecodeError
+                continue
+            if head == cd.EXPIRES:
+                try:
+                    exp, raw = cd.split_expiry(raw)
+                except ValueError as exc:
+                    raise DecodeError(f"the value of key {keys[i]!r} does not decode: {exc}", key=keys[i]) from exc
+                if exp is not None and exp <= now:
+                    out[i] = MISSING
+                    continue
+            if raw == OOL:
+                if w[2] < 0:
+                    deferred.append((i, Location(*self.place(keys[i])).ool))
+                    continue
+                raw = replies[w[2]]
+                if raw is None:
+                    out[i] = MISSING
+                    continue
+            inner.append((i, raw))
+        if deferred:
+            if split:
+                got = yield [command("GET", k, keys=(k,)) for _, k in deferred]
+            else:
+                got = (yield [Plan(tuple(Command((b"GET", k), (k,)) for _, k in deferred))])[0]
+            again = []
+            for (i, _), found in zip(deferred, got):
+                if found is None:
+                    again.append(i)
+                else:
+                    inner.append((i, found))
+            if again:
+                for i, value in zip(again, (yield from self.get_many([keys[i] for i in again]))):
+                    out[i] = value
+        if inner:
+            yield from self.need_dictionaries(v for _, v in inner if v[:1] in _ZSTD_HEADS)
+            known = self.dicts.known
+            for i, framed in inner:
+                out[i] = cd.decode(framed, key=keys[i], dictionaries=known)
+        return out
 
     def get(self, key: str, prefetch: bool = False) -> Flow[Any]:
         loc = self.locate(key)
@@ -580,54 +856,76 @@ class Pending(Generic[T]):
         return self._value  # type: ignore[no-any-return]
 
 
+GET, MGET, SET, MSET, FLOW = range(5)  # kinds of a queued batch op
+Queued = tuple[int, Any, "Pending[Any]", Any, tuple[str, ...]]  # (kind, data, future, default or post, keys written)
+
+
 class _BatchOps:
-    """Queues flows; subclasses run them. Each method returns a Pending."""
+    """Queues operations; subclasses run them. Each method returns a Pending.
 
-    def __init__(self, core: Callable[[], MapCore]) -> None:
+    Gets and sets (get, mget, set, mset) are queued as data and run through
+    MapCore.run_fast (grouped commands, see there); the other operations as flows. A
+    transaction, or a map with a migration in progress, runs every operation as its flow."""
+
+    def __init__(self, core: Callable[[], MapCore], transaction: bool) -> None:
         self._core = core
-        self._queued: list[tuple[Callable[[MapCore], Flow[Any]], Pending[Any], Callable[[Any], Any]]] = []
+        self.transaction = transaction
+        self._queued: list[Queued] = []
+        self._mixed = False  # a write queued after a get: out-of-line prefetch may be needed
+        self._reads = False
 
-    def _add(self, make: Callable[[MapCore], Flow[Any]], post: Callable[[Any], Any] = lambda v: v) -> Pending[Any]:
+    def _add(self, make: Callable[[MapCore], Flow[Any]], post: Callable[[Any], Any] = lambda v: v,
+             writes: tuple[str, ...] = ()) -> Pending[Any]:
         fut: Pending[Any] = Pending()
-        self._queued.append((make, fut, post))
+        self._queued.append((FLOW, make, fut, post, writes))
+        self._mixed = self._mixed or (self._reads and bool(writes))
         return fut
 
     def __len__(self) -> int:
         return len(self._queued)
 
     def get(self, key: str, default: Any = None) -> Pending[Any]:
-        k = _key(key)
-        return self._add(lambda c: c.get(k, prefetch=True), lambda v: default if v is MISSING else v)
+        fut: Pending[Any] = Pending()
+        self._queued.append((GET, _key(key), fut, default, ()))
+        self._reads = True
+        return fut
 
     def mget(self, keys: Iterable[str]) -> Pending[list[Any]]:
-        ks = [_key(k) for k in keys]
-        return self._add(lambda c: c.get_many(ks, prefetch=True), lambda vs: [None if v is MISSING else v for v in vs])
+        fut: Pending[Any] = Pending()
+        self._queued.append((MGET, [_key(k) for k in keys], fut, None, ()))
+        self._reads = True
+        return fut
 
     def set(self, key: str, value: Any, ttl: float | None = None) -> Pending[bool]:
-        k = _key(key)
-        return self._add(lambda c: c.set(k, value, ttl))
+        fut: Pending[Any] = Pending()
+        self._queued.append((SET, (_key(key), value, ttl), fut, None, ()))
+        self._mixed = self._mixed or self._reads
+        return fut
 
     def mset(self, items: Mapping[str, Any], ttl: float | None = None) -> Pending[bool]:
-        return self._add(lambda c: c.set_many(dict(items), ttl))
+        fut: Pending[Any] = Pending()
+        self._queued.append((MSET, ([(_key(k), v) for k, v in items.items()], ttl), fut, None, ()))
+        self._mixed = self._mixed or self._reads
+        return fut
 
     def setnx(self, key: str, value: Any, ttl: float | None = None) -> Pending[bool]:
         k = _key(key)
-        return self._add(lambda c: c.setnx(k, value, ttl))
+        return self._add(lambda c: c.setnx(k, value, ttl), writes=(k,))
 
     def getset(self, key: str, value: Any, ttl: float | None = None) -> Pending[Any]:
         k = _key(key)
-        return self._add(lambda c: c.getset(k, value, ttl))
+        return self._add(lambda c: c.getset(k, value, ttl), writes=(k,))
 
     def incr(self, key: str) -> Pending[int]:
         return self.incrby(key, 1)
 
     def incrby(self, key: str, delta: int) -> Pending[int]:
         k = _key(key)
-        return self._add(lambda c: c.incrby(k, delta))
+        return self._add(lambda c: c.incrby(k, delta), writes=(k,))
 
     def delete(self, *keys: str) -> Pending[int]:
-        ks = [_key(k) for k in keys]
-        return self._add(lambda c: c.delete_many(ks))
+        ks = tuple(_key(k) for k in keys)
+        return self._add(lambda c: c.delete_many(ks), writes=ks)
 
     def exists(self, key: str) -> Pending[bool]:
         k = _key(key)
@@ -639,58 +937,224 @@ class _BatchOps:
 
     def expire(self, key: str, seconds: float | None) -> Pending[bool]:
         k = _key(key)
-        return self._add(lambda c: c.expire(k, seconds))
+        return self._add(lambda c: c.expire(k, seconds), writes=(k,))
 
-    def _take(self) -> tuple[list[Flow[Any]], list[tuple[Pending[Any], Callable[[Any], Any]]]]:
+    def persist(self, key: str) -> Pending[bool]:
+        return self.expire(key, None)
+
+    # -- running ----------------------------------------------------------------------------
+    def _take(self, split: bool) -> tuple[list[Queued], list[Flow[Any]], list[tuple[int, int, int]]]:
+        """The queued ops, the flows that run them, and per op (flow, start, stop): its
+        results are that flow's result[start:stop] (start < 0: the whole result)."""
         queued, self._queued = self._queued, []
+        mixed, self._mixed, self._reads = self._mixed, False, False
         core = self._core()
-        return [make(core) for make, _, _ in queued], [(f, post) for _, f, post in queued]
+        if self.transaction and core.fallback:
+            raise TransactionError(
+                f"map {core.namespace!r} has a migration in progress ({core.fallback!r}): a "
+                "transaction cannot read or move the plain keys atomically; finish the migration "
+                "(or use a batch without transaction=True)")
+        if self.transaction or core.fallback:
+            return queued, [_flow_of(core, q) for q in queued], [(i, -1, -1) for i in range(len(queued))]
+        flows: list[Flow[Any]] = []
+        spans: list[tuple[int, int, int]] = []
+        prefetch = _later_writes(queued) if mixed else _NONE
+        run_from = 0  # queued[run_from:n] is the current run of gets and sets
+        items = 0
+        for n, (kind, data, _, _, _) in enumerate(queued):
+            if kind == FLOW:
+                if run_from < n:
+                    flows.append(core.run_fast(queued[run_from:n], prefetch, run_from, split))
+                spans.append((len(flows), -1, -1))
+                flows.append(data(core))
+                run_from, items = n + 1, 0
+                continue
+            size = 1 if kind == GET or kind == SET else len(data) if kind == MGET else len(data[0])
+            spans.append((len(flows), items, items + size))
+            items += size
+        if run_from < len(queued):
+            flows.append(core.run_fast(queued[run_from:], prefetch, run_from, split))
+        return queued, flows, spans
 
     @staticmethod
-    def _settle(futs: list[tuple[Pending[Any], Callable[[Any], Any]]], results: list[Any]) -> list[Any]:
+    def _settle(queued: list[Queued], spans: list[tuple[int, int, int]], results: list[Any]) -> list[Any]:
         out = []
-        for (fut, post), r in zip(futs, results):
-            fut._value = post(r)
-            out.append(fut._value)
+        for (kind, _, fut, extra, _), (f, start, stop) in zip(queued, spans):
+            if kind == GET:
+                v = results[f] if start < 0 else results[f][start]
+                value = extra if v is MISSING else v
+            elif kind == SET or kind == MSET:
+                value = True
+            elif kind == MGET:
+                value = [None if v is MISSING else v for v in (results[f] if start < 0 else results[f][start:stop])]
+            else:
+                value = extra(results[f])
+            fut._value = value
+            out.append(value)
         return out
+
+
+def _flow_of(core: MapCore, q: Queued) -> Flow[Any]:
+    kind, data = q[0], q[1]
+    if kind == GET:
+        return core.get(data, prefetch=True)
+    if kind == MGET:
+        return core.get_many(data, prefetch=True)
+    if kind == SET:
+        return core.set(*data)
+    if kind == MSET:
+        return core.set_many(*data)
+    return data(core)  # type: ignore[no-any-return]
+
+
+def _later_writes(queued: list[Queued]) -> dict[int, Any]:
+    """Gets whose key a later op of the batch writes: their index -> True (an mget: a
+    flag per key)."""
+    later: set[str] = set()
+    out: dict[int, Any] = {}
+    for n in range(len(queued) - 1, -1, -1):
+        kind, data, _, _, writes = queued[n]
+        if kind == SET:
+            later.add(data[0])
+        elif kind == MSET:
+            later.update(k for k, _ in data[0])
+        elif kind == FLOW:
+            later.update(writes)
+        elif later:
+            if kind == GET:
+                if data in later:
+                    out[n] = True
+            else:
+                out[n] = [k in later for k in data]
+    return out
+
+
+# --- transactions ---------------------------------------------------------------------
+
+
+def _transaction_start(flows: Sequence[Flow[Any]], cluster: bool) -> tuple[
+        list[Any], dict[int, list[Plan[Any]]], list[Plan[Any]], list[tuple[Plan[Any], int, int]]]:
+    """Start every flow (values framed and refused here, before anything is sent) and
+    wrap all their first plans in one MULTI/EXEC, preceded by SCRIPT LOAD of the scripts
+    it calls (same round trip, same connection: EVALSHA inside the MULTI cannot miss)."""
+    results, pending = _Driver.start(flows)
+    steps: list[Command] = []
+    parts: list[tuple[Plan[Any], int, int]] = []
+    scripts: dict[str, Any] = {}
+    for plans in pending.values():
+        for plan in plans:
+            start = len(steps)
+            for st in plan.steps:
+                if isinstance(st, ScriptCall):
+                    scripts.setdefault(st.script.sha, st.script)
+                    steps.append(Command(st.evalsha, st.keys))
+                else:
+                    steps.append(st)
+            parts.append((plan, start, len(steps)))
+    if not steps:
+        return results, pending, [], parts
+    keys = [k for st in steps for k in st.keys]
+    if cluster:
+        slots = {key_slot(k.encode() if isinstance(k, str) else k) for k in keys}
+        if len(slots) > 1:
+            raise TransactionError(
+                f"this transaction touches keys in {len(slots)} cluster slots; a cluster runs a "
+                "transaction in one slot only: keep its keys in one bucket (same prefix and the "
+                "same id modulo the bucket count, see m.explain()['buckets']), or split it")
+    anchor = tuple(keys[:1])  # routes the SCRIPT LOADs to the transaction's node
+    wire: list[Plan[Any]] = [Plan((Command(("SCRIPT", "LOAD", s.source), anchor),)) for s in scripts.values()]
+    wire.append(Plan(tuple(steps), atomic=True))
+    return results, pending, wire, parts
+
+
+def _transaction_replies(namespace: str, parts: list[tuple[Plan[Any], int, int]], replies: list[Any]) -> list[Any]:
+    return [plan.decode(replies[a:b]) for plan, a, b in parts]
+
+
+def _after_exec(namespace: str, pending: dict[int, list[Plan[Any]]]) -> None:
+    """What a flow may still need after EXEC: only dictionaries (immutable, see module doc)."""
+    from densekv.maps.dictionaries import dictionary_key
+
+    allowed = dictionary_key(namespace)
+    for plans in pending.values():
+        for plan in plans:
+            if any(k != allowed for st in plan.steps for k in st.keys):
+                raise TransactionError("a transaction op needed a second round trip that is not a "
+                                       "dictionary load (a bug: please report it)")
+
+
+def run_transaction(ex: Any, namespace: str, flows: Sequence[Flow[Any]]) -> list[Any]:
+    results, pending, wire, parts = _transaction_start(flows, isinstance(ex, ClusterExecutor))
+    if wire:
+        replies = ex.run_many(wire)[-1]
+        pending = _Driver.advance(flows, results, pending, _transaction_replies(namespace, parts, replies))
+    _after_exec(namespace, pending)
+    while pending:
+        replies = ex.run_many([p for plans in pending.values() for p in plans])
+        pending = _Driver.advance(flows, results, pending, replies)
+    return results
+
+
+async def arun_transaction(ex: Any, namespace: str, flows: Sequence[Flow[Any]]) -> list[Any]:
+    results, pending, wire, parts = _transaction_start(flows, False)
+    if wire:
+        replies = (await ex.run_many(wire))[-1]
+        pending = _Driver.advance(flows, results, pending, _transaction_replies(namespace, parts, replies))
+    _after_exec(namespace, pending)
+    while pending:
+        replies = await ex.run_many([p for plans in pending.values() for p in plans])
+        pending = _Driver.advance(flows, results, pending, replies)
+    return results
 
 
 class MapBatch(_BatchOps):
     """Operations queued and sent together: `execute()` returns their results in order (and
-    fills each Pending), in one round trip unless an out-of-line value, a dictionary or a
-    migration fallback needs one more. As a context manager it executes on exit."""
+    fills each Pending), like a redis-py pipeline. As a context manager it executes on exit.
 
-    def __init__(self, m: CompactMap) -> None:
-        super().__init__(lambda: m._core)
+    transaction=False: one round trip, plus one only for an out-of-line value or a
+    dictionary not seen yet (or a migration fallback). transaction=True: every op in one
+    MULTI/EXEC (see the module docstring for what that guarantees and refuses)."""
+
+    def __init__(self, m: CompactMap, transaction: bool = False) -> None:
+        super().__init__(lambda: m._core, transaction)
         self._map = m
 
     def execute(self) -> list[Any]:
-        flows, futs = self._take()
-        return self._settle(futs, run_flows(self._map._ex, flows))
+        ex = self._map._ex
+        queued, flows, spans = self._take(isinstance(ex, ClusterExecutor))
+        if self.transaction:
+            results = run_transaction(ex, self._map.namespace, flows)
+        else:
+            results = run_flows(ex, flows)
+        return self._settle(queued, spans, results)
 
     def __enter__(self) -> MapBatch:
         return self
 
-    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+    def __exit__(self, exc_type: Any, *rest: object) -> None:
         if exc_type is None:
             self.execute()
 
 
 class AsyncMapBatch(_BatchOps):
-    def __init__(self, m: AsyncCompactMap) -> None:
-        super().__init__(lambda: m._ready_core())
+    def __init__(self, m: AsyncCompactMap, transaction: bool = False) -> None:
+        super().__init__(lambda: m._ready_core(), transaction)
         self._map = m
 
     async def execute(self) -> list[Any]:
         await self._map.ready()
-        flows, futs = self._take()
-        return self._settle(futs, await arun_flows(self._map._ex, flows))
+        queued, flows, spans = self._take(False)
+        if self.transaction:
+            results = await arun_transaction(self._map._ex, self._map.namespace, flows)
+        else:
+            results = await arun_flows(self._map._ex, flows)
+        return self._settle(queued, spans, results)
 
     async def __aenter__(self) -> AsyncMapBatch:
         await self._map.ready()
         return self
 
-    async def __aexit__(self, exc_type: Any, *rest: Any) -> None:
+    async def __aexit__(self, exc_type: Any, *rest: object) -> None:
         if exc_type is None:
             await self.execute()
 
@@ -763,11 +1227,16 @@ class CompactMap:
         return self._run(self._core.exists(_key(key)))
 
     def mget(self, keys: Iterable[str]) -> list[Any]:
-        values = self._run(self._core.get_many([_key(k) for k in keys]))
-        return [None if v is MISSING else v for v in values]
+        b = self.batch()
+        fut = b.mget(keys)
+        b.execute()
+        return fut.result()
 
     def mset(self, items: Mapping[str, Any], ttl: float | None = None) -> bool:
-        return self._run(self._core.set_many(items, ttl))
+        b = self.batch()
+        b.mset(items, ttl)
+        b.execute()
+        return True
 
     def ttl(self, key: str) -> int:
         return self._run(self._core.ttl_of(_key(key)))
@@ -778,8 +1247,9 @@ class CompactMap:
     def persist(self, key: str) -> bool:
         return self.expire(key, None)
 
-    def batch(self) -> MapBatch:
-        return MapBatch(self)
+    def batch(self, transaction: bool = False) -> MapBatch:
+        """Queue operations, run them in one round trip (`transaction=True`: atomically)."""
+        return MapBatch(self, transaction)
 
     pipeline = batch
 
@@ -958,12 +1428,16 @@ class AsyncCompactMap:
         return await self._run(lambda c: c.exists(k))
 
     async def mget(self, keys: Iterable[str]) -> list[Any]:
-        ks = [_key(k) for k in keys]
-        values = await self._run(lambda c: c.get_many(ks))
-        return [None if v is MISSING else v for v in values]
+        b = self.batch()
+        fut = b.mget(keys)
+        await b.execute()
+        return fut.result()
 
     async def mset(self, items: Mapping[str, Any], ttl: float | None = None) -> bool:
-        return await self._run(lambda c: c.set_many(items, ttl))
+        b = self.batch()
+        b.mset(items, ttl)
+        await b.execute()
+        return True
 
     async def ttl(self, key: str) -> int:
         k = _key(key)
@@ -976,8 +1450,8 @@ class AsyncCompactMap:
     async def persist(self, key: str) -> bool:
         return await self.expire(key, None)
 
-    def batch(self) -> AsyncMapBatch:
-        return AsyncMapBatch(self)
+    def batch(self, transaction: bool = False) -> AsyncMapBatch:
+        return AsyncMapBatch(self, transaction)
 
     pipeline = batch
 

@@ -110,6 +110,20 @@ def test_atomic_plan_runs_in_multi(client: redis.Redis) -> None:
     assert SyncExecutor(client).run(plan) == 10
 
 
+def test_error_inside_exec_is_redis_pys_error_in_a_batch(client: redis.Redis) -> None:
+    """A queued command that fails inside EXEC comes back as redis.ResponseError, on the
+    batch path too (hiredis hands nested errors over as its own values)."""
+    failing = Plan(
+        (Command(("SET", "{a}x", "text"), ("{a}x",)), Command(("INCR", "{a}x"), ("{a}x",))),
+        atomic=True,
+    )
+    ex = SyncExecutor(client)
+    with pytest.raises(redis.ResponseError, match="not an integer"):
+        ex.run_many([plan_incrby("n", 1), failing])
+    assert client.get("{a}x") == b"text"  # EXEC ran the SET; the INCR alone failed
+    assert ex.run(plan_get("n")) == b"1"
+
+
 def test_executor_for_rejects_other_objects() -> None:
     with pytest.raises(TypeError):
         executor_for(object())
