@@ -56,7 +56,12 @@ Flow = Generator[list[Plan[Any]], list[Any], T]
 KIND = "densekv.bloom"
 FORMAT = 1
 HASH_NAME = "blake2b-192"
-SCRIPT_ITEMS = 500  # items per script call: a few ms of server time and a small Lua heap
+SCRIPT_ITEMS = 500  # items per BF.MADD / BF.MEXISTS call (native: one C command, no Lua)
+#: GETBIT/SETBIT calls one script call may make at most (items per call = this // (k x stages)).
+#: About 1 us each, so a call stays near 1-2 ms: under the server's slowlog threshold (10 ms),
+#: whose entries (~550 bytes each, up to 128) were most of the unexplained memory of the Bloom
+#: benchmark on a busy machine, and short enough not to stall other clients.
+SCRIPT_BITS = 1500
 NATIVE_MODULES = ("bf", "bloom", "rebloom")
 NATIVE_TYPE = "MBbloom--"
 
@@ -344,7 +349,8 @@ class BloomCore:
         results = [False] * len(hashed)
         pending = self._by_shard(hashed)
         while pending:
-            calls = _script_calls(pending)
+            most = max(self.stages[shard] for shard in pending) + 1
+            calls = _script_calls(pending, script_items(sum(st.k for st in self._stage_list(most))))
             replies = yield [self._plan_add(shard, [hashed[i] for i in idx]) for shard, idx in calls]
             again: dict[int, list[int]] = {}
             for (shard, idx), (stages, count, flags) in zip(calls, replies):
@@ -373,7 +379,8 @@ class BloomCore:
         results = [False] * len(hashed)
         pending = self._by_shard(hashed)
         while pending:
-            calls = _script_calls(pending)
+            most = max(1, max(self.stages[shard] for shard in pending))
+            calls = _script_calls(pending, script_items(sum(st.k for st in self._stage_list(most))))
             replies = yield [self._plan_has(shard, [hashed[i] for i in idx]) for shard, idx in calls]
             again: dict[int, list[int]] = {}
             for (shard, idx), (stages, flags) in zip(calls, replies):
@@ -534,7 +541,12 @@ def predicted_allocation(spec: BloomSpec) -> int:
     return spec.shards * string_allocation(stage.bytes, spec.rule)
 
 
-def _script_calls(pending: dict[int, list[int]]) -> list[tuple[int, list[int]]]:
-    """(shard, item indexes) per script call: at most SCRIPT_ITEMS items each."""
-    return [(shard, idx[lo : lo + SCRIPT_ITEMS])
-            for shard, idx in pending.items() for lo in range(0, len(idx), SCRIPT_ITEMS)]
+def script_items(bit_calls_per_item: int) -> int:
+    """Items per script call when each item costs `bit_calls_per_item` GETBIT/SETBIT calls."""
+    return max(20, SCRIPT_BITS // max(1, bit_calls_per_item))
+
+
+def _script_calls(pending: dict[int, list[int]], per_call: int) -> list[tuple[int, list[int]]]:
+    """(shard, item indexes) per script call: at most `per_call` items each."""
+    return [(shard, idx[lo : lo + per_call])
+            for shard, idx in pending.items() for lo in range(0, len(idx), per_call)]

@@ -53,11 +53,10 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Union
 
 from densekv.sets.bloom_errors import BadBloomItem, BloomFull, BloomParameterError
 
-Item = Union[bytes, bytearray, memoryview, str, int, uuid.UUID]
+Item = bytes | bytearray | memoryview | str | int | uuid.UUID
 
 LN2_SQUARED = math.log(2) ** 2
 MASK64 = (1 << 64) - 1

@@ -6,8 +6,13 @@ drive them, so they cannot drift. Invariants:
   * an item of the wrong type or size raises BadItem before any plan is built (in add,
     remove, `in` and the batches alike); add_many / contains_many check every item of the
     call first, so nothing of the call is sent;
-  * add is one command (SADD / HSETNX / ZADD NX / SET NX GET): atomic on the server, so
-    concurrent adders of one item see exactly one True;
+  * add is one round trip: one command (SADD / HSETNX / ZADD NX / SET NX GET), atomic on
+    the server, or for the split-field dense hash HSETNX + HGET (plus a script call in a
+    second round trip only on a low-bit collision; layouts.DenseSplitHash says why that
+    is exact), so concurrent adders of one item see exactly one True;
+  * add_many / contains_many send one command or script call per partition present in a
+    batch (one round trip per batch); the batch path works on the items as integers
+    (ItemCodec.encode_ints) and groups them by partition in one pass;
   * the layout, partition count, item size and spreading of a set are written once to
     `{name}:meta:{0}` and read back by every later CompactSet of that name, so a second
     process (or a restart with another `expected`) can never look in the wrong partitions;
@@ -22,9 +27,10 @@ drive them, so they cannot drift. Invariants:
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, TypeVar
 
 import redis
@@ -40,6 +46,10 @@ Flow = Generator[list[Plan[Any]], list[Any], T]
 
 BATCH = 10_000  # least items per round trip in add_many / contains_many
 MAX_BATCH = 200_000
+#: items per partition command a default batch aims at (on average): many items per
+#: command (a script call has a fixed cost: ~30 us on Redis 7.0), few enough that no one
+#: command holds the server for long (64 x a few us)
+PER_COMMAND = 64
 PARTITION_BATCH = 1024  # partitions per round trip in len / stats / clear / iteration
 META_VERSION = 1
 
@@ -80,6 +90,25 @@ def limits_flow() -> Flow[SetLimits]:
 
 
 # --- the core ---------------------------------------------------------------------------
+
+
+def group_by_partition(ints: list[int], partitions: int) -> dict[int, tuple[list[int], list[int]]]:
+    """partition -> ([positions in `ints`], [quotients]) for items given as integers
+    (x = q * partitions + p), in partition order of first appearance. The per-item
+    grouping runs in C (map over bound methods), not in a Python loop."""
+    n = len(ints)
+    ps = [x % partitions for x in ints]
+    qs = [x // partitions for x in ints]
+    if partitions <= 4 * n:  # a list of lists indexed by partition: no hashing
+        buckets: list[list[int]] = [[] for _ in range(partitions)]
+        deque(map(list.append, map(buckets.__getitem__, ps), range(n)), maxlen=0)
+        seen = dict.fromkeys(ps)  # partitions in order of first appearance
+        where_of = {p: buckets[p] for p in seen}
+    else:  # far more partitions than items (e.g. one per item): a dict
+        where_of = {}
+        for j, p in enumerate(ps):
+            where_of.setdefault(p, []).append(j)
+    return {p: (where, [qs[j] for j in where]) for p, where in where_of.items()}
 
 
 def _check_name(name: str) -> None:
@@ -142,8 +171,11 @@ class SetCore:
 
     # -- single items ---------------------------------------------------------------------
     def add(self, item: object) -> Flow[bool]:
-        plan = self.layout.plan_add(self.codec.encode(item))
-        return bool((yield [plan])[0])
+        stored = self.codec.encode(item)
+        got = (yield [self.layout.plan_add(stored)])[0]
+        if got is None:  # the layout could not tell in one round trip (a rare collision)
+            got = (yield [self.layout.plan_add_fallback(stored)])[0]
+        return bool(got)
 
     def contains(self, item: object) -> Flow[bool]:
         plan = self.layout.plan_contains(self.codec.encode(item))  # BadItem like add()
@@ -154,38 +186,45 @@ class SetCore:
         return bool((yield [plan])[0])
 
     # -- batches ------------------------------------------------------------------------
-    def batch_size(self, batch: int | None) -> int:
-        """Items per round trip: by default enough that partitions get several items each
-        (one command per partition present in the batch), at least 10k, at most 200k."""
-        return batch or max(BATCH, min(MAX_BATCH, 8 * self.layout.partitions))
+    def batch_size(self, batch: int | None, total: int | None = None) -> int:
+        """Items per round trip: `batch` if given; else about PER_COMMAND items per
+        partition, at least 10k, at most 200k, split evenly over a call of `total` items
+        (two round trips of 50k rather than 96k and a 4k stub: each round trip sends one
+        command per partition it touches)."""
+        if batch:
+            return batch
+        size = max(BATCH, min(MAX_BATCH, PER_COMMAND * self.layout.partitions))
+        if total is None or total <= size:
+            return size
+        rounds = -(-total // size)
+        return -(-total // rounds)
 
     def many(self, items: Iterable[object], op: str, batch: int | None = None) -> Flow[list[bool]]:
-        stored = self.codec.encode_all(items)  # every item checked before anything is sent
+        ints = self.codec.encode_ints(items)  # every item checked before anything is sent
         layout = self.layout
-        size = self.batch_size(batch)
-        out: list[bool] = []
+        total = len(ints)
+        size = self.batch_size(batch, total)
+        out: list[Any] = []
         if isinstance(layout, FlatKeys):
+            width = self.codec.item_size
             build = layout.plan_add if op == "add" else layout.plan_contains
-            for i in range(0, len(stored), size):
-                out += (yield [build(s) for s in stored[i : i + size]])
-            return out
-        split, member = layout.radix.split, layout.member
+            for i in range(0, total, size):
+                out += (yield [build(n.to_bytes(width, "big")) for n in ints[i : i + size]])
+            return [bool(x) for x in out]
+        partitions = layout.partitions
+        members_of = layout.members_of
         group = layout.plan_add_group if op == "add" else layout.plan_contains_group
-        for i in range(0, len(stored), size):
-            chunk = stored[i : i + size]
-            parts: dict[int, tuple[list[int], list[bytes]]] = {}
-            for j, s in enumerate(chunk):
-                p, q = split(s)
-                where, members = parts.setdefault(p, ([], []))
-                where.append(j)
-                members.append(member(q))
-            results = yield [group(p, members) for p, (_, members) in parts.items()]
-            flags = [False] * len(chunk)
-            for (where, _), got in zip(parts.values(), results):
-                for j, flag in zip(where, got):
-                    flags[j] = flag
+        for i in range(0, total, size):
+            chunk = ints[i : i + size]
+            parts = group_by_partition(chunk, partitions)
+            results = yield [group(p, members_of(qs)) for p, (_, qs) in parts.items()]
+            if sum(map(len, results)) != len(chunk):  # the scatter below relies on it
+                raise RuntimeError("a partition command answered for the wrong number of items")
+            flags: list[Any] = [0] * len(chunk)
+            positions = chain.from_iterable(where for where, _ in parts.values())
+            deque(map(flags.__setitem__, positions, chain.from_iterable(results)), maxlen=0)
             out += flags
-        return out
+        return list(map(bool, out))
 
     # -- whole set ------------------------------------------------------------------------
     def partition_batches(self) -> Iterator[range]:

@@ -18,8 +18,8 @@ packs listpacks best against the allocator's size classes.
          a small integer; 14 + 2 + 2 = 18 listpack bytes per 16-byte item where a 15-byte
          field with a constant value costs 19), whichever plan_dense() predicts smaller
          for this server (a near tie goes to the set: HASH_MARGIN). CAS = SADD (one
-         command) or one Lua script (HSETNX; HGET only when the field is taken), atomic
-         either way, so concurrent adders of one item see exactly one True.
+         command) or HSETNX + HGET pipelined (a script only on a low-bit collision), exact
+         either way: concurrent adders of one item see exactly one True.
 
 Cost model (plan_dense): a listpack is 7 bytes plus, per entry, 1 encoding byte + data
 + 1 back-length byte; the allocation is rounded up to the allocator's size class
@@ -40,20 +40,22 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from operator import itemgetter
 from typing import Any
 
 from densekv.keys import tag
 from densekv.lua import script
-from densekv.plan import Plan, command, script_call
+from densekv.plan import Command, Plan, ScriptCall, command, script_call
 
 #: Bytes a partition key costs beyond its listpack (main-dict entry, object, key name);
 #: an estimate used only to rank partition counts (the benchmark measures the truth).
 KEY_OVERHEAD = {"jemalloc": 72, "libc": 64}
 LISTPACK_HEADER = 7  # 4 total bytes + 2 count + 1 end byte
 MAX_PARTITIONS = 1 << 32
-#: bytes per item the split hash must save over a listpack set to be chosen: its add is a
-#: Lua script over a 4x longer listpack (measured on redis-7.4, 1M IDs: 19.65 against
-#: 19.79 B/ID, but usec_per_call 16 against 2.2), so a near tie goes to the set
+#: bytes per item the split hash must save over a listpack set to be chosen: its add is
+#: HSETNX + HGET over a ~4x longer listpack (measured on redis-7.4, 1M IDs, commit 38c6b13
+#: + this change: 19.68 against 19.76 B/ID, but 6.5 against 1.9 server usec per add),
+#: so a near tie goes to the set
 HASH_MARGIN = 0.5
 
 
@@ -273,6 +275,15 @@ def _to_int(reply: Any) -> int:
     return int(reply)
 
 
+#: the decode of a one-step group plan whose reply is already one 1/0 per item
+_first = itemgetter(0)
+
+
+def _present(reply: list[Any]) -> list[bool]:
+    """HMGET / ZMSCORE: a value (whatever it is) or None per member."""
+    return [x is not None for x in reply]
+
+
 class SetLayout(ABC):
     """Plans for one set kept as `partitions` keys (or one key per item: flat)."""
 
@@ -304,6 +315,11 @@ class SetLayout(ABC):
     def member(self, q: int) -> bytes:
         return format(q, f"0{self.radix.qhex}x").encode()
 
+    def members_of(self, qs: list[int]) -> list[bytes]:
+        """member(q) of many quotients (the batch path; binary layouts override it)."""
+        fmt = f"%0{self.radix.qhex}x"
+        return [(fmt % q).encode() for q in qs]
+
     def quotient(self, member: bytes) -> int:
         return int(member, 16)
 
@@ -315,7 +331,14 @@ class SetLayout(ABC):
         return self.radix.join(p, self.quotient(member))
 
     @abstractmethod
-    def plan_add(self, stored: bytes) -> Plan[bool]: ...
+    def plan_add(self, stored: bytes) -> Plan[Any]:  # Plan[bool], or Plan[bool | None]
+        """The CAS add: True if new, False if there; None only when the layout could not
+        tell in this round trip (DenseSplitHash, a low-bit collision): then the caller
+        sends plan_add_fallback, which always tells."""
+
+    def plan_add_fallback(self, stored: bytes) -> Plan[bool]:
+        plan: Plan[bool] = self.plan_add(stored)
+        return plan
 
     @abstractmethod
     def plan_contains(self, stored: bytes) -> Plan[bool]: ...
@@ -326,16 +349,17 @@ class SetLayout(ABC):
     # several items of one partition in one command (add_many / contains_many)
     many_contains = "SMISMEMBER"
 
-    def plan_add_group(self, p: int, members: list[bytes]) -> Plan[list[bool]]:
+    # Group plans decode to one 1/0 (or True/False) per member, in order: the scripts' and
+    # SMISMEMBER's replies as they are; SetCore.many makes them bools once per batch.
+    def plan_add_group(self, p: int, members: list[bytes]) -> Plan[list[Any]]:
         key = self.key(p)
-        return script_call(script("set_add_many"), (key,), (self.redis_type, *members),
-                           lambda r: [bool(x) for x in r])
+        return Plan((ScriptCall(script("set_add_many"), (key,), (self.redis_type, *members)),), _first)
 
-    def plan_contains_group(self, p: int, members: list[bytes]) -> Plan[list[bool]]:
+    def plan_contains_group(self, p: int, members: list[bytes]) -> Plan[list[Any]]:
         key = self.key(p)
         if self.many_contains == "SMISMEMBER":
-            return command("SMISMEMBER", key, *members, keys=(key,), decode=lambda r: [bool(x) for x in r])
-        return command(self.many_contains, key, *members, keys=(key,), decode=lambda r: [x is not None for x in r])
+            return Plan((Command(("SMISMEMBER", key, *members), (key,)),), _first)
+        return command(self.many_contains, key, *members, keys=(key,), decode=_present)
 
     # partitions
     scan_command = "SSCAN"
@@ -442,6 +466,10 @@ class DenseSet(SetOfMembers):
     def member(self, q: int) -> bytes:
         return q.to_bytes(self.radix.qbytes, "big")
 
+    def members_of(self, qs: list[int]) -> list[bytes]:
+        width = self.radix.qbytes
+        return [q.to_bytes(width, "big") for q in qs]
+
     def quotient(self, member: bytes) -> int:
         return int.from_bytes(member, "big")
 
@@ -458,6 +486,10 @@ class DenseHash(HashOfFields):
 
     def member(self, q: int) -> bytes:
         return q.to_bytes(self.radix.qbytes, "big")
+
+    def members_of(self, qs: list[int]) -> list[bytes]:
+        width = self.radix.qbytes
+        return [q.to_bytes(width, "big") for q in qs]
 
     def quotient(self, member: bytes) -> int:
         return int.from_bytes(member, "big")
@@ -479,8 +511,25 @@ class DenseSplitHash(HashOfFields):
     with value 1, and the short field's value gets a mark (+128). Invariant: a prefix has
     long forms only while its short field exists, marked. So every item is exactly one
     field, and:
-      add       set_dense_add.lua, one EVALSHA: HSETNX high low; only if the field was
-                taken, HGET it: same low -> present, else HSETNX the long form (+ mark)
+      add       HSETNX high low + HGET high, one round trip, no script: 1 -> new; else the
+                value mod 128 == low -> present; else (a low-bit collision, or the field
+                removed between the two) a second round trip with set_dense_add.lua
+                (HSETNX high low; only if the field is taken, HGET it: same low -> present,
+                else HSETNX the long form + mark), which always tells. Exact under
+                concurrency: True only ever comes from an HSETNX that created the item's
+                one field, and False only from a reply that showed the item stored (the
+                HGET), so concurrent adders of one item see exactly one True. Plain
+                pipelining, not MULTI: the HGET needs no isolation from the HSETNX (if
+                anything ran between, the reply is read at the HGET's moment, or the
+                script decides), and EXEC would add its own cost on the server
+                Server cost at 1M random IDs on redis-7.0 (2592 partitions of ~390):
+                6.7 usec per add (HSETNX 4.9 + HGET 1.8; the script was 10-13), nearly all
+                listpack search, so only shorter partitions cut it, and they cost bytes:
+                5000 partitions 20.04 B/ID and 5.0 usec, 12000: 20.98 B and 2.9 usec
+                (benchmarks/set_memory.py --server redis-7.0 --layout dense:P)
+      add_many  set_dense_add.lua, one EVALSHA per partition of the batch: one HMGET of the
+                short fields and one HSET of the free ones for the whole partition, the
+                item-by-item path above only for fields taken by another item
       contains  HMGET high long (one command): value of high mod 128 == low, or long there
       remove    set_dense_remove.lua: HDEL the item's form; a removed marked short item
                 is replaced by one of its prefix's long forms, the last long form unmarks
@@ -498,10 +547,15 @@ class DenseSplitHash(HashOfFields):
         self.field_bytes, self.low_bits = self.radix.field_split
         self._mask = (1 << self.low_bits) - 1
         self._lows = [str(i).encode() for i in range(128)]
+        self._lowbytes = [bytes((i,)) for i in range(128)]
         self._maxlow = str(self._mask).encode()
 
     def member(self, q: int) -> bytes:
         return (q >> self.low_bits).to_bytes(self.field_bytes, "big") + bytes((q & self._mask,))
+
+    def members_of(self, qs: list[int]) -> list[bytes]:
+        width, bits, mask, lows = self.field_bytes, self.low_bits, self._mask, self._lowbytes
+        return [(q >> bits).to_bytes(width, "big") + lows[q & mask] for q in qs]
 
     def quotient(self, member: bytes) -> int:
         return (int.from_bytes(member[:-1], "big") << self.low_bits) | member[-1]
@@ -513,14 +567,28 @@ class DenseSplitHash(HashOfFields):
             out += (m[:-1], lows[m[-1]])
         return out
 
-    def plan_add(self, stored: bytes) -> Plan[bool]:
+    def plan_add(self, stored: bytes) -> Plan[Any]:  # Plan[bool | None]
+        key, m = self.locate(stored)
+        field, low = m[:-1], m[-1]
+
+        def decode(replies: list[Any]) -> bool | None:
+            if replies[0]:
+                return True  # this HSETNX made the item's short field
+            value = replies[1]
+            if value is not None and int(value) % 128 == low:
+                return False  # the short field holds this very item
+            return None  # another item's field (or gone since): ask the script
+
+        return Plan((Command(("HSETNX", key, field, self._lows[low]), (key,)),
+                     Command(("HGET", key, field), (key,))), decode)
+
+    def plan_add_fallback(self, stored: bytes) -> Plan[bool]:
         key, m = self.locate(stored)
         return script_call(script("set_dense_add"), (key,), self._args([m]), lambda r: bool(r[0]))
 
-    def plan_add_group(self, p: int, members: list[bytes]) -> Plan[list[bool]]:
+    def plan_add_group(self, p: int, members: list[bytes]) -> Plan[list[Any]]:
         key = self.key(p)
-        return script_call(script("set_dense_add"), (key,), self._args(members),
-                           lambda r: [bool(x) for x in r])
+        return Plan((ScriptCall(script("set_dense_add"), (key,), tuple(self._args(members))),), _first)
 
     def plan_remove(self, stored: bytes) -> Plan[bool]:
         key, m = self.locate(stored)
@@ -546,7 +614,7 @@ class DenseSplitHash(HashOfFields):
         fields, decode = self._lookup([m])
         return command("HMGET", key, *fields, keys=(key,), decode=lambda r: decode(r)[0])
 
-    def plan_contains_group(self, p: int, members: list[bytes]) -> Plan[list[bool]]:
+    def plan_contains_group(self, p: int, members: list[bytes]) -> Plan[list[Any]]:
         key = self.key(p)
         fields, decode = self._lookup(members)
         return command("HMGET", key, *fields, keys=(key,), decode=decode)

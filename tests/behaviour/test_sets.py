@@ -217,6 +217,32 @@ def test_concurrent_adders_see_exactly_one_true(server: ServerProcess, layout: s
     assert len(got) == 3 and all(sum(col) == 1 for col in zip(*got))
 
 
+def test_concurrent_adders_of_items_sharing_fields_see_exactly_one_true(server: ServerProcess) -> None:
+    """The split hash's add: HSETNX + HGET, and the script when another item holds the
+    field; threads adding items that share fields (the script path) still get one True."""
+    client = server.client()
+    client.flushall()
+    s = CompactSet(client, "cas-col", layout="dense-hash", partitions=3, spread=False)
+    items = colliding_items(s, random.Random(11))
+    results: list[list[bool]] = []
+    lock = threading.Lock()
+
+    def thread_adder(order: list[bytes]) -> None:
+        mine = CompactSet(server.client(), "cas-col", layout="dense-hash", partitions=3, spread=False)
+        got = dict(zip(order, [mine.add(x) for x in order]))
+        with lock:
+            results.append([got[x] for x in items])
+
+    threads = [threading.Thread(target=thread_adder, args=(random.Random(i).sample(items, len(items)),))
+               for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4 and all(sum(col) == 1 for col in zip(*results))
+    assert len(s) == len(items) and all(s.contains_many(items))
+
+
 # --- bad input and collisions ------------------------------------------------------------
 
 

@@ -241,3 +241,16 @@ def test_walks_are_packed_as_little_endian_u32_pairs() -> None:
     values = struct.unpack("<8I", blob)
     assert values == (*reduce(hashed[0], 1000), *reduce(hashed[0], 77), *reduce(hashed[1], 1000), *reduce(hashed[1], 77))
     assert pack_walks([], [1000]) == b""
+
+
+def test_script_calls_are_bounded_by_bit_operations() -> None:
+    """Each bloom_add / bloom_has call makes at most about SCRIPT_BITS GETBIT/SETBIT calls
+    (a few ms of server time: under the slowlog threshold, no long stall)."""
+    from densekv.sets.bloom_core import SCRIPT_BITS, _script_calls, script_items
+
+    assert script_items(7) == SCRIPT_BITS // 7 and script_items(7) * 7 <= SCRIPT_BITS
+    assert script_items(20 + 21) * 41 <= SCRIPT_BITS  # two stages asked: both k count
+    assert script_items(10**6) == 20 and script_items(0) == SCRIPT_BITS  # floor, and no k
+    calls = _script_calls({0: list(range(500)), 3: list(range(500, 510))}, 214)
+    assert [len(idx) for _, idx in calls] == [214, 214, 72, 10]
+    assert sorted(i for _, idx in calls for i in idx) == list(range(510))

@@ -149,3 +149,48 @@ def test_dense_plan_per_server() -> None:
     # the fullest partition stays under the limit: mean + 4 sigma
     mean = 1_000_000 / choice.partitions
     assert mean + 4 * mean**0.5 <= 128
+
+
+# --- the batch path: integers, grouping, the split hash's one-round-trip add ---------------
+
+
+@given(st.lists(st.one_of(st.binary(min_size=16, max_size=16), st.integers(0, 2**128 - 1), st.uuids()),
+                max_size=30), st.booleans())
+def test_encode_ints_is_encode_as_integers(items: list[object], spread: bool) -> None:
+    codec = ItemCodec(16, spread)
+    assert codec.encode_ints(items) == [int.from_bytes(codec.encode(x), "big") for x in items]
+    assert codec.encode_all(items) == [codec.encode(x) for x in items]
+
+
+def test_encode_ints_refuses_a_bad_item_anywhere() -> None:
+    with pytest.raises(BadItem):
+        ItemCodec(16).encode_ints([bytes(16), b"short", bytes(16)])
+    with pytest.raises(BadItem):
+        ItemCodec(16).encode_ints(bytes(16))  # one bytes object, not an iterable of items
+
+
+@pytest.mark.parametrize("partitions", [1, 7, 1000, 10**9])  # buckets, and the dict branch
+def test_group_by_partition_keeps_every_item_once(partitions: int) -> None:
+    from densekv.sets.compact import group_by_partition
+
+    ints = [(i * 2654435761) % 2**64 for i in range(500)] + [3, 3]
+    parts = group_by_partition(ints, partitions)
+    seen = sorted(j for where, _ in parts.values() for j in where)
+    assert seen == list(range(len(ints)))
+    for p, (where, qs) in parts.items():
+        assert [ints[j] for j in where] == [q * partitions + p for q in qs]
+        assert where == sorted(where)
+
+
+def test_split_hash_add_reads_its_two_replies() -> None:
+    lay = DenseSplitHash("n", 3000, 16)
+    stored = lay.radix.join(5, (1234 << lay.low_bits) | 6)
+    plan = lay.plan_add(stored)
+    assert [s.args[0] for s in plan.steps] == ["HSETNX", "HGET"]
+    assert plan.decode([1, b"6"]) is True  # made the short field
+    assert plan.decode([0, b"6"]) is False  # the short field is this item
+    assert plan.decode([0, str(6 + 128).encode()]) is False  # ... marked: it has long forms
+    assert plan.decode([0, b"7"]) is None  # another item's field: the script decides
+    assert plan.decode([0, None]) is None  # removed in between: the script decides
+    fallback = lay.plan_add_fallback(stored)
+    assert fallback.steps[0].script.name == "set_dense_add"  # type: ignore[union-attr]
