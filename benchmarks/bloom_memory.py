@@ -47,7 +47,6 @@ import argparse
 import json
 import math
 import random
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -56,6 +55,8 @@ from densekv.measure import Meter
 from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess
 from densekv.sets.bloom import BloomFilter
+
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 LN2_SQUARED = math.log(2) ** 2
 RESULTS = Path(__file__).parent / "results" / "bloom_memory.jsonl"
@@ -200,8 +201,7 @@ def main() -> None:
                     help="the private server's slowlog-log-slower-than (server default: 10000)")
     args = ap.parse_args()
     servers = find_servers()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True,
-                            text=True).stdout.strip()
+    commit = gitstamp.commit()
     for name in args.server or list(servers):
         binary = servers[name]
         for mode in args.mode or ["free", "native"]:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 
 import densekv
 from densekv.bulk import bulk_load
+
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 
 def main() -> None:
@@ -29,10 +30,10 @@ def main() -> None:
         elapsed = time.perf_counter() - t0
         assert client.dbsize() == args.n
         info = client.info("server")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    commit = gitstamp.commit()
     print(json.dumps({
         "benchmark": "bulk_load",
-        "commit": commit.stdout.strip() or None,
+        "commit": commit,
         "server": args.server,
         "version": info.get("valkey_version") or info["redis_version"],
         "n": sent,

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
+
 RESULTS = Path(__file__).resolve().parent / "results" / "lab_duration.jsonl"
 
 
@@ -27,7 +29,7 @@ def main() -> None:
     ap.add_argument("--append", action="store_true", help=f"append the record to {RESULTS.name}")
     ap.add_argument("extra", nargs="*", help="extra arguments for the lab (after --)")
     args = ap.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = gitstamp.commit()
     with tempfile.TemporaryDirectory(prefix="densekv-lab-") as out:
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "densekv.lab", "--json", "--out", out, *args.extra],

@@ -28,7 +28,6 @@ import argparse
 import json
 import random
 import string
-import subprocess
 import time
 from typing import Any
 
@@ -37,6 +36,8 @@ from densekv.measure import Meter
 from densekv.plan import SyncExecutor, command
 from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess
+
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 CASES = ("int_holey", "int_seq", "str8_holey", "str8_seq", "json")
 BATCH = 5000
@@ -201,7 +202,7 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/map_memory.jsonl", help="append records here ('-': print only)")
     args = ap.parse_args()
     servers = find_servers()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = gitstamp.commit()
     for name in args.server or list(servers):
         with ServerProcess(servers[name]) as proc:
             for case in args.case or CASES:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import tempfile
 import time
 
@@ -31,6 +30,8 @@ from densekv.planner.core import loader_client
 from densekv.planner.kinds import KINDS, Candidate, Workload
 from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess
+
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 DEFAULT_SERVERS = ("valkey-9.1", "redis-7.0")
 DEFAULT_KINDS = ("sessions", "set", "map")
@@ -79,7 +80,7 @@ def main() -> None:
     os.environ["DENSEKV_CACHE_DIR"] = args.cache or tempfile.mkdtemp(prefix="densekv-plan-cache-")
     from densekv.planner import plan
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    commit = gitstamp.commit()
     for name in args.server or DEFAULT_SERVERS:
         for kind in args.kind or DEFAULT_KINDS:
             for n in args.n or DEFAULT_N:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import time
 
 from densekv.measure import Meter
@@ -26,6 +25,8 @@ from densekv.plan import SyncExecutor
 from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess
 from densekv.sessions import LAYOUTS, SessionStore
+
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 
 def commandstats(client) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]
@@ -43,7 +44,7 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="also append the records to this JSONL file")
     args = ap.parse_args()
     servers = find_servers()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = gitstamp.commit()
     for name in args.server or list(servers):
         for layout in args.layout or LAYOUTS:
             with ServerProcess(servers[name]) as proc:

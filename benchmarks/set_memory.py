@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,8 @@ from densekv.server.binaries import find_servers
 from densekv.server.probe import probe
 from densekv.server.process import ServerProcess
 from densekv.sets import CompactSet, SetFamily
+
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 RESULTS = Path(__file__).parent / "results" / "set_memory.jsonl"
 # layout:partitions ("" = the layout's own sizing from --n); the seed's sweep points
@@ -157,8 +158,7 @@ def main() -> None:
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
     servers = find_servers()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, capture_output=True,
-                            text=True).stdout.strip()
+    commit = gitstamp.commit()
     for name in args.server or list(servers):
         runs = [(run_family, (name, servers[name], enc, args.parents, args.children, commit))
                 for enc in ("hash", "set")] if args.family else [
