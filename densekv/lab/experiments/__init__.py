@@ -7,9 +7,11 @@ what `--only` takes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import import_module
+from typing import Any
 
-from densekv.lab.experiments.base import Experiment
+from densekv.lab.experiments.base import Experiment, NotReplayable, Replay
 
 MODULES = ("sessions", "sets", "small_sets", "maps", "matrix")
 
@@ -21,3 +23,16 @@ def registry() -> dict[str, Experiment]:
         exp: Experiment = import_module(f"densekv.lab.experiments.{name}").EXPERIMENT
         out[exp.kind] = exp
     return out
+
+
+def replay_of(record: Mapping[str, Any]) -> Replay:
+    """How to load a result record's items again on another server (its experiment
+    module's `replay`); NotReplayable if its experiment has none or the record lacks what
+    the load needs."""
+    kind = str(record.get("kind"))
+    module = import_module(f"densekv.lab.experiments.{kind}") if kind in MODULES else None
+    replay = getattr(module, "replay", None)
+    if replay is None:
+        raise NotReplayable(f"no replay for {kind!r} records")
+    result: Replay = replay(record)
+    return result

@@ -12,12 +12,12 @@ Experiments do not print; they report progress through the context.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from densekv.lab.results import RunRecord
-from densekv.lab.target import Target
+from densekv.lab.target import LabError, Target
 
 
 @dataclass
@@ -116,3 +116,38 @@ class Unavailable(Experiment):
 
     def run(self, ctx: Context) -> Output:
         return Output(self.kind, ctx.target.name, status="not available", reason=self.reason)
+
+
+# -- replaying a record elsewhere (benchmarks/lab_check.py) ---------------------------------
+
+
+class NotReplayable(LabError):
+    """A result record whose load cannot be run again from the record alone."""
+
+
+def _nothing(client: Any) -> None:
+    pass
+
+
+@dataclass
+class Replay:
+    """A record's load, to run again on another server: benchmarks/lab_check.py checks
+    the lab's bytes per item against a plain used_memory delta on a fresh server this way.
+
+    `warm_up(client)` does what the lab did before the record's baseline that is not the
+    record's data (scripts loaded, the Lua heap grown: the server's one-time costs);
+    `load(client)` stores exactly the record's `items` through the same densekv calls,
+    generators and seeds as the lab; `settings` are the CONFIG values the record was
+    measured with (start options for the fresh server). Neither flushes nor measures,
+    and the caller closes the connections."""
+
+    items: int
+    load: Callable[[Any], None]
+    warm_up: Callable[[Any], None] = _nothing
+    settings: dict[str, str] = field(default_factory=dict)
+    note: str = ""  # what the replay does differently from the lab, if anything
+
+
+def record_settings(record: Mapping[str, Any]) -> dict[str, str]:
+    """The record's listpack limits as CONFIG names and values (those it knows)."""
+    return {k.replace("_", "-"): str(v) for k, v in (record.get("config") or {}).items() if v is not None}

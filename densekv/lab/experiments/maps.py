@@ -39,11 +39,20 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from densekv.lab.experiments.base import Context, Experiment, FigureSpec, Output, TableSpec
+from densekv.lab.experiments.base import (
+    Context,
+    Experiment,
+    FigureSpec,
+    NotReplayable,
+    Output,
+    Replay,
+    TableSpec,
+    record_settings,
+)
 from densekv.lab.observe import commandstats, encodings, stats_delta
 from densekv.lab.results import RunRecord, op_stats
 from densekv.lab.workloads import DEFAULT_SEED, chunks, html, ints, json_objects, strings8
@@ -204,7 +213,7 @@ class Maps(Experiment):
 
     # -- measuring -----------------------------------------------------------------------
     def _measure(self, ctx: Context, config: Config, n: int, ops: int) -> Result:
-        from densekv.maps.zipkeys import Aliases, zip_key
+        from densekv.maps.zipkeys import Aliases
 
         client = ctx.target.client
         result = Result(config, n)
@@ -215,12 +224,10 @@ class Maps(Experiment):
         value_bytes = [0]
 
         def key_of(key: str) -> str:
-            return zip_key(key, aliases) if config.layout == "plain-zipped" else key
+            return stored_key(config, key, aliases)
 
         def value_of(v: Any) -> Any:
-            if config.layout == "map":
-                return json.loads(v) if config.codec == "msgpack" else v
-            return str(v) if isinstance(v, int) else v
+            return stored_value(config, v)
 
         def load() -> None:
             m = None
@@ -289,23 +296,11 @@ class Maps(Experiment):
         """The server's first script call starts its Lua engine (about 256 KB of used_memory
         on valkey 9.1) and caches the script, and neither goes with a flush: a one-time cost
         per server that would land on whichever configuration came first. Pay it here."""
-        from densekv.maps import CompactMap
-
-        m = CompactMap(ctx.target.client, "labwarm", codec="zstd" if zstd else "raw", expected=100)
-        if zstd:
-            m.train(list(json_objects(100, DEFAULT_SEED + 9)), size=1024)
-        m.set("warm:1", "x")
+        warm_up(ctx.target.client, zstd)
         ctx.target.clear()
 
     def _open_map(self, ctx: Context, config: Config, n: int) -> Any:
-        from densekv.maps import CompactMap
-
-        codec = (config.codec or "raw").removesuffix("+dict")
-        m = CompactMap(ctx.target.client, NAMESPACE, codec=codec, expected=n)
-        if config.codec == "zstd+dict":
-            case = CASES[config.case]
-            m.train(list(case.values(TRAIN_SAMPLES[config.case], DEFAULT_SEED + 7)), size=DICT_SIZE)
-        return m
+        return open_map(ctx.target.client, config, n)
 
     def _ops(self, ctx: Context, config: Config, result: Result, sample: list[tuple[str, Any]], m: Any,
              key_of: Callable[[str], str], value_of: Callable[[Any], Any]) -> None:
@@ -412,6 +407,83 @@ class Maps(Experiment):
                                       "buckets", "get/s", "set/s", "server µs/get", "server µs/set"], rows,
             "x less than plain: plain SET's bytes per item of the same case / this configuration's.",
         ))
+
+
+def warm_up(client: Any, zstd: bool) -> None:
+    """The experiment's warm-up on `client` (the caller flushes after it): the Lua engine
+    started and the map scripts cached by one small CompactMap."""
+    from densekv.maps import CompactMap
+
+    m = CompactMap(client, "labwarm", codec="zstd" if zstd else "raw", expected=100)
+    if zstd:
+        m.train(list(json_objects(100, DEFAULT_SEED + 9)), size=1024)
+    m.set("warm:1", "x")
+
+
+def open_map(client: Any, config: Config, n: int) -> Any:
+    """The CompactMap a map configuration measures (its zstd dictionary trained and stored)."""
+    from densekv.maps import CompactMap
+
+    codec = (config.codec or "raw").removesuffix("+dict")
+    m = CompactMap(client, NAMESPACE, codec=codec, expected=n)
+    if config.codec == "zstd+dict":
+        case = CASES[config.case]
+        m.train(list(case.values(TRAIN_SAMPLES[config.case], DEFAULT_SEED + 7)), size=DICT_SIZE)
+    return m
+
+
+def stored_key(config: Config, key: str, aliases: Any = None) -> str:
+    """The key as a configuration stores it (zipped for plain-zipped)."""
+    from densekv.maps.zipkeys import Aliases, zip_key
+
+    if config.layout != "plain-zipped":
+        return key
+    return zip_key(key, aliases if aliases is not None else Aliases(ALIASES))
+
+
+def stored_value(config: Config, v: Any) -> Any:
+    """The value as a configuration sends it (JSON parsed for msgpack; text for plain SET)."""
+    if config.layout == "map":
+        return json.loads(v) if config.codec == "msgpack" else v
+    return str(v) if isinstance(v, int) else v
+
+
+def replay(record: Mapping[str, Any]) -> Replay:
+    """A maps record's load, to run again on a fresh server (benchmarks/lab_check.py).
+
+    warm_up is the experiment's own (the Lua engine and the map scripts, zstd where the
+    package is present); load stores the record's case (dataset(), default seed, the
+    record's n items) as its configuration does: one CompactMap opened (and its zstd
+    dictionary trained) in the load, as in the lab, LOAD_BATCH items per batch, or plain
+    SETs LOAD_BATCH per pipeline."""
+    params = dict(record.get("params") or {})
+    try:
+        config = Config(str(params["case"]), str(params["layout"]), params.get("codec_name"))
+    except KeyError as exc:
+        raise NotReplayable(f"maps record without params.{exc.args[0]}") from None
+    if config.case not in CASES:
+        raise NotReplayable(f"unknown maps case {config.case!r}")
+    n = int(record["n"])
+
+    def load(client: Any) -> None:
+        from densekv.maps.zipkeys import Aliases
+
+        aliases = Aliases(ALIASES)
+        m = open_map(client, config, n) if config.layout == "map" else None
+        for chunk in chunks(dataset(config.case, n), LOAD_BATCH):
+            if m is not None:
+                b = m.batch()
+                for k, v in chunk:
+                    b.set(k, stored_value(config, v))
+                b.execute()
+            else:
+                pipe = client.pipeline(transaction=False)
+                for k, v in chunk:
+                    pipe.set(stored_key(config, k, aliases), stored_value(config, v))
+                pipe.execute()
+
+    return Replay(n, load, lambda client: warm_up(client, zstd=_codec_available("zstd") is None),
+                  record_settings(record))
 
 
 def _server_usec(total: float, per: dict[str, dict[str, float]]) -> float:

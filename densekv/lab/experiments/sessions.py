@@ -17,11 +17,21 @@ Uses SessionStore internals read-only (`_core.layout` for partition key names,
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from densekv.keys import partition_count
-from densekv.lab.experiments.base import Context, Experiment, FigureSpec, Output, TableSpec
+from densekv.lab.experiments.base import (
+    Context,
+    Experiment,
+    FigureSpec,
+    NotReplayable,
+    Output,
+    Replay,
+    TableSpec,
+    record_settings,
+)
 from densekv.lab.observe import commandstats, converted_share, drive_flows, encodings, sample_partitions, stats_delta
 from densekv.lab.results import RunRecord, op_stats
 from densekv.lab.sizing import SEED_PARTITIONS, SEED_RANGE, checkpoints, scaled_partitions
@@ -383,3 +393,69 @@ def _plot_throughput(fig: Any, results: list[VariantResult]) -> None:
 
 
 EXPERIMENT = Sessions()
+
+
+# -- replay (benchmarks/lab_check.py) --------------------------------------------------
+
+
+REPLAY_PAUSE_S = 0.3  # the lab's time at each checkpoint (settle, MEMORY USAGE sample), estimated
+
+
+def replay(record: Mapping[str, Any]) -> Replay:
+    """A sessions record's load, to run again on a fresh server.
+
+    warm_up opens the same SessionStore the lab opened before its baseline (namespace,
+    layout, the variant's partitions, expected N = the record's n, no identity index):
+    its metadata script call starts the server's Lua engine, and the caller's flush then
+    removes the metadata key, as the lab's did. load creates the same identities
+    (workloads.identities, default seed) through create_many, CREATE_BATCH per call.
+    Call both with the same client. Tokens are random, so each session's partition
+    differs from the lab's run (the spread is the same).
+
+    The store's clock is paced like the lab's run: session i is created at start +
+    span x i / n (span = the lab's create seconds, ops.create.seconds) plus REPLAY_PAUSE_S
+    for each of the lab's checkpoints passed (its meter readings and samples, whose times
+    the record does not keep: an estimate). The fieldttl layout needs it: the server
+    groups a hash's field expiries by time, and the same 100k sessions cost from 64 to
+    69 B each on valkey 9.1 depending on how many seconds their creation spanned."""
+    n = int(record["n"])
+    label = str(record.get("variant") or record["layout"])
+    span = float(((record.get("ops") or {}).get("create") or {}).get("seconds") or 0.0)
+    marks = checkpoints(n)
+    stores: list[Any] = []
+    clock = {"start": time.time(), "done": 0}
+
+    def paced() -> float:
+        done = int(clock["done"])
+        passed = sum(1 for m in marks if m <= done)
+        return float(clock["start"]) + span * done / max(1, n) + REPLAY_PAUSE_S * passed
+
+    def warm_up(client: Any) -> None:
+        from densekv.sessions import SessionStore
+        from densekv.sessions.layouts.partitioned import PartitionedLayout
+        from densekv.sessions.store import facts_from_probe
+
+        facts = facts_from_probe(client)
+        variants, _ = plan_variants(n, facts.field_ttl != "none", facts.limits.hash_max_listpack_entries,
+                                    facts.limits.zset_max_listpack_entries)
+        variant = next((v for v in variants if v.label == label), None)
+        if variant is None:
+            raise NotReplayable(f"no sessions variant {label!r} at N = {n:,} on this server")
+        store = SessionStore(client, namespace=NAMESPACE, layout=variant.layout, expected_sessions=n,
+                             index_identities=False, partitions=variant.partitions, facts=facts, clock=paced)
+        layout = store._core.layout
+        partitions = layout.partitions if isinstance(layout, PartitionedLayout) else None
+        if partitions != record.get("partitions"):
+            raise NotReplayable(f"{label}: {partitions} partitions here, {record.get('partitions')} in the record")
+        stores[:] = [store]
+
+    def load(client: Any) -> None:
+        if not stores:
+            warm_up(client)
+        stream = Stream(identities(n))
+        clock.update(start=time.time(), done=0)
+        while chunk := stream.take(CREATE_BATCH):
+            stores[0].create_many(chunk, batch=CREATE_BATCH)
+            clock["done"] = int(clock["done"]) + len(chunk)
+
+    return Replay(n, load, warm_up, record_settings(record))

@@ -32,11 +32,21 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from densekv.keys import partition_count
-from densekv.lab.experiments.base import Context, Experiment, FigureSpec, Output, TableSpec
+from densekv.lab.experiments.base import (
+    Context,
+    Experiment,
+    FigureSpec,
+    NotReplayable,
+    Output,
+    Replay,
+    TableSpec,
+    record_settings,
+)
 from densekv.lab.observe import (
     commandstats,
     converted_share,
@@ -220,27 +230,7 @@ class Sets(Experiment):
     def _warm_up(self, ctx: Context, limits: Any, layouts: tuple[str, ...], caps: Any, native: bool) -> None:
         """Load the scripts and give the Lua VM its working heap before any baseline:
         per server, not per item (on Redis 7.x the Lua heap is inside used_memory)."""
-        from densekv.sets.compact import CompactSet
-
-        client = ctx.target.client
-        half = min(LOAD_CHUNK, ctx.n)  # as many items per call as the loads send
-        items = list(ids16(2 * half, seed=7))
-        for layout in (x for x in ("set", "hash", "zset", "dense") if x in layouts):
-            s = CompactSet(client, f"{NAME}-warm-{layout}", layout=layout, expected=ctx.n,
-                           partitions=1 if layout != "dense" else None, limits=limits)
-            s.add_many(items[:half])
-            s.contains_many(items[half:])
-            drive_flows(s._ex, [s._core.add(x) for x in items[:CAS_BATCH]])
-        bloom_mod, _ = _bloom_module()
-        if "bloom" in layouts and bloom_mod is not None:
-            for mode in ([False, True] if native else [False]):
-                # a failure here is reported when the real filter is measured
-                with contextlib.suppress(Exception):
-                    bf = bloom_mod.BloomFilter(client, f"{BLOOM_NAME}-warm", capacity=half,
-                                               error_rate=0.01, native=mode, caps=caps)
-                    bf.add_many(items[:half])
-                    bf.contains_many(items[half:])
-                    bf.delete()
+        warm_up(ctx.target.client, ctx.n, limits, layouts, caps, native)
         ctx.target.clear()
 
     def _baseline(self, ctx: Context) -> None:
@@ -264,18 +254,15 @@ class Sets(Experiment):
         ctx.target.client.eval("collectgarbage('collect') return 0", 0)
 
     def _exact(self, ctx: Context, job: Job, n: int, limits: Any, cas: int) -> Result:
-        from densekv.sets.compact import CompactSet
         from densekv.sets.layouts import FlatKeys
 
         target = ctx.target
         client = target.client
         self._baseline(ctx)
-        s = CompactSet(client, NAME, layout=job.layout, expected=n, item_size=ITEM_SIZE,
-                       partitions=job.partitions, limits=limits)
+        s = open_set(client, job, n, limits)
         core = s._core
         layout = core.layout
-        chunk = max(LOAD_CHUNK, core.batch_size(None))
-        load = _timed_load(ctx, client, s.add_many, n, chunk)
+        load = _timed_load(ctx, client, s.add_many, n, load_chunk(s))
         delta = self._reading(ctx)
         if isinstance(layout, FlatKeys):
             sample = [layout.locate(core.codec.encode(x))[0] for x in ids16(min(n, 64))]
@@ -336,8 +323,7 @@ class Sets(Experiment):
         target, n = ctx.target, ctx.n
         client = target.client
         self._baseline(ctx)
-        bf = bloom_mod.BloomFilter(client, BLOOM_NAME, capacity=n, error_rate=job.error_rate, native=job.native,
-                                   caps=caps)
+        bf = open_bloom(client, job, n, caps)
         load = _timed_load(ctx, client, bf.add_many, n, LOAD_CHUNK)
         delta = self._reading(ctx)
         stats = bf.stats()
@@ -490,6 +476,96 @@ class Sets(Experiment):
                 "(f used: " + ", ".join(f"{r.job.label}: {r.params['f_used']}" for r in blooms) + "). "
                 "bits/item (allocated) is the filter's own count of the bytes its strings hold.",
             ))
+
+
+def warm_up(client: Any, n: int, limits: Any, layouts: tuple[str, ...], caps: Any, native: bool) -> None:
+    """The sets experiment's warm-up on `client` (the caller flushes after it): each
+    layout's scripts loaded and the Lua heap grown by loads as large as the real ones."""
+    from densekv.sets.compact import CompactSet
+
+    half = min(LOAD_CHUNK, n)  # as many items per call as the loads send
+    items = list(ids16(2 * half, seed=7))
+    for layout in (x for x in ("set", "hash", "zset", "dense") if x in layouts):
+        s = CompactSet(client, f"{NAME}-warm-{layout}", layout=layout, expected=n,
+                       partitions=1 if layout != "dense" else None, limits=limits)
+        s.add_many(items[:half])
+        s.contains_many(items[half:])
+        drive_flows(s._ex, [s._core.add(x) for x in items[:CAS_BATCH]])
+    bloom_mod, _ = _bloom_module()
+    if "bloom" in layouts and bloom_mod is not None:
+        for mode in ([False, True] if native else [False]):
+            # a failure here is reported when the real filter is measured
+            with contextlib.suppress(Exception):
+                bf = bloom_mod.BloomFilter(client, f"{BLOOM_NAME}-warm", capacity=half,
+                                           error_rate=0.01, native=mode, caps=caps)
+                bf.add_many(items[:half])
+                bf.contains_many(items[half:])
+                bf.delete()
+
+
+def open_set(client: Any, job: Job, n: int, limits: Any) -> Any:
+    """The CompactSet an exact or dense configuration measures."""
+    from densekv.sets.compact import CompactSet
+
+    return CompactSet(client, NAME, layout=job.layout, expected=n, item_size=ITEM_SIZE,
+                      partitions=job.partitions, limits=limits)
+
+
+def load_chunk(s: Any) -> int:
+    """Items per add_many call of a configuration's load."""
+    return max(LOAD_CHUNK, int(s._core.batch_size(None)))
+
+
+def open_bloom(client: Any, job: Job, n: int, caps: Any) -> Any:
+    """The Bloom filter a bloom configuration measures (capacity n)."""
+    bloom_mod, why = _bloom_module()
+    if bloom_mod is None:
+        raise RuntimeError(why)
+    return bloom_mod.BloomFilter(client, BLOOM_NAME, capacity=n, error_rate=job.error_rate, native=job.native,
+                                 caps=caps)
+
+
+def replay(record: Mapping[str, Any]) -> Replay:
+    """A sets record's load, to run again on a fresh server (benchmarks/lab_check.py).
+
+    warm_up is the experiment's own (every layout of the default run: scripts loaded,
+    Lua heap grown); load opens the same CompactSet or BloomFilter (same name, layout,
+    partition count, expected N, limits) and adds the record's n IDs from
+    workloads.ids16 (default seed) in the same chunks. Call both with the same client."""
+    from densekv.server.probe import probe
+    from densekv.sets.compact import limits_from_probe
+
+    n, layout, params = int(record["n"]), str(record["layout"]), dict(record.get("params") or {})
+    if layout == "bloom":
+        job = Job("bloom", error_rate=float(params["error_rate"]), native=bool(params["native"]))
+    elif layout == "dense":
+        job = Job("dense")
+    elif layout in EXACT:
+        job = Job(layout, int(record["partitions"]))
+    else:
+        raise NotReplayable(f"unknown sets layout {layout!r}")
+
+    def warm(client: Any) -> None:
+        caps = probe(client)
+        native = any(m.lower() in ("bf", "bloom", "rebloom") for m in caps.modules)
+        if job.native and not native:
+            raise NotReplayable("this server has no bloom module (the record used BF.*)")
+        warm_up(client, n, limits_from_probe(client), (*EXACT, "dense", "bloom"), caps, native)
+
+    def load(client: Any) -> None:
+        if job.layout == "bloom":
+            bf = open_bloom(client, job, n, probe(client))
+            for part in chunks(ids16(n), LOAD_CHUNK):
+                bf.add_many(part)
+            return
+        s = open_set(client, job, n, limits_from_probe(client))
+        if s._core.layout.partitions != record["partitions"]:
+            raise NotReplayable(f"{job.label}: {s._core.layout.partitions} partitions here, "
+                                f"{record['partitions']} in the record")
+        for part in chunks(ids16(n), load_chunk(s)):
+            s.add_many(part)
+
+    return Replay(n, load, warm, record_settings(record))
 
 
 def _fits(ctx: Context, seen: list[float]) -> bool:

@@ -21,11 +21,20 @@ the record and the report name.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from densekv.lab.experiments.base import Context, Experiment, FigureSpec, Output, TableSpec
+from densekv.lab.experiments.base import (
+    Context,
+    Experiment,
+    FigureSpec,
+    NotReplayable,
+    Output,
+    Replay,
+    TableSpec,
+    record_settings,
+)
 from densekv.lab.observe import commandstats, stats_delta
 from densekv.lab.results import RunRecord, op_stats
 from densekv.lab.sizing import sizes_around
@@ -273,3 +282,43 @@ def _plot_marginal(fig: Any, series: list[Series]) -> None:
 
 
 EXPERIMENT = SmallSets()
+
+
+# -- replay (benchmarks/lab_check.py) --------------------------------------------------
+
+REPLAY_PIPELINE = 1000  # commands per round trip of a replayed load
+
+
+def replay(record: Mapping[str, Any]) -> Replay:
+    """A small_sets record's load, to run again on a fresh server started with the
+    record's limits (the raised ones for a raised-limits record).
+
+    The lab grows its keys together, size by size of its grid, with readings in between;
+    the replay sends the same commands in the same order (entry j of the stream goes to
+    key j mod keys: the grid only decides where the lab paused) in plain pipelines.
+    Nothing to warm up: the experiment sends no scripts."""
+    params = dict(record.get("params") or {})
+    structure = str(record["layout"])
+    if structure not in STRUCTURES:
+        raise NotReplayable(f"unknown small_sets structure {structure!r}")
+    try:
+        keys, top = int(params["keys"]), int(params["entries_per_key"])
+    except KeyError as exc:
+        raise NotReplayable(f"small_sets record without params.{exc.args[0]}") from None
+    cmd = STRUCTURES[structure][0]
+    names = [f"lab:ss:{structure}:{i}".encode() for i in range(keys)]
+
+    def load(client: Any) -> None:
+        items = _items(structure, keys, top)
+        pipe = client.pipeline(transaction=False)
+        for j in range(keys * top):
+            item = next(items)
+            if cmd == "HSET":
+                pipe.hset(names[j % keys], item, 1)
+            else:
+                pipe.sadd(names[j % keys], item)
+            if len(pipe) >= REPLAY_PIPELINE:
+                pipe.execute()
+        pipe.execute()
+
+    return Replay(keys * top, load, settings=record_settings(record))
