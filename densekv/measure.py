@@ -8,8 +8,16 @@ A reading is INFO memory's used_memory taken when the server is quiet:
     server reports it) and used_memory has stopped moving (on Redis 7.0, which reports
     no rehash state, a longer quiet window is required);
   * with the loading clients' connections closed, so their query and reply buffers do
-    not count as data.
-Bytes per item = (reading - baseline) / items, at several N, so fixed costs and encoding
+    not count as data;
+  * after the meter has run each of its own commands once (RANDOMKEY, MEMORY USAGE,
+    OBJECT ENCODING, SCAN, DBSIZE) on a key that does not exist: with latency-tracking on
+    (the default since Redis 7), a server allocates a ~25 KB latency histogram the first
+    time it runs a command name, and that must not land inside the first delta taken.
+    The same holds for the commands of the load itself, so callers warm those up before
+    the baseline (a small load, flushed); a scratch server is best started with
+    `slowlog-log-slower-than -1` too, as slowlog entries (~1 KB each) are not data either.
+Bytes per item = (reading - baseline) / items, at several N (readings net of the change in
+client buffer memory, mem_clients_normal: see Reading.minus), so fixed costs and encoding
 conversions show up as a curve and not as a single misleading number. A sample of
 MEMORY USAGE is reported beside it as a cross-check (it prices keys one by one and
 misses the main dict's buckets, so it is expected to be somewhat lower).
@@ -41,9 +49,16 @@ class MeterError(DensekvError):
 @dataclass(frozen=True)
 class Reading:
     used_memory: int
-    clients_memory: int
+    clients_memory: int  # INFO mem_clients_normal: connection buffers, not data
     keys: int
     taken_at: float
+
+    def minus(self, base: Reading) -> int:
+        """Bytes of data added since `base`: the used_memory delta less the change in
+        client memory. A connection's reply buffer starts at 16 KB and the server shrinks
+        it when it has been idle a while (Redis 7+, Valkey), so the meter's own
+        connection alone swings ~15 KB between readings, at random moments."""
+        return (self.used_memory - base.used_memory) - (self.clients_memory - base.clients_memory)
 
 
 @dataclass(frozen=True)
@@ -94,6 +109,7 @@ class Meter:
         self.version = str(info.get("valkey_version") or info["redis_version"])
         self.allocator = str(_info_memory(client).get("mem_allocator", "unknown"))
         self._reports_rehash = "mem_overhead_db_hashtable_rehashing" in _info_memory(client)
+        self._prime()
         if not clear and self._key_count() > 0:
             where = "server" if scope == "server" else "database"
             raise MeterError(
@@ -101,8 +117,23 @@ class Meter:
                 "dedicated server or database (or clear=True if its data may go)"
             )
         self.baseline = 0
+        self.base_reading: Reading | None = None
 
     # -- primitives ---------------------------------------------------------------
+    PRIME_KEY = b"densekv:meter:never-written"
+
+    def _prime(self) -> None:
+        """Run once the read-only commands the meter (and the lab's observers) send, on a
+        key that does not exist, so their one-time latency histograms exist before any
+        baseline (see the module docstring). Nothing is written."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.execute_command("RANDOMKEY")
+        pipe.execute_command("MEMORY", "USAGE", self.PRIME_KEY, "SAMPLES", "0")
+        pipe.execute_command("OBJECT", "ENCODING", self.PRIME_KEY)
+        pipe.execute_command("SCAN", "0", "MATCH", self.PRIME_KEY, "COUNT", "1")
+        pipe.execute_command("DBSIZE")
+        pipe.execute(raise_on_error=False)
+
     def _key_count(self) -> int:
         if self.scope == "db":
             return int(self.client.dbsize())
@@ -155,12 +186,20 @@ class Meter:
     def reset(self) -> Reading:
         """Flush the target and take the baseline that deltas are measured from."""
         self.flush()
+        return self.rebase()
+
+    def rebase(self) -> Reading:
+        """Take the baseline now, without flushing (what is there already is not counted)."""
         base = self.reading()
         self.baseline = base.used_memory
+        self.base_reading = base
         return base
 
     def delta(self) -> int:
-        return self.reading().used_memory - self.baseline
+        """Bytes of data added since the baseline (see Reading.minus)."""
+        if self.base_reading is None:
+            raise MeterError("take a baseline first: reset() or rebase()")
+        return self.reading().minus(self.base_reading)
 
     def memory_usage_per_item(self, items: int, samples: int = 200) -> float | None:
         """MEMORY USAGE of random keys, scaled to the key count, per item."""

@@ -135,10 +135,16 @@ class Target:
             yield other
 
 
+#: settings of every scratch server the lab starts (see scratch_target)
+SCRATCH_OPTIONS = {"slowlog-log-slower-than": "-1"}
+
+
 @contextlib.contextmanager
 def scratch_target(binary: ServerBinary, options: Mapping[str, str] | None = None) -> Iterator[Target]:
-    """Start a server of the matrix for the lab; stop it (and remove its files) on exit."""
-    with ServerProcess(binary, options=options) as proc:
+    """Start a server of the matrix for the lab; stop it (and remove its files) on exit.
+    Its slowlog is off: entries of slow calls (~1 KB each) are server memory that is not
+    data, and how many appear depends on how busy the machine is."""
+    with ServerProcess(binary, options={**SCRATCH_OPTIONS, **(options or {})}) as proc:
         client = proc.client()
         try:
             meter = Meter(client, clear=True)

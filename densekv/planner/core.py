@@ -182,7 +182,7 @@ def measure(kp: Any, cand: Candidate, wl: Workload, where: Site, key: str) -> Ca
         try:
             load = closing(kp.sample_loader(lc, cand, wl, chosen, n), lc)  # may write a metadata key
             lc.connection_pool.disconnect()
-            meter.baseline = meter.reading().used_memory
+            meter.rebase()
             skip = set(where.client.scan_iter(count=1000))
             done = 0
             for stop in sorted({max(1, n // 2), n}):

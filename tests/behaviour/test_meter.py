@@ -77,6 +77,26 @@ def test_meter_agrees_with_a_plain_delta_on_a_fresh_server(
     assert 0.4 * measured < curve.final.memory_usage_bytes_per_item < 1.2 * measured
 
 
+def test_the_meters_own_first_commands_do_not_land_in_a_delta(
+    fresh_server: Callable[..., ServerProcess], server_name: str
+) -> None:
+    """A fresh server allocates a ~25 KB latency histogram the first time it runs each
+    command name; the meter's sampling commands (RANDOMKEY, MEMORY USAGE, OBJECT ENCODING)
+    must have run before its first baseline, or an empty load reads ~75 KB."""
+    proc = fresh_server(server_name)
+    client = proc.client()
+    meter = Meter(client)
+    client.set("one", "1")  # the load's own commands: warmed up before the baseline
+    client.delete("one")
+    meter.reset()
+    client.set("one", "1")
+    meter.memory_usage_per_item(1)
+    client.object("encoding", "one")
+    client.delete("one")
+    assert abs(meter.delta()) < 4096
+    client.close()
+
+
 def test_db_scope_flushes_only_its_database(server: ServerProcess) -> None:
     other = server.client(db=1)
     mine = server.client(db=2)

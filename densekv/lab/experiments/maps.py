@@ -266,9 +266,7 @@ class Maps(Experiment):
         t_reset = time.perf_counter()
         load()
         t_load = time.perf_counter()
-        after = meter.reading()
-        # the measuring connection's own buffers (INFO replies) are not data
-        delta = after.used_memory - base.used_memory - (after.clients_memory - base.clients_memory)
+        delta = meter.reading().minus(base)  # net of client buffers (Reading.minus)
         t_read = time.perf_counter()
         result.point = Point(n, delta, delta / n, meter.memory_usage_per_item(n, samples=MEMORY_SAMPLE))
         t_mu = time.perf_counter()

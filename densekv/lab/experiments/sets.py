@@ -240,15 +240,10 @@ class Sets(Experiment):
         self._base = ctx.target.meter.reset()
 
     def _reading(self, ctx: Context) -> int:
-        """The data's bytes: the used_memory delta less the change in mem_clients_normal.
-
-        The loader's connection is closed first, but the measuring connection's own
-        buffers still swing by about 15 KB between readings (measured on valkey-9.1):
-        client buffers are not data, so they are taken out of both readings."""
+        """The data's bytes since the baseline, net of client buffers (Reading.minus)."""
         ctx.target.client.connection_pool.disconnect()
         self._settle_lua(ctx)
-        now, base = ctx.target.meter.reading(), self._base
-        return (now.used_memory - now.clients_memory) - (base.used_memory - base.clients_memory)
+        return ctx.target.meter.reading().minus(self._base)
 
     def _settle_lua(self, ctx: Context) -> None:
         ctx.target.client.eval("collectgarbage('collect') return 0", 0)
