@@ -18,8 +18,13 @@ commands sent (INFO commandstats). Issue 5 targets: int_holey <= 13, int_seq <= 
 str8 <= 18 B/item on every server; json >= 3x less than plain; get/set server time
 <= 2x GET/SET; batch throughput >= 150k ops/s.
 
+With --ttl-mode packed|field every item gets a TTL (ITEM_TTL, one day: nothing expires
+during the run): the map is made with that ttl_mode (expiry packed before the value, or
+the server's hash field TTL) and the plain baseline uses SET EX. Records carry "ttl_mode"
+(null without the option). compact.py's ttl_mode="auto" rule comes from these runs.
+
 Usage: python benchmarks/map_memory.py [--n 200000] [--server NAME ...] [--case NAME ...]
-       [--out benchmarks/results/map_memory.jsonl | --out -]
+       [--ttl-mode packed|field] [--out benchmarks/results/map_memory.jsonl | --out -]
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted co
 
 CASES = ("int_holey", "int_seq", "str8_holey", "str8_seq", "json")
 BATCH = 5000
+ITEM_TTL = 86_400  # --ttl-mode: every item's TTL in seconds
 
 
 def make_doc(rng: random.Random, i: int) -> str:
@@ -99,27 +105,31 @@ def usec_per_call(before: dict[str, tuple[int, int]], after: dict[str, tuple[int
     return out
 
 
-def run_case(proc: ServerProcess, name: str, case: str, layout: str, n: int, commit: str) -> dict[str, Any]:
+def run_case(proc: ServerProcess, name: str, case: str, layout: str, n: int, commit: str,
+             ttl_mode: str | None = None) -> dict[str, Any]:
     client = proc.client()
     keys, values = dataset(case, n)
     codec = "zstd" if case == "json" else "auto"
+    ttl = ITEM_TTL if ttl_mode else None
+    ex_args: tuple[Any, ...] = ("EX", ITEM_TTL) if ttl_mode else ()
+    mode = ttl_mode or "auto"
 
     def load_into(namespace: str, start: int, stop: int) -> None:
         # a connection of its own, closed after: its query buffer must not count as data
         lc = proc.client()
         lex = SyncExecutor(lc)
-        m = CompactMap(lc, namespace, codec=codec, expected=n) if layout == "map" else None
+        m = CompactMap(lc, namespace, codec=codec, expected=n, ttl_mode=mode) if layout == "map" else None
         if m is not None and case == "json" and start == 0:
             rng = random.Random(99)
             m.train([make_doc(rng, 10**7 + i) for i in range(500)], size=16384)
         for lo in range(start, stop, BATCH):
             hi = min(stop, lo + BATCH)
             if m is None:
-                lex.run_many([command("SET", keys[i], values[i]) for i in range(lo, hi)])
+                lex.run_many([command("SET", keys[i], values[i], *ex_args) for i in range(lo, hi)])
             else:
                 b = m.batch()
                 for i in range(lo, hi):
-                    b.set(keys[i], values[i])
+                    b.set(keys[i], values[i], ttl=ttl)
                 b.execute()
         lc.close()
 
@@ -131,7 +141,7 @@ def run_case(proc: ServerProcess, name: str, case: str, layout: str, n: int, com
     # first time it runs each command name, and the first map of a server loads its Lua
     # scripts: one-time costs of the server, not bytes of these items.
     load_into("warm", 0, min(n, 2000))
-    warm = CompactMap(client, "warm", codec=codec) if layout == "map" else None
+    warm = CompactMap(client, "warm", codec=codec, ttl_mode=mode) if layout == "map" else None
     if warm is not None:
         with warm.batch() as wb:
             wb.get(keys[0])
@@ -142,7 +152,7 @@ def run_case(proc: ServerProcess, name: str, case: str, layout: str, n: int, com
     curve = Meter(client, clear=True).curve(f"{case}/{layout}", load, [n // 10, n])
     load_s = time.perf_counter() - t0
     ex = SyncExecutor(client)
-    the_map = CompactMap(client, "kv", codec=codec) if layout == "map" else None
+    the_map = CompactMap(client, "kv", codec=codec, ttl_mode=mode) if layout == "map" else None
     ops = min(50_000, n)
     rng = random.Random(7)
     picks = [rng.randrange(n) for _ in range(ops)]
@@ -163,11 +173,11 @@ def run_case(proc: ServerProcess, name: str, case: str, layout: str, n: int, com
     for lo in range(0, ops, 1000):
         chunk = picks[lo : lo + 1000]
         if layout == "plain":
-            ex.run_many([command("SET", keys[i], values[i]) for i in chunk])
+            ex.run_many([command("SET", keys[i], values[i], *ex_args) for i in chunk])
         else:
             b = the_map.batch()
             for i in chunk:
-                b.set(keys[i], values[i])
+                b.set(keys[i], values[i], ttl=ttl)
             b.execute()
     set_s, set_cpu = time.perf_counter() - t2, time.process_time() - c2
     if layout == "map":  # the benchmark checks what it measured reads back
@@ -180,14 +190,14 @@ def run_case(proc: ServerProcess, name: str, case: str, layout: str, n: int, com
         "allocator": curve.allocator, "mode": info.get("redis_mode", "standalone"),
         "hash_max_listpack_entries": int(client.config_get("hash-max-listpack-entries")["hash-max-listpack-entries"]),
         "hash_max_listpack_value": int(client.config_get("hash-max-listpack-value")["hash-max-listpack-value"]),
-        "case": case, "layout": layout, "n": n, "buckets": m.explain()["buckets"] if m else None,
+        "case": case, "layout": layout, "ttl_mode": ttl_mode, "n": n, "buckets": m.explain()["buckets"] if m else None,
         "bytes_per_item": round(curve.final.bytes_per_item, 2),
         "bytes_per_item_at_n_10": round(curve.points[0].bytes_per_item, 2),
         "memory_usage_bytes_per_item": round(curve.final.memory_usage_bytes_per_item or 0, 2),
         "load_per_s": round(n / load_s), "batch_get_per_s": round(ops / get_s), "batch_set_per_s": round(ops / set_s),
         # CPU of this (client) process per op: less moved than ops/s by other jobs on the machine
         "batch_get_client_cpu_us": round(get_cpu / ops * 1e6, 2), "batch_set_client_cpu_us": round(set_cpu / ops * 1e6, 2),
-        "server_usec_per_call": {k: v for k, v in stats.items() if k in ("get", "set", "hget", "hset", "hmget", "multi", "exec", "evalsha")},
+        "server_usec_per_call": {k: v for k, v in stats.items() if k in ("get", "set", "hget", "hset", "hmget", "multi", "exec", "evalsha", "hexpireat", "hsetex")},
         "encodings": sorted({client.object("encoding", k).decode() for k in list(client.scan_iter(match="kv:[mh]:*", count=1000))[:200]}) if m else None,
     }
     client.close()
@@ -199,6 +209,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--server", action="append")
     ap.add_argument("--case", action="append", choices=CASES)
+    ap.add_argument("--ttl-mode", choices=("packed", "field"),
+                    help=f"every item gets a {ITEM_TTL} s TTL, kept by the map this way (plain: SET EX)")
     ap.add_argument("--out", default="benchmarks/results/map_memory.jsonl", help="append records here ('-': print only)")
     args = ap.parse_args()
     servers = find_servers()
@@ -207,7 +219,7 @@ def main() -> None:
         with ServerProcess(servers[name]) as proc:
             for case in args.case or CASES:
                 for layout in ("plain", "map"):
-                    record = run_case(proc, name, case, layout, args.n, commit)
+                    record = run_case(proc, name, case, layout, args.n, commit, args.ttl_mode)
                     line = json.dumps(record)
                     print(line, flush=True)
                     if args.out != "-":

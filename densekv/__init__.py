@@ -18,7 +18,7 @@ from densekv.connect import connect
 from densekv.codec import CodecUnavailable
 from densekv.maps import AsyncCompactMap, AsyncMapBatch, CompactMap, MapBatch, TransactionError, ValueTooLarge
 from densekv.maps.buckets import KeyTooLong
-from densekv.maps.compact import MapConfigError, NotAnInteger
+from densekv.maps.compact import FieldTtlUnavailable, MapConfigError, NotAnInteger
 from densekv.measure import Curve, Meter, Point
 from densekv.planner import Recommendation
 from densekv.planner import plan as plan_layout
@@ -66,6 +66,7 @@ __all__ = [
     "DecodeError",
     "DensekvError",
     "EmbeddedServer",
+    "FieldTtlUnavailable",
     "KeyTooLong",
     "LayoutUnavailable",
     "MATRIX",

@@ -7,9 +7,20 @@ from densekv.maps.compact import (
     AsyncCompactMap,
     AsyncMapBatch,
     CompactMap,
+    FieldTtlUnavailable,
     MapBatch,
+    MapConfigError,
     TransactionError,
     ValueTooLarge,
 )
 
-__all__ = ["AsyncCompactMap", "AsyncMapBatch", "CompactMap", "MapBatch", "TransactionError", "ValueTooLarge"]
+__all__ = [
+    "AsyncCompactMap",
+    "AsyncMapBatch",
+    "CompactMap",
+    "FieldTtlUnavailable",
+    "MapBatch",
+    "MapConfigError",
+    "TransactionError",
+    "ValueTooLarge",
+]

@@ -9,16 +9,52 @@ flows, so they cannot drift. Invariants:
   * a bucket never leaves the listpack encoding because of a value: a framed value longer
     than hash-max-listpack-value goes to its own key (marker 0x0F in the bucket); a key
     whose zipped form is too long for a field is refused (KeyTooLong) before any write;
-  * per-item expiry is packed before the value (codec.EXPIRES) and checked on every read,
-    so an expired item is never returned, swept or not; read-then-write operations on it
-    (setnx, incr, expire, sweep) are one Lua script;
-  * the map's geometry (bucket count) and alias table are fixed in the server when the map
-    is created: any process, with any `expected`, finds every item;
+  * per-item expiry (ttl_mode "packed", see "Per-item TTL" below) is packed before the
+    value (codec.EXPIRES) and checked on every read, so an expired item is never returned,
+    swept or not; read-then-write operations on it (setnx, incr, expire, sweep) are one Lua
+    script;
+  * the map's geometry (bucket count), alias table and TTL mode are fixed in the server
+    when the map is created: any process, with any `expected`, finds every item;
   * a value that does not decode raises DecodeError naming the key; nothing is returned
     raw and nothing else is touched;
   * while a migration runs (`fallback`), a missing item is read from the plain key of the
     same name, and a write first moves that key in (maps/migrate.py).
 get is one HGET, set one HSET (two commands only for out-of-line values).
+
+Per-item TTL (`ttl_mode`, stored in the map's meta at creation; a map made before the
+option existed has none and is "packed"; an explicit mode other than the stored one
+raises MapConfigError):
+  * "packed": the expiry, 4-byte unix seconds behind the 0x0E header, before the framed
+    value; read checks it, sweep() removes expired items (map_sweep.lua).
+  * "field": the server's hash field TTL (HEXPIREAT on the item's field), no expiry in the
+    value. A write with a TTL sets value and TTL together: HSETEX where the server has it
+    (Valkey 9.1), else HSET + HEXPIREAT in one MULTI (Redis 7.4), also in batches
+    (run_fast groups them per bucket and expiry). A write without one is a plain HSET,
+    which drops the field's TTL (as SET does); HINCRBY keeps it (both checked by
+    tests/behaviour/test_map_fieldttl.py on Redis 7.4 and Valkey 9.1). ttl() reads
+    HPEXPIRETIME, expire()/persist() are HEXPIREAT/HPERSIST (and EXPIREAT/PERSIST of an
+    out-of-line key, which keeps its own EXAT one second past its field's). The server
+    expires items itself and hides expired fields from HGET, HMGET, HGETALL and HSCAN,
+    so sweep() only reclaims out-of-line keys. Refused with FieldTtlUnavailable, before
+    anything is written, on a server without field TTL (Redis 7.0, Valkey 8.0).
+  * "auto" (default): packed on every server, from these measurements (used_memory delta
+    per item at 200k items, every item with a one-day TTL; `python benchmarks/map_memory.py
+    --server S --case C --ttl-mode packed|field`; load does not move bytes):
+        server       case         packed   field                    plain SET EX
+        redis-7.4    int_seq      21.19    21.46 (listpackex)       101.22
+        redis-7.4    int_holey    23.48    22.77 (listpackex)       100.97
+        redis-7.4    str8_holey   22.50    27.77 (listpackex)       116.90
+        valkey-9.1   int_seq      19.53    77.88 (hashtable)         68.47
+        valkey-9.1   int_holey    21.41    73.05 (hashtable)         67.95
+    On Redis 7.4 (listpackex) a field TTL is a listpack integer entry of ~10 bytes per
+    item against 5 packed bytes, which also turn an integer value into a string: about
+    even for integers (0.7 B/item smaller under holey ids, 0.3 larger under sequential
+    ids), 5.3 B/item larger for 8-byte strings, and writes cost more server time (int
+    cases, batched sets: HSET 2.0-2.8 us + HEXPIREAT 4.3-6.4 us per grouped call against
+    HSET 1.1-1.4 us packed; commandstats of the same runs, load average 1.8-3.3).
+    On Valkey 9.1 one expiring field turns the bucket into a hashtable: 3.4-4x packed and
+    more than plain SET EX. So auto never finds field TTL "compact and not larger";
+    "field" remains for those who want the server to expire items (no sweep).
 
 Batches and transactions (`m.batch(transaction=False|True)`, results like a redis-py
 pipeline's, in order, each also in the Pending the op returned):
@@ -52,6 +88,7 @@ pipeline's, in order, each also in the Pending the op returned):
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -69,6 +106,7 @@ from densekv.maps.buckets import (
     Location,
     bucket_count,
     bucket_patterns,
+    field_int,
     key_of,
     locate,
 )
@@ -108,6 +146,11 @@ class MapConfigError(DensekvError):
     """The map stored in the server was made with another alias table or format."""
 
 
+class FieldTtlUnavailable(MapConfigError):
+    """ttl_mode="field" (or a map stored in that mode) on a server without hash field TTL
+    (HEXPIRE: Redis 7.4+, Valkey 9+); raised before anything is written."""
+
+
 class TransactionError(DensekvError):
     """A transaction that cannot run atomically (keys in several cluster slots, a
     migration in progress); raised before anything is sent."""
@@ -123,8 +166,10 @@ class _Locator:
 
     It relies on what buckets.py documents and nothing more: a numeric-tail key P+n lives
     in a bucket that depends on (P, n mod B) only and in a field that depends on n div B
-    only. Every cache entry is filled by buckets.locate itself (so the field encoding is
-    whatever locate writes); keys locate does not put in a numeric bucket are never cached.
+    only. Bucket names are filled by buckets.locate itself; a field is str(field_int(q)),
+    the format-2 field locate writes (computed, not looked up: holey ids seldom repeat a
+    quotient, and a full locate costs ~5 us where field_int costs ~0.5). Keys locate does
+    not put in a numeric bucket are never cached.
     tests/behaviour/test_map_batch.py checks it against locate on awkward keys."""
 
     LIMIT = 1 << 16  # entries (about 100 bytes each) before the caches start again
@@ -145,8 +190,12 @@ class _Locator:
             if per is not None:
                 q, r = divmod(int(tail), self.b)
                 bucket = per.get(r)
-                field = self.fields.get(q)
-                if bucket is not None and field is not None:
+                if bucket is not None:
+                    field = self.fields.get(q)
+                    if field is None:
+                        if len(self.fields) >= self.LIMIT:
+                            self.fields.clear()
+                        field = self.fields[q] = str(field_int(q)).encode()
                     return bucket, field
         loc = locate(self.namespace, key, self.geo, self.aliases)
         if tail and tail[0] != "0" and len(tail) <= _MAX_TAIL and loc.bucket.startswith(self.numeric):
@@ -187,12 +236,25 @@ def read_facts() -> Flow[MapFacts]:
         items = list(reply.items()) if isinstance(reply, dict) else list(zip(reply[::2], reply[1::2]))
         return int(items[0][1])
 
-    entries, value, hexpire = yield [
+    def known(r: Any) -> bool:
+        return bool(r) and r[0] is not None
+
+    entries, value, hexpire, hsetex = yield [
         command("CONFIG", "GET", "hash-max-listpack-entries", decode=pair),
         command("CONFIG", "GET", "hash-max-listpack-value", decode=pair),
-        command("COMMAND", "INFO", "HEXPIRE", decode=lambda r: bool(r) and r[0] is not None),
+        command("COMMAND", "INFO", "HEXPIRE", decode=known),
+        command("COMMAND", "INFO", "HSETEX", decode=known),
     ]
-    return MapFacts(entries, value, "hexpire" if hexpire else "none")
+    field_ttl = "hsetex" if hsetex else "hexpire" if hexpire else "none"
+    encoding = None
+    if field_ttl != "none":  # what the probe does: one expiring field on a scratch key
+        key = f"densekv:probe:{{{secrets.token_hex(8)}}}".encode()
+        got = yield [Plan((Command(("HSET", key, "f", "v", "g", "w"), (key,)),
+                           Command(("HEXPIRE", key, 3600, "FIELDS", 1, "f"), (key,)),
+                           Command(("OBJECT", "ENCODING", key), (key,)),
+                           Command(("DEL", key), (key,))))]
+        encoding = _text(got[0][2])
+    return MapFacts(entries, value, field_ttl, encoding)
 
 
 def _text(x: Any) -> str:
@@ -254,6 +316,9 @@ class MapCore:
         self.dicts = DictionaryCache()
         self.write_dictionary = int(meta.get("zdict", "0") or 0)
         self.place = _Locator(namespace, self.geo, aliases)
+        self.ttl_mode = meta.get("ttl_mode", "packed")
+        self.field_ttl = self.ttl_mode == "field"  # per-item expiry as the server's field TTL
+        self.hsetex = facts.field_ttl == "hsetex"
 
     # -- pure helpers -------------------------------------------------------------------
     def now(self) -> int:
@@ -271,8 +336,11 @@ class MapCore:
         return self.now() + max(1, int(round(ttl)))
 
     def frame(self, key: str, value: Any, expires: int | None) -> tuple[bytes, bytes | None]:
-        """(what the bucket stores, the out-of-line value or None). Raises before writing."""
+        """(what the bucket stores, the out-of-line value or None). Raises before writing.
+        The expiry is packed before the value in ttl_mode "packed" only."""
         framed = self.codec.encode(value)
+        if self.field_ttl:
+            expires = None
         stored = cd.with_expiry(framed, expires)
         if len(stored) <= self.geo.value_limit:
             return stored, None
@@ -285,11 +353,21 @@ class MapCore:
         return cd.with_expiry(OOL, expires), framed
 
     def write_plan(self, loc: Location, stored: bytes, ool: bytes | None, expires: int | None) -> Plan[Any]:
+        """The write of one item. In ttl_mode "field" the value and its field TTL are set
+        together (HSETEX where the server has it, else HSET + HEXPIREAT in one MULTI); a
+        plain HSET over a field drops its TTL (Redis 7.4, Valkey 9.1), as SET does."""
+        hset = Command(("HSET", loc.bucket, loc.field, stored), (loc.bucket,))
+        fttl = (Command(("HEXPIREAT", loc.bucket, expires, "FIELDS", 1, loc.field), (loc.bucket,)),) \
+            if expires and self.field_ttl else ()
         if ool is None:
-            return command("HSET", loc.bucket, loc.field, stored, keys=(loc.bucket,))
+            if not fttl:
+                return command("HSET", loc.bucket, loc.field, stored, keys=(loc.bucket,))
+            if self.hsetex:
+                return Plan((Command(("HSETEX", loc.bucket, "EXAT", expires, "FIELDS", 1, loc.field, stored),
+                                     (loc.bucket,)),))
+            return Plan((hset, *fttl), atomic=True)
         args: tuple[Any, ...] = ("SET", loc.ool, ool) + (("EXAT", expires + OOL_SLACK) if expires else ())
-        return Plan((Command(args, (loc.ool,)), Command(("HSET", loc.bucket, loc.field, stored), (loc.bucket,))),
-                    atomic=True)
+        return Plan((Command(args, (loc.ool,)), hset, *fttl), atomic=True)
 
     def live(self, raw: Any) -> bytes | None:
         """The bucket value without its expiry wrapper, or None if missing or expired."""
@@ -392,9 +470,14 @@ class MapCore:
         frame = self.frame
         int_ok = self.codec.serializer != "raw"  # every other serializer writes an int64 as INTEGER
         limit = self.geo.value_limit
+        field_ttl, hsetex = self.field_ttl, self.hsetex
         cmds: list[tuple[bytes, list[Any]]] = []
         reads: dict[bytes, tuple[int, list[Any]]] = {}
         writes: dict[bytes, list[Any]] = {}
+        # ttl_mode "field": bucket -> (expiry, the HSET or HSETEX, the HEXPIREAT or None) of
+        # the last run of sets with that expiry; value and field TTL go in one command
+        # (HSETEX) or one MULTI, so no reader ever sees the value without its TTL
+        twrites: dict[bytes, tuple[int, list[Any], list[Any] | None]] = {}
         where: list[tuple[int, int, int] | None] = []  # per get: command, position, prefetch command
         keys: list[str] = []
         for n, (kind, data, _, _, _) in enumerate(ops):
@@ -405,16 +488,43 @@ class MapCore:
                 else:
                     pairs, ttl = data
                 expires = self.expiry_of(ttl) if ttl is not None or self.ttl is not None else None
+                packed = expires if not field_ttl else None
                 for key, value in pairs:
                     bucket, fld = place(key)
                     if type(value) is int and int_ok and INT64_MIN <= value <= INT64_MAX:
                         stored, ool = str(value).encode(), None  # what codec.encode_int writes
-                        if expires or len(stored) > limit:
+                        if packed or len(stored) > limit:
                             stored, ool = frame(key, value, expires)
                     else:
                         stored, ool = frame(key, value, expires)
                     if reads:
                         reads.pop(bucket, None)
+                    if field_ttl:
+                        if expires and ool is None:
+                            writes.pop(bucket, None)
+                            run = twrites.get(bucket)
+                            if run is not None and run[0] == expires:
+                                if run[2] is None:  # HSETEX key EXAT t FIELDS n f v ...
+                                    run[1][5] += 1
+                                    run[1].extend((fld, stored))
+                                else:  # MULTI, HSET key f v ..., HEXPIREAT key t FIELDS n f ..., EXEC
+                                    run[1].extend((fld, stored))
+                                    run[2][4] += 1
+                                    run[2].append(fld)
+                            elif hsetex:
+                                hsx: list[Any] = [b"HSETEX", bucket, b"EXAT", expires, b"FIELDS", 1, fld, stored]
+                                twrites[bucket] = (expires, hsx, None)
+                                cmds.append((bucket, hsx))
+                            else:
+                                hs: list[Any] = [b"HSET", bucket, fld, stored]
+                                hx: list[Any] = [b"HEXPIREAT", bucket, expires, b"FIELDS", 1, fld]
+                                twrites[bucket] = (expires, hs, hx)
+                                cmds += [(bucket, [b"MULTI"]), (bucket, hs), (bucket, hx), (bucket, [b"EXEC"])]
+                            where.append(None)
+                            keys.append(key)
+                            continue
+                        if twrites:
+                            twrites.pop(bucket, None)
                     if ool is None:
                         hset = writes.get(bucket)
                         if hset is None:
@@ -426,7 +536,10 @@ class MapCore:
                         writes.pop(bucket, None)
                         ex: list[Any] = [b"EXAT", expires + OOL_SLACK] if expires else []
                         cmds += [(bucket, [b"MULTI"]), (bucket, [b"SET", Location(bucket, fld).ool, ool, *ex]),
-                                 (bucket, [b"HSET", bucket, fld, stored]), (bucket, [b"EXEC"])]
+                                 (bucket, [b"HSET", bucket, fld, stored])]
+                        if field_ttl and expires:
+                            cmds.append((bucket, [b"HEXPIREAT", bucket, expires, b"FIELDS", 1, fld]))
+                        cmds.append((bucket, [b"EXEC"]))
                     where.append(None)
                     keys.append(key)
                 continue
@@ -434,6 +547,8 @@ class MapCore:
                 bucket, fld = place(data)
                 if writes:
                     writes.pop(bucket, None)
+                if twrites:
+                    twrites.pop(bucket, None)
                 got = reads.get(bucket)
                 if got is None:
                     got = reads[bucket] = (len(cmds), [b"HMGET", bucket, fld])
@@ -452,6 +567,8 @@ class MapCore:
                 bucket, fld = place(key)
                 if writes:
                     writes.pop(bucket, None)
+                if twrites:
+                    twrites.pop(bucket, None)
                 got = reads.get(bucket)
                 if got is None:
                     got = reads[bucket] = (len(cmds), [b"HMGET", bucket, fld])
@@ -566,6 +683,15 @@ class MapCore:
     def ttl_of(self, key: str) -> Flow[int]:
         """Like TTL: seconds left, -1 without expiry, -2 missing."""
         loc = self.locate(key)
+        if self.field_ttl:  # HPEXPIRETIME: [-2] no such field, [-1] no TTL, [unix ms]
+            at = yield from step(command("HPEXPIRETIME", loc.bucket, "FIELDS", 1, loc.field,
+                                         keys=(loc.bucket,), decode=lambda r: int(r[0])))
+            if at >= -1:  # whole seconds left, as packed expiries count them (a migrated TTL has ms)
+                return at if at == -1 else max(0, (at - self.now() * 1000) // 1000)
+            if self.fallback:
+                k = key.encode("utf-8", "surrogateescape")
+                return int((yield from step(command("TTL", k, keys=(k,)))))
+            return -2
         raw = yield from step(command("HGET", loc.bucket, loc.field, keys=(loc.bucket,)))
         if self.live(raw) is None:
             if self.fallback:
@@ -615,6 +741,12 @@ class MapCore:
         expires = self.expiry_of(ttl)
         stored, ool = self.frame(key, value, expires)
         yield from self.adopt(key)
+        if self.field_ttl:
+            done: Any = yield from step(script_call(
+                script("map_setnx_field"), [loc.bucket, loc.ool],
+                [loc.field, stored, ool or b"", expires * 1000 if expires else 0,
+                 (expires + OOL_SLACK) * 1000 if (ool and expires) else 0]))
+            return bool(done)
         done = yield from step(script_call(
             script("map_setnx"), [loc.bucket, loc.ool],
             [loc.field, stored, ool or b"", (expires + OOL_SLACK) if (ool and expires) else 0, self.now()]))
@@ -646,9 +778,14 @@ class MapCore:
             raise TypeError("incrby takes a 64-bit integer delta")
         loc = self.locate(key)
         expires = self.expiry_of(None)
-        head = cd.with_expiry(b"", expires) if expires else b""
         yield from self.adopt(key)
-        ok, text = yield from step(script_call(script("map_incr"), [loc.bucket], [loc.field, delta, self.now(), head]))
+        if self.field_ttl:
+            call: Plan[Any] = script_call(script("map_incr_field"), [loc.bucket],
+                                          [loc.field, delta, expires * 1000 if expires else 0])
+        else:
+            head = cd.with_expiry(b"", expires) if expires else b""
+            call = script_call(script("map_incr"), [loc.bucket], [loc.field, delta, self.now(), head])
+        ok, text = yield from step(call)
         if not ok:
             raise NotAnInteger(f"cannot add to {key!r}: {_text(text)}")
         return int(text)
@@ -677,6 +814,16 @@ class MapCore:
         loc = self.locate(key)
         yield from self.adopt(key)
         exp = 0 if seconds is None else self.now() + max(1, int(round(seconds)))
+        if self.field_ttl:  # the field's TTL, and the out-of-line key's if there is one
+            if exp:
+                steps = (Command(("HEXPIREAT", loc.bucket, exp, "FIELDS", 1, loc.field), (loc.bucket,)),
+                         Command(("EXPIREAT", loc.ool, exp + OOL_SLACK), (loc.ool,)))
+            else:
+                steps = (Command(("HPERSIST", loc.bucket, "FIELDS", 1, loc.field), (loc.bucket,)),
+                         Command(("PERSIST", loc.ool), (loc.ool,)))
+            # per field: 1 set (or removed), 2 deleted (a time past), -1 no TTL to remove, -2 no field
+            code = yield from step(Plan(steps, lambda r: int(r[0][0]), atomic=True))
+            return code != -2
         done = yield from step(script_call(script("map_expire"), [loc.bucket, loc.ool],
                                            [loc.field, exp, self.now(), self.geo.value_limit]))
         return bool(done)
@@ -701,6 +848,8 @@ class MapCore:
         return [(k, v) for k, v in zip(keys, values) if v is not MISSING]
 
     def sweep_buckets(self, buckets: Sequence[bytes]) -> Flow[int]:
+        if self.field_ttl:  # the server expires items itself; nothing is packed to sweep
+            return 0
         now = self.now()
         plans = []
         for b in buckets:
@@ -745,12 +894,8 @@ class MapCore:
             "codec": {"serializer": self.codec.serializer, "compression": self.codec.compression,
                       "dictionary": self.codec.dictionary.id if self.codec.dictionary else None},
             "aliases": dict(self.aliases.forward), "ttl": self.ttl,
-            "item_ttl": "packed",
-            "item_ttl_reason": (
-                "expiry packed before the value (5 bytes, checked on read, swept by sweep()); "
-                + ("the server's field TTL keeps listpacks here (listpackex) but costs more per item"
-                   if self.facts.field_ttl_encoding == "listpackex" else
-                   f"the server's field TTL ({self.facts.field_ttl}) is not compact here")),
+            "item_ttl": self.ttl_mode,
+            "item_ttl_reason": ttl_mode_reason(self.facts, self.ttl_mode),
             "fallback": self.fallback,
         }
 
@@ -763,11 +908,47 @@ def alias_key(namespace: str) -> bytes:
     return f"{namespace}:za:{{{namespace}}}".encode()
 
 
-def init_flow(namespace: str, facts: MapFacts, expected: int, aliases: Mapping[str, str] | None) -> Flow[tuple[dict[str, str], Aliases]]:
-    """Create the map's meta in the server, or read what an earlier process stored."""
+TTL_MODES = ("auto", "packed", "field")
+
+
+def choose_ttl_mode(facts: MapFacts) -> str:
+    """ttl_mode="auto" for a new map: "field" only where the server keeps a hash with field
+    TTLs compact (listpackex) and field TTL measured not larger than packed. Measured
+    (module docstring, "Per-item TTL"): larger on the one server with listpackex (Redis
+    7.4) except by 0.7 B/item for integers under holey ids, and 3.4-4x on Valkey 9.1
+    (hashtable). So: packed, on every server of the matrix."""
+    return "packed"
+
+
+def ttl_mode_reason(facts: MapFacts, mode: str) -> str:
+    if mode == "field":
+        return ("the server's field TTL (set with the value in one command or MULTI; the server "
+                "expires items, sweep() only reclaims out-of-line keys); a bucket with expiring items is "
+                f"a {facts.field_ttl_encoding or 'whatever the server makes it'} here")
+    packed = "expiry packed before the value (5 bytes, checked on read, swept by sweep()); "
+    if facts.field_ttl == "none":
+        return packed + "this server has no field TTL"
+    if facts.field_ttl_encoding == "listpackex":
+        return packed + ("the server's field TTL keeps listpacks here (listpackex) but measured no "
+                         "smaller (larger for strings) and slower to write")
+    return packed + (f"the server's field TTL ({facts.field_ttl}) turns a bucket into a "
+                     f"{facts.field_ttl_encoding or 'hashtable'}: several times the bytes")
+
+
+def init_flow(namespace: str, facts: MapFacts, expected: int, aliases: Mapping[str, str] | None,
+              ttl_mode: str = "auto") -> Flow[tuple[dict[str, str], Aliases]]:
+    """Create the map's meta in the server, or read what an earlier process stored. Bad
+    settings (an unknown ttl_mode, field TTL on a server without it) raise before any write."""
+    if ttl_mode not in TTL_MODES:
+        raise ValueError(f"ttl_mode is one of {', '.join(TTL_MODES)}, not {ttl_mode!r}")
+    if ttl_mode == "field" and facts.field_ttl == "none":
+        raise FieldTtlUnavailable(
+            "ttl_mode='field' needs hash field TTL (HEXPIRE: Redis 7.4+, Valkey 9+); this server has "
+            "none: use ttl_mode='packed' (or 'auto')")
     wanted = Aliases(aliases)
+    mode = choose_ttl_mode(facts) if ttl_mode == "auto" else ttl_mode
     meta = {"format": FORMAT, "buckets": str(bucket_count(expected, facts.entries_limit)),
-            "entries": str(facts.entries_limit), "value": str(facts.value_limit)}
+            "entries": str(facts.entries_limit), "value": str(facts.value_limit), "ttl_mode": mode}
     args: list[Any] = [len(meta)]
     for k, v in meta.items():
         args += [k, v]
@@ -782,6 +963,15 @@ def init_flow(namespace: str, facts: MapFacts, expected: int, aliases: Mapping[s
         raise MapConfigError(
             f"map {namespace!r} was created with aliases {got_aliases.forward}; an alias table is "
             "fixed when a map is created (pass aliases=None to use the stored one)")
+    stored_mode = got_meta.setdefault("ttl_mode", "packed")  # maps made before ttl_mode: packed
+    if ttl_mode != "auto" and stored_mode != ttl_mode:
+        raise MapConfigError(
+            f"map {namespace!r} was created with ttl_mode={stored_mode!r}; the TTL mode is fixed when a "
+            "map is created (every process must agree; pass ttl_mode='auto' to use the stored one)")
+    if stored_mode == "field" and facts.field_ttl == "none":
+        raise FieldTtlUnavailable(
+            f"map {namespace!r} keeps item TTLs as hash field TTLs, which this server does not have "
+            "(HEXPIRE: Redis 7.4+, Valkey 9+)")
     return got_meta, got_aliases
 
 
@@ -1182,18 +1372,23 @@ class CompactMap:
     the item count the buckets are sized for when the map is first created (stored; later
     instances use the stored geometry). `ttl`: default per-item TTL in seconds. `aliases`:
     crumb -> alias for key zipping, fixed at creation (None: use the stored table).
+    `ttl_mode`: "auto", "packed" or "field", how items keep their TTL, fixed at creation
+    ("auto": the stored mode, or for a new map the measured choice: packed; see the module
+    docstring, "Per-item TTL"). "field" raises FieldTtlUnavailable on a server without
+    hash field TTL.
     """
 
     def __init__(self, client: Any, namespace: str, codec: str | Codec = "auto", expected: int = 100_000,
                  ttl: float | None = None, *, aliases: Mapping[str, str] | None = None,
-                 out_of_line: bool = True, facts: MapFacts | None = None,
+                 out_of_line: bool = True, ttl_mode: str = "auto", facts: MapFacts | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         _check_namespace(namespace)
         self.client = client
         self.namespace = namespace
         self._ex = executor_for(client)
         facts = facts or facts_from_probe(client)
-        meta, stored_aliases = run_flows(self._ex, [init_flow(namespace, facts, expected, aliases)])[0]
+        meta, stored_aliases = run_flows(
+            self._ex, [init_flow(namespace, facts, expected, aliases, ttl_mode)])[0]
         self._core = MapCore(namespace, facts, meta, stored_aliases, Codec.named(codec), ttl, clock, out_of_line)
         run_flows(self._ex, [self._core.load_write_dictionary()])
 
@@ -1305,9 +1500,10 @@ class CompactMap:
 
     def sweep(self, batch: int = 100) -> int:
         """Remove expired items (one Lua script per bucket) and out-of-line keys no bucket
-        points to any more; returns the number of expired items removed."""
+        points to any more; returns the number of expired items removed (always 0 in
+        ttl_mode "field": the server removes them itself)."""
         removed = 0
-        for chunk in _chunks(self.buckets(), batch):
+        for chunk in _chunks(() if self._core.field_ttl else self.buckets(), batch):
             removed += self._run(self._core.sweep_buckets(chunk))
         ns = self.namespace.encode()
         for code in (b"om", b"oh"):
@@ -1328,6 +1524,12 @@ class CompactMap:
                 f"the fullest bucket holds {fullest} items of the {limit} a listpack may hold: "
                 "past that it becomes a hashtable (several times the memory); make a new map with a "
                 "larger expected and migrate")
+        enc = self._core.facts.field_ttl_encoding
+        if self._core.field_ttl and enc not in (None, "listpack", "listpackex"):
+            warnings.append(
+                f"ttl_mode='field' on a server that makes a hash with an expiring field a {enc}: "
+                "a bucket with one TTL costs several times its listpack (see explain()); "
+                "ttl_mode='packed' keeps listpacks")
         return {**self.explain(), "items": sum(sizes), "bucket_keys": len(sizes),
                 "fullest_bucket": fullest, "warnings": warnings}
 
@@ -1367,20 +1569,23 @@ class AsyncCompactMap:
 
     def __init__(self, client: Any, namespace: str, codec: str | Codec = "auto", expected: int = 100_000,
                  ttl: float | None = None, *, aliases: Mapping[str, str] | None = None,
-                 out_of_line: bool = True, facts: MapFacts | None = None,
+                 out_of_line: bool = True, ttl_mode: str = "auto", facts: MapFacts | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         _check_namespace(namespace)
+        if ttl_mode not in TTL_MODES:
+            raise ValueError(f"ttl_mode is one of {', '.join(TTL_MODES)}, not {ttl_mode!r}")
         self.client = client
         self.namespace = namespace
         self._ex = executor_for(client)
-        self._args = (codec, expected, ttl, aliases, out_of_line, facts, clock)
+        self._args = (codec, expected, ttl, aliases, out_of_line, ttl_mode, facts, clock)
         self._core: MapCore | None = None
 
     async def ready(self) -> MapCore:
         if self._core is None:
-            codec, expected, ttl, aliases, out_of_line, facts, clock = self._args
+            codec, expected, ttl, aliases, out_of_line, ttl_mode, facts, clock = self._args
             facts = facts or (await arun_flows(self._ex, [read_facts()]))[0]
-            meta, stored = (await arun_flows(self._ex, [init_flow(self.namespace, facts, expected, aliases)]))[0]
+            meta, stored = (await arun_flows(
+                self._ex, [init_flow(self.namespace, facts, expected, aliases, ttl_mode)]))[0]
             core = MapCore(self.namespace, facts, meta, stored, Codec.named(codec), ttl, clock, out_of_line)
             await arun_flows(self._ex, [core.load_write_dictionary()])
             self._core = core

@@ -2,7 +2,9 @@
 results equal the same operations done one by one; a transaction is atomic (a reader in
 another connection never sees half of one) and refuses what it cannot do atomically
 before anything is sent; the batch fast path (grouped HMGET/HSET, cached locate, out-of-
-line values read on demand) keeps every guarantee of the single operations."""
+line values read on demand) keeps every guarantee of the single operations. The
+comparisons run in both TTL modes (ttl_mode "field" where the server has hash field TTL,
+with a clock that does not move: see test_maps.py)."""
 
 from __future__ import annotations
 
@@ -30,14 +32,25 @@ from densekv.maps.compact import (
     ValueTooLarge,
     run_flows,
 )
+from densekv.server.probe import probe
 from densekv.server.process import ServerProcess
+
+TTL_MODES = ["packed", "field"]
+
+
+def need_ttl_mode(client: Any, ttl_mode: str) -> None:
+    """Skip a field-TTL case on a server without hash field TTL (Redis 7.0, Valkey 8.0)."""
+    if ttl_mode == "field" and probe(client).field_ttl == "none":
+        pytest.skip("this server has no hash field TTL (HEXPIRE): ttl_mode='field' is refused here")
 
 
 class Clock:
-    """One clock for the maps compared, moved by the test so that items expire."""
+    """One clock for the maps compared, moved by the test so that items expire (not in
+    ttl_mode "field", where the server's clock decides: 1000 s ahead of it, still)."""
 
-    def __init__(self) -> None:
-        self.now = float(int(time.time()))
+    def __init__(self, ttl_mode: str = "packed") -> None:
+        self.now = float(int(time.time()) + (1000 if ttl_mode == "field" else 0))
+        self.moves = ttl_mode != "field"
 
     def __call__(self) -> float:
         return self.now
@@ -100,11 +113,14 @@ def state(m: CompactMap, keys: list[str]) -> tuple[dict[str, Any], list[int]]:
     return dict(m.items()), [m.ttl(k) for k in keys + INT_KEYS]
 
 
-def compare(make: Callable[[str], CompactMap], keys: list[str], seed: int, rounds: int, transaction: bool) -> None:
+def compare(make: Callable[[str], CompactMap], keys: list[str], seed: int, rounds: int, transaction: bool,
+            clock: Clock = fixed_clock) -> None:
     rng = random.Random(seed)
     ref, m = make("ref"), make("bat")
     for r in range(rounds):
-        fixed_clock.now += rng.choice([0, 0, 0, 30, 60])  # ttls of 5, 50 and 100 s run out
+        jump = rng.choice([0, 0, 0, 30, 60])  # ttls of 5, 50 and 100 s run out
+        if clock.moves:
+            clock.now += jump
         ops = random_ops(rng, keys, rng.randrange(1, 12))
         want = one_by_one(ref, ops)
         got = batched(m, ops, transaction)
@@ -112,22 +128,33 @@ def compare(make: Callable[[str], CompactMap], keys: list[str], seed: int, round
         assert state(m, keys) == state(ref, keys), (r, ops)
 
 
+def _clock(ttl_mode: str) -> Clock:
+    return fixed_clock if ttl_mode == "packed" else Clock(ttl_mode)
+
+
+@pytest.mark.parametrize("ttl_mode", TTL_MODES)
 @pytest.mark.parametrize("transaction", [False, True])
-def test_batches_equal_the_same_ops_one_by_one(client: redis.Redis, transaction: bool) -> None:
+def test_batches_equal_the_same_ops_one_by_one(client: redis.Redis, transaction: bool, ttl_mode: str) -> None:
+    need_ttl_mode(client, ttl_mode)
+    clock = _clock(ttl_mode)
+
     def make(ns: str) -> CompactMap:
-        return CompactMap(client, ns, expected=5000, aliases={"user": "u"}, clock=fixed_clock)
+        return CompactMap(client, ns, expected=5000, aliases={"user": "u"}, clock=clock, ttl_mode=ttl_mode)
 
-    compare(make, MIXED_KEYS, seed=7, rounds=40, transaction=transaction)
+    compare(make, MIXED_KEYS, seed=7, rounds=40, transaction=transaction, clock=clock)
 
 
+@pytest.mark.parametrize("ttl_mode", TTL_MODES)
 @pytest.mark.parametrize("transaction", [False, True])
 def test_batches_equal_the_same_ops_one_by_one_on_a_cluster(cluster_client: redis.RedisCluster,
-                                                            transaction: bool) -> None:
+                                                            transaction: bool, ttl_mode: str) -> None:
+    clock = _clock(ttl_mode)
+
     def make(ns: str) -> CompactMap:
-        return CompactMap(cluster_client, f"c{int(transaction)}{ns}", expected=50, clock=fixed_clock)
+        return CompactMap(cluster_client, f"c{int(transaction)}{ns}", expected=50, clock=clock, ttl_mode=ttl_mode)
 
     # a cluster transaction stays in one slot: these keys share one bucket
-    compare(make, ONE_BUCKET_KEYS, seed=8, rounds=25, transaction=transaction)
+    compare(make, ONE_BUCKET_KEYS, seed=8, rounds=25, transaction=transaction, clock=clock)
 
 
 def test_a_read_before_a_write_of_the_same_key_sees_the_old_value(client: redis.Redis) -> None:
@@ -344,12 +371,17 @@ def test_dictionaries_are_loaded_after_the_transaction(client: redis.Redis) -> N
         m.set("doc:0", docs[0])
 
 
-def test_async_batches_and_transactions(server: ServerProcess) -> None:
+@pytest.mark.parametrize("ttl_mode", TTL_MODES)
+def test_async_batches_and_transactions(server: ServerProcess, ttl_mode: str) -> None:
+    with server.client() as c:
+        need_ttl_mode(c, ttl_mode)
+    clock = _clock(ttl_mode)
+
     async def main() -> None:
         client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
         await client.flushall()
-        sync = CompactMap(server.client(), "ref", expected=5000, clock=fixed_clock)
-        m = AsyncCompactMap(client, "am", expected=5000, clock=fixed_clock)
+        sync = CompactMap(server.client(), "ref", expected=5000, clock=clock, ttl_mode=ttl_mode)
+        m = AsyncCompactMap(client, "am", expected=5000, clock=clock, ttl_mode=ttl_mode)
         await m.ready()
         rng = random.Random(4)
         for r in range(20):

@@ -1,5 +1,6 @@
 """Hot migration: plain keys move into a compact map while reads fall back to them; a
-migrator killed at any point and rerun loses and duplicates nothing; verify; reverse."""
+migrator killed at any point and rerun loses and duplicates nothing; verify; reverse. In
+both TTL modes (a moved key's TTL becomes the packed expiry or the field TTL)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,16 @@ import redis
 
 from densekv.maps import CompactMap
 from densekv.maps.compact import plain_value
+from densekv.server.probe import probe
 from densekv.server.process import ServerProcess
+
+TTL_MODES = ["packed", "field"]
+
+
+def need_ttl_mode(client: redis.Redis, ttl_mode: str) -> None:
+    """Skip a field-TTL case on a server without hash field TTL (Redis 7.0, Valkey 8.0)."""
+    if ttl_mode == "field" and probe(client).field_ttl == "none":
+        pytest.skip("this server has no hash field TTL (HEXPIRE): ttl_mode='field' is refused here")
 
 
 def load_plain(client: redis.Redis | redis.RedisCluster, n: int) -> dict[bytes, bytes]:
@@ -37,9 +47,12 @@ class Crash(Exception):
     pass
 
 
-def test_reads_fall_back_until_moved_and_a_crash_loses_nothing(client: redis.Redis, server_name: str) -> None:
+@pytest.mark.parametrize("ttl_mode", TTL_MODES)
+def test_reads_fall_back_until_moved_and_a_crash_loses_nothing(client: redis.Redis, server_name: str,
+                                                              ttl_mode: str) -> None:
+    need_ttl_mode(client, ttl_mode)
     data = load_plain(client, 600)
-    m = CompactMap(client, "mig", expected=1000)
+    m = CompactMap(client, "mig", expected=1000, ttl_mode=ttl_mode)
     seen = []
 
     def crash_after_two(counts: dict[str, int]) -> None:
@@ -77,15 +90,19 @@ def test_reads_fall_back_until_moved_and_a_crash_loses_nothing(client: redis.Red
     assert ttls and all(990 <= t <= 1000 for t in ttls)
 
 
-def test_reverse_migration_restores_the_plain_keys(client: redis.Redis) -> None:
+@pytest.mark.parametrize("ttl_mode", TTL_MODES)
+def test_reverse_migration_restores_the_plain_keys(client: redis.Redis, ttl_mode: str) -> None:
+    need_ttl_mode(client, ttl_mode)
     data = load_plain(client, 300)
-    m = CompactMap(client, "rev", expected=1000)
+    ttls = {k: client.ttl(k) for k in data}
+    m = CompactMap(client, "rev", expected=1000, ttl_mode=ttl_mode)
     m.migrate_from("user:*")
     m.migrate_from("profile:*")
     assert not any(client.exists(k) for k in data)
     back = m.migrate_to_plain()
     assert back["moved"] == len(data)
     assert {k: client.get(k) for k in data} == data
+    assert all(abs(client.ttl(k) - t) <= 2 if t > 0 else client.ttl(k) == -1 for k, t in ttls.items())
     assert dict(m.items()) == {} and m.count() == 0
 
 
@@ -124,14 +141,20 @@ def test_killed_migrator_reruns_to_the_same_result(server: ServerProcess) -> Non
     assert m.count() == len(want) and m.verify("*")["ok"]
 
 
-def test_migration_and_reverse_on_a_cluster(cluster_client: redis.RedisCluster) -> None:
+@pytest.mark.parametrize("ttl_mode", TTL_MODES)
+def test_migration_and_reverse_on_a_cluster(cluster_client: redis.RedisCluster, ttl_mode: str) -> None:
     data = load_plain(cluster_client, 300)
-    m = CompactMap(cluster_client, "cmig", expected=1000)
+    ttls = {k: cluster_client.ttl(k) for k in data}
+    m = CompactMap(cluster_client, "cmig", expected=1000, ttl_mode=ttl_mode)
     r = m.migrate_from("user:*", batch=40)
     r2 = m.migrate_from("profile:*", batch=40)
     assert r["remaining"] == r2["remaining"] == 0
     assert dict(m.items()) == expected_items(data)
     assert m.verify("user:*")["ok"]
+    moved_ttls = [m.ttl(k.decode()) for k, t in ttls.items() if t > 0]
+    assert moved_ttls and all(990 <= t <= 1000 for t in moved_ttls)
     back = m.migrate_to_plain()
     assert back["moved"] == len(data)
     assert {k: cluster_client.get(k) for k in data} == data
+    assert all(abs(cluster_client.ttl(k) - t) <= 2 if t > 0 else cluster_client.ttl(k) == -1
+               for k, t in ttls.items())

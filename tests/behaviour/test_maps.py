@@ -1,7 +1,14 @@
 """The compact map contract: on every server present and on a cluster, CompactMap behaves
 like a small reference model (a dict with expiry times) under a random mix of operations,
-one by one and in batches; plus the safety rules (buckets stay listpacks, decode errors
-name the key, geometry and aliases fixed in the server, refusal before writing)."""
+one by one and in batches, in both TTL modes (packed; field where the server has hash
+field TTL); plus the safety rules (buckets stay listpacks, decode errors name the key,
+geometry and aliases fixed in the server, refusal before writing).
+
+The model's clock is the maps' clock. In ttl_mode "packed" the test moves it, so items
+expire; in "field" the server expires items on its own clock, which a test cannot move:
+there the clock is set 1000 s ahead of the server's and never moved, so nothing expires
+during a run and every TTL reads exactly as the model says; test_map_fieldttl.py checks
+that the server really expires items."""
 
 from __future__ import annotations
 
@@ -19,15 +26,25 @@ from densekv.errors import DecodeError
 from densekv.maps import AsyncCompactMap, CompactMap, ValueTooLarge
 from densekv.maps.buckets import KeyTooLong
 from densekv.maps.compact import MapConfigError, NotAnInteger
+from densekv.server.probe import probe
 from densekv.server.process import ServerProcess
+
+TTL_MODES = ["packed", "field"]
 
 
 class Clock:
-    def __init__(self) -> None:
-        self.now = float(int(time.time()))
+    def __init__(self, ttl_mode: str = "packed") -> None:
+        self.now = float(int(time.time()) + (1000 if ttl_mode == "field" else 0))
+        self.moves = ttl_mode != "field"  # see the module docstring
 
     def __call__(self) -> float:
         return self.now
+
+
+def need_ttl_mode(client: Any, ttl_mode: str) -> None:
+    """Skip a field-TTL case on a server without hash field TTL (Redis 7.0, Valkey 8.0)."""
+    if ttl_mode == "field" and probe(client).field_ttl == "none":
+        pytest.skip("this server has no hash field TTL (HEXPIRE): ttl_mode='field' is refused here")
 
 
 @dataclass
@@ -143,7 +160,9 @@ def run_against_model(m: CompactMap, clock: Clock, seed: int, steps: int = 200, 
     while i < steps:
         where = f"step {i}"
         if rng.random() < 0.08:
-            clock.now += rng.choice([1, 9, 30, 60])
+            jump = rng.choice([1, 9, 30, 60])
+            if clock.moves:
+                clock.now += jump
             i += 1
             continue
         if rng.random() < 0.03:
@@ -172,10 +191,14 @@ def run_against_model(m: CompactMap, clock: Clock, seed: int, steps: int = 200, 
     check_all(m, model, "end")
 
 
+@pytest.mark.parametrize("ttl_mode", TTL_MODES)
 @pytest.mark.parametrize("batched", [False, True])
-def test_map_matches_the_model(client: redis.Redis, server_name: str, batched: bool) -> None:
-    clock = Clock()
-    m = CompactMap(client, f"m{int(batched)}", expected=50, aliases={"user": "u", "post": "p"}, clock=clock)
+def test_map_matches_the_model(client: redis.Redis, server_name: str, batched: bool, ttl_mode: str) -> None:
+    need_ttl_mode(client, ttl_mode)
+    clock = Clock(ttl_mode)
+    m = CompactMap(client, f"m{int(batched)}", expected=50, aliases={"user": "u", "post": "p"}, clock=clock,
+                   ttl_mode=ttl_mode)
+    assert m.explain()["item_ttl"] == ttl_mode
     run_against_model(m, clock, seed=hash((server_name, batched)) & 0xFFFF, batched=batched)
 
 
@@ -186,19 +209,24 @@ def test_map_matches_the_model_with_other_codecs(client: redis.Redis, codec: str
     run_against_model(m, clock, seed=3, steps=120)
 
 
-def test_map_matches_the_model_on_a_cluster(cluster_client: redis.RedisCluster) -> None:
-    clock = Clock()
-    m = CompactMap(cluster_client, "cm", expected=50, aliases={"user": "u"}, clock=clock)
+@pytest.mark.parametrize("ttl_mode", TTL_MODES)
+def test_map_matches_the_model_on_a_cluster(cluster_client: redis.RedisCluster, ttl_mode: str) -> None:
+    clock = Clock(ttl_mode)
+    m = CompactMap(cluster_client, "cm", expected=50, aliases={"user": "u"}, clock=clock, ttl_mode=ttl_mode)
     run_against_model(m, clock, seed=11, steps=150)
-    m = CompactMap(cluster_client, "cb", expected=50, clock=clock)
+    m = CompactMap(cluster_client, "cb", expected=50, clock=clock, ttl_mode=ttl_mode)
     run_against_model(m, clock, seed=12, steps=100, batched=True)
 
 
-def test_async_twin_matches_the_sync_map(server: ServerProcess) -> None:
+@pytest.mark.parametrize("ttl_mode", TTL_MODES)
+def test_async_twin_matches_the_sync_map(server: ServerProcess, ttl_mode: str) -> None:
+    with server.client() as c:
+        need_ttl_mode(c, ttl_mode)
+
     async def main() -> None:
         client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
         await client.flushall()
-        m = AsyncCompactMap(client, "am", expected=100)
+        m = AsyncCompactMap(client, "am", expected=100, ttl_mode=ttl_mode)
         assert await m.set("user:1", 5) and await m.get("user:1") == 5
         assert await m.incrby("user:1", 3) == 8 and await m.incr("user:2") == 1
         assert await m.setnx("user:1", 0) is False and await m.setnx("k", "v", ttl=50)
@@ -212,6 +240,7 @@ def test_async_twin_matches_the_sync_map(server: ServerProcess) -> None:
         assert dict([kv async for kv in m.items()]) == {"user:1": 9, "user:2": 1, "k": b"w"}
         sync = CompactMap(server.client(), "am")  # the same data, read by the sync twin
         assert dict(sync.items()) == {"user:1": 9, "user:2": 1, "k": b"w"}
+        assert (await m.explain())["item_ttl"] == sync.explain()["item_ttl"] == ttl_mode
         await client.aclose()
 
     asyncio.run(main())
