@@ -1,11 +1,15 @@
 """The commit a benchmark record was measured at, honestly: "<short sha>" for a clean
-tree, "<short sha>+dirty" when tracked files differ from it (the record then came from
-code that no commit holds). Every benchmark stamps its records with commit()."""
+tree, "<short sha>+dirty" when the code differs from it (densekv/, the benchmark scripts,
+pyproject.toml: the record then came from code that no commit holds; docs and result
+files do not count). Every benchmark stamps its records with commit()."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+
+
+CODE = ("densekv", "benchmarks/*.py", "pyproject.toml")
 
 
 def commit() -> str:
@@ -14,4 +18,4 @@ def commit() -> str:
                               cwd=Path(__file__).parent).stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no", "--", *CODE) else "")
