@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 
-CODE = ("densekv", "benchmarks/*.py", "pyproject.toml")
+CODE = (":/densekv", ":/benchmarks/*.py", ":/pyproject.toml")  # from the top, whatever the cwd
 
 
 def commit() -> str:
