@@ -51,12 +51,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
+
 from densekv.measure import Meter
 from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess
 from densekv.sets.bloom import BloomFilter
-
-import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 LN2_SQUARED = math.log(2) ** 2
 RESULTS = Path(__file__).parent / "results" / "bloom_memory.jsonl"

@@ -10,10 +10,10 @@ import argparse
 import json
 import time
 
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
+
 import densekv
 from densekv.bulk import bulk_load
-
-import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 
 def main() -> None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-
 CODE = (":/densekv", ":/benchmarks/*.py", ":/pyproject.toml")  # from the top, whatever the cwd
 
 

@@ -36,13 +36,13 @@ import string
 import time
 from typing import Any
 
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
+
 from densekv.maps import CompactMap
 from densekv.measure import Meter
 from densekv.plan import SyncExecutor, command
 from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess
-
-import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 CASES = ("int_holey", "int_seq", "str8_holey", "str8_seq", "json")
 BATCH = 5000
@@ -72,8 +72,7 @@ FIRST = ["Alice", "Bob", "Chloé", "Dmitri", "Eva", "Farid", "Grace", "Hugo", "I
 LAST = ["Martin", "Smith", "Garcia", "Müller", "Rossi", "Nakamura", "Silva", "Olsen", "Dubois", "Kim"]
 CITIES = ["Paris", "Oslo", "Lima", "Berlin", "Osaka", "Austin", "Porto", "Quebec"]
 TAGS = ["alpha", "beta", "gamma", "delta", "vip", "trial", "churn-risk", "mobile", "desktop", "beta-tester"]
-WORDS = ("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut "
-         "labore et dolore magna aliqua enim ad minim veniam quis nostrud exercitation").split()
+WORDS = ["lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit", "sed", "do", "eiusmod", "tempor", "incididunt", "ut", "labore", "et", "dolore", "magna", "aliqua", "enim", "ad", "minim", "veniam", "quis", "nostrud", "exercitation"]
 
 
 def dataset(case: str, n: int) -> tuple[list[str], list[Any]]:

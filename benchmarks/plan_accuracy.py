@@ -25,13 +25,13 @@ import os
 import tempfile
 import time
 
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
+
 from densekv.measure import Meter
 from densekv.planner.core import loader_client
 from densekv.planner.kinds import KINDS, Candidate, Workload
 from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess
-
-import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 DEFAULT_SERVERS = ("valkey-9.1", "redis-7.0")
 DEFAULT_KINDS = ("sessions", "set", "map")

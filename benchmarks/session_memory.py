@@ -20,13 +20,13 @@ import argparse
 import json
 import time
 
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
+
 from densekv.measure import Meter
 from densekv.plan import SyncExecutor
 from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess
 from densekv.sessions import LAYOUTS, SessionStore
-
-import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 
 def commandstats(client) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]

@@ -31,13 +31,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
+
 from densekv.measure import Meter
 from densekv.server.binaries import find_servers
 from densekv.server.probe import probe
 from densekv.server.process import ServerProcess
 from densekv.sets import CompactSet, SetFamily
-
-import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 RESULTS = Path(__file__).parent / "results" / "set_memory.jsonl"
 # layout:partitions ("" = the layout's own sizing from --n); the seed's sweep points

@@ -3,6 +3,9 @@
 This module is the one public import path; everything else is an implementation module.
 """
 
+from densekv.bulk import BulkLoadError, bulk_load
+from densekv.codec import CodecUnavailable
+from densekv.connect import connect
 from densekv.errors import (
     BinaryMissing,
     DecodeError,
@@ -13,20 +16,30 @@ from densekv.errors import (
     ServerUnavailable,
     WrongType,
 )
-from densekv.bulk import BulkLoadError, bulk_load
-from densekv.connect import connect
-from densekv.codec import CodecUnavailable
-from densekv.maps import AsyncCompactMap, AsyncMapBatch, CompactMap, MapBatch, TransactionError, ValueTooLarge
+from densekv.maps import (
+    AsyncCompactMap,
+    AsyncMapBatch,
+    CompactMap,
+    MapBatch,
+    TransactionError,
+    ValueTooLarge,
+)
 from densekv.maps.buckets import KeyTooLong
 from densekv.maps.compact import FieldTtlUnavailable, MapConfigError, NotAnInteger
 from densekv.measure import Curve, Meter, Point
+from densekv.plan import AsyncExecutor, ClusterExecutor, Plan, SyncExecutor, executor_for
 from densekv.planner import Recommendation
 from densekv.planner import plan as plan_layout
-from densekv.plan import AsyncExecutor, ClusterExecutor, Plan, SyncExecutor, executor_for
 from densekv.server.binaries import MATRIX, ServerBinary, find_servers
 from densekv.server.embedded import EmbeddedServer, embedded
 from densekv.server.probe import Capabilities, probe
-from densekv.sets.bloom import AsyncBloomFilter, BloomFilter
+from densekv.sessions import (
+    AsyncSessionStore,
+    LayoutUnavailable,
+    Session,
+    SessionDataTooLarge,
+    SessionStore,
+)
 from densekv.sets import (
     AsyncCompactSet,
     AsyncSetFamily,
@@ -35,13 +48,7 @@ from densekv.sets import (
     SetFamily,
     SetMismatch,
 )
-from densekv.sessions import (
-    AsyncSessionStore,
-    LayoutUnavailable,
-    Session,
-    SessionDataTooLarge,
-    SessionStore,
-)
+from densekv.sets.bloom import AsyncBloomFilter, BloomFilter
 
 __version__ = "0.1.0"
 

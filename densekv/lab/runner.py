@@ -194,7 +194,8 @@ class LiveDisplay(Display):
     @contextlib.contextmanager
     def running(self, experiments: int) -> Iterator[None]:
         from rich.live import Live
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bars, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bars
 
         self._progress = Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                               TimeElapsedColumn(), console=self.console)

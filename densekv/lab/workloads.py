@@ -33,11 +33,7 @@ DEFAULT_SEED = 20240601
 
 _LOWER = string.ascii_lowercase
 _PRINTABLE = string.ascii_letters + string.digits
-_VOCABULARY = (
-    "session cache redis valkey memory listpack hash partition expiry token user item "
-    "price order cart product review rating search result page title image link button "
-    "form input value table row column header footer menu account login logout profile"
-).split()
+_VOCABULARY = ["session", "cache", "redis", "valkey", "memory", "listpack", "hash", "partition", "expiry", "token", "user", "item", "price", "order", "cart", "product", "review", "rating", "search", "result", "page", "title", "image", "link", "button", "form", "input", "value", "table", "row", "column", "header", "footer", "menu", "account", "login", "logout", "profile"]
 _TAGS = ("p", "div", "span", "li", "h2", "a", "em", "strong")
 _CITIES = ("Berlin", "Lisbon", "Osaka", "Lima", "Oslo", "Accra", "Quito", "Perth")
 

@@ -12,7 +12,6 @@ import json
 import click
 
 
-
 @click.command("plan")
 @click.option("--kind", type=click.Choice(["sessions", "set", "map"]), required=True,
               help="what to store: sessions (tokens), set (fixed-size IDs), map (key -> value)")

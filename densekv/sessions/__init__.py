@@ -4,6 +4,12 @@ Public names are re-exported from densekv/__init__.py.
 """
 
 from densekv.sessions.model import Session, SessionDataTooLarge
-from densekv.sessions.store import LAYOUTS, AsyncSessionStore, LayoutUnavailable, ServerFacts, SessionStore
+from densekv.sessions.store import (
+    LAYOUTS,
+    AsyncSessionStore,
+    LayoutUnavailable,
+    ServerFacts,
+    SessionStore,
+)
 
 __all__ = ["LAYOUTS", "AsyncSessionStore", "LayoutUnavailable", "ServerFacts", "Session", "SessionDataTooLarge", "SessionStore"]

@@ -29,7 +29,12 @@ from densekv.keys import partition_count
 from densekv.plan import Plan, executor_for
 from densekv.sessions.index import IdentityIndex
 from densekv.sessions.layouts.base import Layout, LayoutLimits
-from densekv.sessions.layouts.partitioned import DenseLayout, FieldTtlLayout, PartitionedLayout, ZsetLayout
+from densekv.sessions.layouts.partitioned import (
+    DenseLayout,
+    FieldTtlLayout,
+    PartitionedLayout,
+    ZsetLayout,
+)
 from densekv.sessions.layouts.perkey import HashLayout, JsonLayout, PackedLayout
 from densekv.sessions.model import (
     Identity,

@@ -31,7 +31,14 @@ from densekv.sets.bloom import (
     BloomNotFound,
     BloomParameterError,
 )
-from densekv.sets.bloom_math import hash_item, positions, reduce, sds_header, shard_of, string_allocation
+from densekv.sets.bloom_math import (
+    hash_item,
+    positions,
+    reduce,
+    sds_header,
+    shard_of,
+    string_allocation,
+)
 
 Client = Any
 MakeClient = Callable[[], Any]

@@ -32,11 +32,10 @@ def test_embedded_answers_and_cleans_up() -> None:
 
 
 def test_embedded_cleans_up_when_the_block_raises() -> None:
-    with pytest.raises(RuntimeError):
-        with densekv.embedded() as srv:
-            assert srv.process is not None and srv.process.proc is not None
-            pid, workdir = srv.process.proc.pid, srv.process.dir
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), densekv.embedded() as srv:
+        assert srv.process is not None and srv.process.proc is not None
+        pid, workdir = srv.process.proc.pid, srv.process.dir
+        raise RuntimeError("boom")
     assert not pid_alive(pid)
     assert not workdir.exists()
 
@@ -72,9 +71,8 @@ def test_port_in_use_is_a_clear_error() -> None:
 
 
 def test_unknown_server_name_says_what_exists() -> None:
-    with pytest.raises(BinaryMissing, match="choose one of"):
-        with densekv.embedded("redis-2.8"):
-            pass
+    with pytest.raises(BinaryMissing, match="choose one of"), densekv.embedded("redis-2.8"):
+        pass
 
 
 def test_broken_binary_is_a_clear_error(tmp_path: Path) -> None:

@@ -20,9 +20,9 @@ from densekv.lab.experiments.sessions import Sessions
 from densekv.lab.results import validate
 from densekv.lab.runner import LabConfig, run_lab
 from densekv.lab.target import LabRefused, scratch_target
+from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess
 from densekv.sessions import SessionStore
-from densekv.server.binaries import find_servers
 
 SMALL = {"keys": 2, "top": 600, "structures": ("hash", "set")}
 #: The agreement check runs on the embedded server and on one jemalloc server (the meter

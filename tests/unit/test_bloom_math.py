@@ -82,8 +82,8 @@ def test_jemalloc_classes_are_four_per_doubling(n: int) -> None:
 @given(st.integers(min_value=1, max_value=64 << 20))
 def test_glibc_rounding_is_free_on_heap_and_mmap_paths(request_: int) -> None:
     usable = glibc_usable(request_)
-    heap = lambda r: max(24, ((r + 8 + 15) & ~15) - 8)  # noqa: E731
-    mmap = lambda r: ((r + 16 + 4095) // 4096) * 4096 - 16  # noqa: E731
+    heap = lambda r: max(24, ((r + 8 + 15) & ~15) - 8)
+    mmap = lambda r: ((r + 16 + 4095) // 4096) * 4096 - 16
     assert usable >= request_
     assert mmap(usable) == mmap(request_)
     if request_ + 16 <= 32 << 20:

@@ -8,7 +8,15 @@ from itertools import islice
 
 import pytest
 
-from densekv.lab.workloads import WORKLOADS, Stream, chunks, ids16, identities, json_objects, words24
+from densekv.lab.workloads import (
+    WORKLOADS,
+    Stream,
+    chunks,
+    identities,
+    ids16,
+    json_objects,
+    words24,
+)
 
 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))

@@ -32,7 +32,14 @@ from densekv.lab.experiments.base import (
     TableSpec,
     record_settings,
 )
-from densekv.lab.observe import commandstats, converted_share, drive_flows, encodings, sample_partitions, stats_delta
+from densekv.lab.observe import (
+    commandstats,
+    converted_share,
+    drive_flows,
+    encodings,
+    sample_partitions,
+    stats_delta,
+)
 from densekv.lab.results import RunRecord, op_stats
 from densekv.lab.sizing import SEED_PARTITIONS, SEED_RANGE, checkpoints, scaled_partitions
 from densekv.lab.workloads import Stream, identities
