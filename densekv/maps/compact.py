@@ -859,13 +859,24 @@ class MapCore:
         return sum((yield plans))
 
     def reclaim(self, ool_keys: Sequence[bytes]) -> Flow[int]:
+        """Delete the out-of-line keys their bucket no longer points to."""
         plans = []
         for k in ool_keys:
-            ns, code, rest = k.split(b":", 2)
-            tag_end = rest.index(b"}") + 1
-            bucket = ns + b":" + code[1:] + b":" + rest[:tag_end]
-            plans.append(script_call(script("map_ool_reclaim"), [bucket, k], [rest[tag_end + 1 :]]))
+            bucket, fld = self.ool_owner(k)
+            plans.append(script_call(script("map_ool_reclaim"), [bucket, k], [fld]))
         return sum((yield plans))
+
+    def ool_owner(self, ool_key: bytes) -> tuple[bytes, bytes]:
+        """(bucket, field) an out-of-line key `<ns>:o<m|h>:{<tag>}:<field>` belongs to.
+        A numeric bucket's tag holds the zipped key prefix, which may contain '}' and ':',
+        but its field is an integer: split at the last ':'. A hashed bucket's tag is
+        base62, but its field is the zipped key: split at the first '}:'."""
+        head = self.namespace.encode() + b":"
+        if not ool_key.startswith(head) or ool_key[len(head) : len(head) + 4] not in (b"om:{", b"oh:{"):
+            raise ValueError(f"{ool_key!r} is not an out-of-line key of map {self.namespace!r}")
+        code, rest = ool_key[len(head) + 1 : len(head) + 2], ool_key[len(head) + 3 :]
+        cut = rest.rindex(b":") if code == b"m" else rest.index(b"}:") + 1
+        return head + code + b":" + rest[:cut], rest[cut + 1 :]
 
     def train(self, samples: Iterable[Any], size: int) -> Flow[ZstdDictionary]:
         data = train_dictionary(samples, size=size, codec=Codec(self.codec.serializer))

@@ -281,6 +281,24 @@ def test_large_values_go_out_of_line_and_buckets_stay_listpacks(client: redis.Re
     assert dict(m.items()) == {f"user:{i}": i for i in range(300)}
 
 
+def test_sweep_keeps_live_out_of_line_values_whatever_the_key(client: redis.Redis) -> None:
+    """Out-of-line keys are named after their bucket's tag and field; keys whose prefix or
+    name holds '}' or ':' must not make the sweep read the wrong bucket (and delete a value
+    still in use)."""
+    m = CompactMap(client, "odd", expected=100)
+    keys = ["a}b:5", "x}:}y:77", "}:9", "plain}key", "k:}:{z}"]
+    for k in keys:
+        m.set(k, k * 40)  # over hash-max-listpack-value: out of line
+    assert sum(1 for _ in client.scan_iter(match="odd:o*")) == len(keys)
+    m.sweep()
+    assert {k: m.get(k) for k in keys} == {k: k * 40 for k in keys}
+    for k in keys:
+        m.set(k, 1)  # now inline: every out-of-line key is garbage
+    m.sweep()
+    assert sum(1 for _ in client.scan_iter(match="odd:o*")) == 0
+    assert {k: m.get(k) for k in keys} == dict.fromkeys(keys, 1)
+
+
 def test_refusals_happen_before_anything_is_written(client: redis.Redis) -> None:
     m = CompactMap(client, "r", expected=10, out_of_line=False)
     m.set("user:1", 1)
