@@ -543,27 +543,14 @@ class MapCore:
                     where.append(None)
                     keys.append(key)
                 continue
+            # GET (one key) or MGET (a list): each key joins its bucket's HMGET
             if kind == GET:
-                bucket, fld = place(data)
-                if writes:
-                    writes.pop(bucket, None)
-                if twrites:
-                    twrites.pop(bucket, None)
-                got = reads.get(bucket)
-                if got is None:
-                    got = reads[bucket] = (len(cmds), [b"HMGET", bucket, fld])
-                    cmds.append((bucket, got[1]))
-                else:
-                    got[1].append(fld)
-                pre = -1
-                if prefetch and prefetch.get(base + n):
-                    pre = len(cmds)
-                    cmds.append((bucket, [b"GET", Location(bucket, fld).ool]))
-                where.append((got[0], len(got[1]) - 3, pre))
-                keys.append(data)
-                continue
-            flags = prefetch.get(base + n) if prefetch else None
-            for j, key in enumerate(data):
+                names: Sequence[str] = (data,)
+                flags = (prefetch.get(base + n),) if prefetch else None
+            else:
+                names = data
+                flags = prefetch.get(base + n) if prefetch else None
+            for j, key in enumerate(names):
                 bucket, fld = place(key)
                 if writes:
                     writes.pop(bucket, None)
