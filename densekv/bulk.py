@@ -98,9 +98,8 @@ def bulk_load(
     given, is called with the count of commands done after each batch.
     """
     done = 0
-    cluster = isinstance(client, redis.RedisCluster)
     for chunk in _chunks(commands, batch):
-        if cluster:
+        if isinstance(client, redis.RedisCluster):
             groups: dict[str, tuple[Any, list[tuple[Any, ...]]]] = {}
             for cmd in chunk:
                 node = client.nodes_manager.get_node_from_slot(key_slot(_arg(cmd[1])))

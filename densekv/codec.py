@@ -253,10 +253,12 @@ class Codec:
             c = zlib.compressobj(self.level if self.level is not None else 6, zlib.DEFLATED, -15)
             return head + c.compress(payload) + c.flush()
         if self.compression == "lz4":
-            return head + _lz4().compress(payload, store_size=True)
+            block: bytes = _lz4().compress(payload, store_size=True)
+            return head + block
         d = self.dictionary
         comp = _zstd_compressor(d, self.level if self.level is not None else 3)
-        return head + varint(d.id if d else 0) + comp.compress(payload)
+        frame: bytes = comp.compress(payload)
+        return head + varint(d.id if d else 0) + frame
 
 
 DEFAULT = Codec()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, Union
+from typing import Any, Generic, TypeVar, Union, cast
 
 import redis
 import redis.asyncio
@@ -72,7 +72,7 @@ class Plan(Generic[T]):
     """Steps to send and the decoding of their replies (a list, one reply per step)."""
 
     steps: tuple[Step, ...]
-    decode: Callable[[list[Any]], T] = field(default=_identity)  # type: ignore[assignment]
+    decode: Callable[[list[Any]], T] = field(default=_identity)
     atomic: bool = False  # wrap the steps in MULTI/EXEC
 
     def __post_init__(self) -> None:
@@ -244,6 +244,8 @@ def _hiredis_roundtrip(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     sock = conn._sock
     sock.sendall(b"".join([_hiredis.pack_command(c) for c in commands]))
     reader = _hiredis.Reader(replyError=_ErrorText)
+    # hiredis's stub says str | bytes; its C reader takes any buffer (no copy of `buf`)
+    feed = cast("Callable[[bytearray, int, int], None]", reader.feed)
     replies: list[Any] = []
     want = len(commands)
     buf = bytearray(1 << 16)
@@ -253,7 +255,7 @@ def _hiredis_roundtrip(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
             n = sock.recv_into(buf)
             if not n:
                 raise redis.ConnectionError("the server closed the connection")
-            reader.feed(buf, 0, n)
+            feed(buf, 0, n)
             continue
         if isinstance(reply, _ErrorText):
             reply = _parse_error(str(reply))
@@ -272,7 +274,7 @@ def _nested_errors(reply: list[Any]) -> list[Any]:
 def _parse_error(text: str) -> ResponseError:
     from redis._parsers.base import BaseParser
 
-    return BaseParser.parse_error(text)  # type: ignore[no-any-return]
+    return BaseParser.parse_error(text)  # type: ignore[no-untyped-call, no-any-return]  # redis-py: untyped
 
 
 async def _aroundtrip(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
@@ -401,7 +403,7 @@ class ClusterExecutor:
                 node = (
                     self.client.nodes_manager.get_node_from_slot(slot)
                     if slot is not None
-                    else self.client.get_default_node()
+                    else self.client.get_default_node()  # type: ignore[no-untyped-call]  # redis-py: untyped
                 )
                 by_node.setdefault(node.name, (node, []))[1].append(i)
             redirected: list[int] = []

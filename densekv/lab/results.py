@@ -78,8 +78,8 @@ class RunRecord:
 
     @classmethod
     def stamped(cls, stamp: ServerStamp, **values: Any) -> RunRecord:
-        base = dict(server=stamp.name, version=stamp.version, allocator=stamp.allocator,
-                    flavor=stamp.flavor, config=dict(stamp.listpack))
+        base: dict[str, Any] = dict(server=stamp.name, version=stamp.version, allocator=stamp.allocator,
+                                    flavor=stamp.flavor, config=dict(stamp.listpack))
         base.update(values)
         return cls(**base)
 

@@ -302,7 +302,7 @@ class MapCore:
     """The flows of one map; no I/O. Built from the server facts and the stored meta."""
 
     def __init__(self, namespace: str, facts: MapFacts, meta: Mapping[str, str], aliases: Aliases,
-                 codec: Codec, ttl: int | None, clock: Callable[[], float], out_of_line: bool) -> None:
+                 codec: Codec, ttl: float | None, clock: Callable[[], float], out_of_line: bool) -> None:
         self.namespace = namespace
         self.facts = facts
         self.geo = Geometry(int(meta["buckets"]), int(meta["entries"]),
@@ -390,7 +390,7 @@ class MapCore:
             try:
                 inner.append(self.live(raw))
             except ValueError as exc:
-                raise cd.DecodeError(f"the value of key {key!r} does not decode: {exc}", key=key) from exc
+                raise DecodeError(f"the value of key {key!r} does not decode: {exc}", key=key) from exc
         ool_at = [i for i, v in enumerate(inner) if v == OOL]
         if ool_at:
             if oolvals is None:
@@ -647,8 +647,8 @@ class MapCore:
     def get(self, key: str, prefetch: bool = False) -> Flow[Any]:
         loc = self.locate(key)
         if prefetch:
-            plans = [Plan((Command(("HGET", loc.bucket, loc.field), (loc.bucket,)),
-                           Command(("GET", loc.ool), (loc.ool,))))]
+            plans: list[Plan[Any]] = [Plan((Command(("HGET", loc.bucket, loc.field), (loc.bucket,)),
+                                           Command(("GET", loc.ool), (loc.ool,))))]
             if self.fallback:
                 plans.append(self.plain_get(key))
             got = yield plans
@@ -659,7 +659,7 @@ class MapCore:
 
     def exists(self, key: str) -> Flow[bool]:
         loc = self.locate(key)
-        raw = yield from step(command("HGET", loc.bucket, loc.field, keys=(loc.bucket,)))
+        raw: Any = yield from step(command("HGET", loc.bucket, loc.field, keys=(loc.bucket,)))
         if self.live(raw) is not None:
             return True
         if self.fallback:
@@ -679,7 +679,7 @@ class MapCore:
                 k = key.encode("utf-8", "surrogateescape")
                 return int((yield from step(command("TTL", k, keys=(k,)))))
             return -2
-        raw = yield from step(command("HGET", loc.bucket, loc.field, keys=(loc.bucket,)))
+        raw: Any = yield from step(command("HGET", loc.bucket, loc.field, keys=(loc.bucket,)))
         if self.live(raw) is None:
             if self.fallback:
                 k = key.encode("utf-8", "surrogateescape")
@@ -811,8 +811,8 @@ class MapCore:
             # per field: 1 set (or removed), 2 deleted (a time past), -1 no TTL to remove, -2 no field
             code = yield from step(Plan(steps, lambda r: int(r[0][0]), atomic=True))
             return code != -2
-        done = yield from step(script_call(script("map_expire"), [loc.bucket, loc.ool],
-                                           [loc.field, exp, self.now(), self.geo.value_limit]))
+        done: int = yield from step(script_call(script("map_expire"), [loc.bucket, loc.ool],
+                                                [loc.field, exp, self.now(), self.geo.value_limit]))
         return bool(done)
 
     # -- whole-map work (bucket lists come from SCAN, outside the flows) ---------------------
@@ -838,7 +838,7 @@ class MapCore:
         if self.field_ttl:  # the server expires items itself; nothing is packed to sweep
             return 0
         now = self.now()
-        plans = []
+        plans: list[Plan[Any]] = []
         for b in buckets:
             ns, code, rest = b.split(b":", 2)
             prefix = ns + b":o" + code + b":" + rest + b":"
@@ -847,7 +847,7 @@ class MapCore:
 
     def reclaim(self, ool_keys: Sequence[bytes]) -> Flow[int]:
         """Delete the out-of-line keys their bucket no longer points to."""
-        plans = []
+        plans: list[Plan[Any]] = []
         for k in ool_keys:
             bucket, fld = self.ool_owner(k)
             plans.append(script_call(script("map_ool_reclaim"), [bucket, k], [fld]))
@@ -952,6 +952,8 @@ def init_flow(namespace: str, facts: MapFacts, expected: int, aliases: Mapping[s
         args += [k, v]
     for crumb, alias in wanted.forward.items():
         args += [crumb.encode("utf-8", "surrogatepass"), alias.encode("utf-8", "surrogatepass")]
+    stored_meta: Any
+    stored_aliases: Any
     stored_meta, stored_aliases = yield from step(script_call(
         script("map_init"), [meta_key(namespace), alias_key(namespace)], args))
     got_meta, got_aliases = _flat(stored_meta), Aliases(_flat(stored_aliases))

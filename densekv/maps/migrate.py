@@ -103,7 +103,7 @@ def move_keys(core: MapCore, keys: Sequence[bytes]) -> Flow[dict[str, int]]:
 def _move_two_step(core: MapCore, work: list[tuple[bytes, bytes, Location, bytes, int]],
                    counts: dict[str, int], retry: list[bytes]) -> Flow[None]:
     now = core.now()
-    puts = []
+    puts: list[Plan[Any]] = []
     stored_of = []
     for k, raw, loc, framed, ttl in work:
         if core.field_ttl:  # ttl is the key's PEXPIRETIME: the field gets the same
@@ -125,7 +125,7 @@ def _move_two_step(core: MapCore, work: list[tuple[bytes, bytes, Location, bytes
                                 [loc.field, stored, ool or b"", (expires + OOL_SLACK) if (ool and expires) else 0, now]))
     written = yield puts
     dels = yield [script_call(script("map_del_if"), [k], [raw, b""]) for k, raw, *_ in work]
-    undo = []
+    undo: list[Plan[Any]] = []
     for (k, raw, loc, *_), w, d, stored in zip(work, written, dels, stored_of):
         if d:
             counts["moved" if w else "in_map"] += 1
@@ -173,7 +173,7 @@ def plain_items(m: CompactMap, pattern: bytes) -> Iterator[tuple[str, Any]]:
     core = m._core
     for chunk in _chunks(_plain_keys(m, pattern, 1000), 200):
         names = [k.decode("utf-8", "surrogateescape") for k in chunk]
-        locs = []
+        locs: list[Location | None] = []  # None: too long for the map, so only plain
         for n in names:
             try:
                 locs.append(core.locate(n))
@@ -235,7 +235,7 @@ def _unmove(core: MapCore, buckets: Sequence[bytes]) -> Flow[dict[str, int]]:
         for (b, fs), times in zip(by_bucket.items(), got):
             pexp.update({(b, f): int(t) for f, t in zip(fs, times)})
 
-    plans = []
+    plans: list[Plan[Any]] = []
     follow = []
     for name, loc, raw, value in zip(names, locs, raws, values):
         if value is MISSING:
@@ -258,8 +258,8 @@ def _unmove(core: MapCore, buckets: Sequence[bytes]) -> Flow[dict[str, int]]:
     if core.facts.cluster and follow:
         dels = yield [script_call(script("map_del_if"), [loc.bucket], [raw, loc.field]) for loc, raw in follow]
         results = dels
-        stale = [command("DEL", loc.ool, keys=(loc.ool,))
-                 for (loc, raw), d in zip(follow, dels) if d and cd.split_expiry(raw)[1] == OOL]
+        stale: list[Plan[Any]] = [command("DEL", loc.ool, keys=(loc.ool,))
+                                  for (loc, raw), d in zip(follow, dels) if d and cd.split_expiry(raw)[1] == OOL]
         if stale:
             yield stale
     for r in results:

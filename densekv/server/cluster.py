@@ -77,10 +77,11 @@ class LocalCluster:
     def _form(self, timeout: float) -> None:
         clients = [n.client() for n in self.nodes]
         try:
+            # redis-py leaves execute_command untyped
             for client, (lo, hi) in zip(clients, slot_ranges(self.masters)):
-                client.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
+                client.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)  # type: ignore[no-untyped-call]
             for node in self.nodes[1:]:
-                clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)
+                clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", node.port)  # type: ignore[no-untyped-call]
             deadline = time.monotonic() + timeout
             while not all(self._node_ready(c) for c in clients):
                 if time.monotonic() > deadline:
@@ -93,7 +94,7 @@ class LocalCluster:
                 c.close()
 
     def _node_ready(self, client: redis.Redis) -> bool:
-        info = client.execute_command("CLUSTER", "INFO")
+        info = client.execute_command("CLUSTER", "INFO")  # type: ignore[no-untyped-call]  # redis-py: untyped
         text = info.decode() if isinstance(info, bytes) else str(info)
         fields = dict(line.split(":", 1) for line in text.split() if ":" in line)
         return (

@@ -105,7 +105,7 @@ def _text(value: Any) -> str:
 def _node_client(client: Any) -> redis.Redis:
     """A plain client of one node: the client itself, or a cluster's first primary."""
     if isinstance(client, redis.RedisCluster):
-        node = client.get_primaries()[0]
+        node = client.get_primaries()[0]  # type: ignore[no-untyped-call]  # redis-py: untyped
         return node.redis_connection  # type: ignore[no-any-return]
     return client  # type: ignore[no-any-return]
 
@@ -115,7 +115,7 @@ def _config(node: redis.Redis) -> tuple[dict[str, str], bool]:
     try:
         for key, names in _CONFIG_NAMES.items():
             for name in names:
-                reply = node.execute_command("CONFIG", "GET", name)
+                reply = node.execute_command("CONFIG", "GET", name)  # type: ignore[no-untyped-call]  # redis-py: untyped
                 pairs = _pairs(reply)
                 if name in pairs:
                     values[key] = pairs[name]
@@ -134,7 +134,7 @@ def _pairs(reply: Any) -> dict[str, str]:
 
 def _has_command(node: redis.Redis, name: str) -> bool:
     # Raw reply through a plan: redis-py's COMMAND INFO callback fails on a nil entry.
-    reply = SyncExecutor(node).run(command("COMMAND", "INFO", name))
+    reply: list[Any] = SyncExecutor(node).run(command("COMMAND", "INFO", name))
     return bool(reply) and reply[0] is not None
 
 
@@ -153,7 +153,7 @@ def _field_ttl_encoding(client: Any, field_ttl: str) -> str | None:
 
 def _modules(node: redis.Redis) -> tuple[str, ...]:
     try:
-        reply = node.execute_command("MODULE", "LIST")
+        reply = node.execute_command("MODULE", "LIST")  # type: ignore[no-untyped-call]  # redis-py: untyped
     except redis.ResponseError:
         return ()
     names = []

@@ -275,7 +275,7 @@ class SessionCore:
                 f"a repartition to {layout.partitions} is under way; finish it first (run it again "
                 f"with partitions={layout.partitions})"
             )
-        olds = list(range(layout.from_partitions))  # type: ignore[arg-type]
+        olds = list(range(layout.from_partitions))
         moved = 0
         for i in range(0, len(olds), SWEEP_BATCH):
             moved += sum((yield [layout.plan_split(p) for p in olds[i : i + SWEEP_BATCH]]))

@@ -67,8 +67,8 @@ def _check_batch(batch: int) -> int:
     return batch
 
 
-_INFO = command("INFO", "memory")
-_MODULES = command("MODULE", "LIST")
+_INFO: Plan[Any] = command("INFO", "memory")
+_MODULES: Plan[Any] = command("MODULE", "LIST")
 
 
 class BloomFilter:

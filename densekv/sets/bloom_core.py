@@ -522,7 +522,7 @@ class BloomCore:
         """Remove every key of the filter (one round trip to read states, one to delete)."""
         states = (yield from self.read_states()) if not self.native else []
         groups = self._keys_of(states)
-        plans = [command("DEL", *ks, keys=ks) for ks in groups]
+        plans: list[Plan[Any]] = [command("DEL", *ks, keys=ks) for ks in groups]
         plans.append(command("DEL", self.meta_key(), keys=[self.meta_key()]))
         deleted = yield plans
         self.stages = [0] * self.opened.shards

@@ -318,7 +318,7 @@ _blake2b = hashlib.blake2b
 
 
 def hash_bytes(data: bytes) -> Hashed:
-    return _UNPACK_DIGEST(_blake2b(data, digest_size=24).digest())  # type: ignore[no-any-return]
+    return _UNPACK_DIGEST(_blake2b(data, digest_size=24).digest())
 
 
 def hash_item(item: object) -> Hashed:

@@ -473,7 +473,9 @@ class AsyncCompactSet:
 
     async def ready(self) -> SetCore:
         if self._core is None:
-            limits = self._limits or await _adrive(self._ex, limits_flow())
+            limits = self._limits
+            if limits is None:  # not `or`: mypy would type the result SetLimits | None
+                limits = await _adrive(self._ex, limits_flow())
             name, layout, expected, item_size, partitions, spread = self._args
             self._core = await _adrive(self._ex, SetCore.open(name, layout, expected, item_size,
                                                                partitions, spread, limits, False))

@@ -32,8 +32,9 @@ import redis
 from densekv.keys import tag
 from densekv.lua import script
 from densekv.plan import Plan, command, executor_for, script_call
-from densekv.sets.compact import SetLimits, _adrive, _drive, limits_flow, limits_from_probe
+from densekv.sets.compact import _adrive, _drive, limits_flow, limits_from_probe
 from densekv.sets.items import BadItem
+from densekv.sets.layouts import SetLimits
 
 T = TypeVar("T")
 Flow = Generator[list[Plan[Any]], list[Any], T]
@@ -291,7 +292,9 @@ class AsyncSetFamily:
 
     async def ready(self) -> FamilyCore:
         if self._core is None:
-            limits = self._limits or await _adrive(self._ex, limits_flow())
+            limits = self._limits
+            if limits is None:  # not `or`: mypy would type the result SetLimits | None
+                limits = await _adrive(self._ex, limits_flow())
             name, ttl, expected, encoding, children = self._args
             self._core = FamilyCore(name, ttl, choose_encoding(limits, expected, encoding), limits, children)
         return self._core

@@ -157,7 +157,7 @@ class Sessions(Experiment):
 
         stream = Stream(identities(n))
         tokens: list[str] = []
-        timing = {"seconds": 0.0, "usec": 0.0, "count": 0}
+        timing: dict[str, Any] = {"seconds": 0.0, "usec": 0.0, "count": 0}  # count stays an int
         commands: dict[str, dict[str, float]] = {}
 
         def load(start: int, stop: int) -> None:

@@ -145,10 +145,11 @@ class SmallSets(Experiment):
             for _ in range(size - done):
                 for key in names:
                     item = next(items)
+                    # redis-py leaves execute_command untyped
                     if cmd == "HSET":
-                        pipe.execute_command("HSET", key, item, 1)
+                        pipe.execute_command("HSET", key, item, 1)  # type: ignore[no-untyped-call]
                     else:
-                        pipe.execute_command("SADD", key, item)
+                        pipe.execute_command("SADD", key, item)  # type: ignore[no-untyped-call]
             pipe.execute()
             seconds += time.perf_counter() - t0
             du, per = stats_delta(before, commandstats(client))
@@ -162,7 +163,7 @@ class SmallSets(Experiment):
             done = size
             pipe = client.pipeline(transaction=False)
             for key in watched:
-                pipe.execute_command("MEMORY", "USAGE", key, "SAMPLES", "0")
+                pipe.execute_command("MEMORY", "USAGE", key, "SAMPLES", "0")  # type: ignore[no-untyped-call]
             pipe.object("encoding", watched[0])
             *usage, encoding = pipe.execute()
             series.sizes.append(size)

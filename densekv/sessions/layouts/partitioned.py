@@ -188,7 +188,7 @@ class PartitionedLayout(Layout):
     def plan_rename(self, old: bytes, new: bytes, now: int) -> Plan[Record | None]:
         p_old, f_old = self.locate(old)
         p_new, f_new = self.locate(new)
-        keys = (self.hash_key(p_old), self.hash_key(p_new))
+        keys: tuple[bytes, ...] = (self.hash_key(p_old), self.hash_key(p_new))
         if self.mode == "zset":
             keys += (self.zset_key(p_old), self.zset_key(p_new))
         return Plan(
