@@ -61,7 +61,7 @@ pipeline's, in order, each also in the Pending the op returned):
   * a batch (transaction=False) runs its gets and sets through MapCore.run_fast: one
     HMGET per bucket for consecutive gets, one HSET per bucket for consecutive sets (an op
     only moves earlier past ops on other buckets), one round trip, per-prefix locate work
-    cached (_Locator). Other ops run as their flows, in the same round trips, in order.
+    cached (buckets.Locator). Other ops run as their flows, in the same round trips, in order.
     An out-of-line value is read in a second round trip, only when its marker is seen;
     that read returns a value the item held between the two round trips (its key is
     written with its marker in one MULTI and rewritten only by a newer write of the same
@@ -104,11 +104,10 @@ from densekv.maps.buckets import (
     FORMAT,
     Geometry,
     Location,
+    Locator,
     bucket_count,
     bucket_patterns,
-    field_int,
     key_of,
-    locate,
 )
 from densekv.maps.dictionaries import DictionaryCache, plan_load, plan_store, train_dictionary
 from densekv.maps.zipkeys import Aliases
@@ -154,60 +153,6 @@ class FieldTtlUnavailable(MapConfigError):
 class TransactionError(DensekvError):
     """A transaction that cannot run atomically (keys in several cluster slots, a
     migration in progress); raised before anything is sent."""
-
-
-_DIGITS = "0123456789"
-_MAX_TAIL = 18  # buckets.split_numeric: longer tails are hashed
-
-
-class _Locator:
-    """buckets.locate with its per-prefix work cached (split, zip of the prefix, bucket
-    name): a map's hot keys share a few prefixes, and locate costs 3-5 us a key.
-
-    It relies on what buckets.py documents and nothing more: a numeric-tail key P+n lives
-    in a bucket that depends on (P, n mod B) only and in a field that depends on n div B
-    only. Bucket names are filled by buckets.locate itself; a field is str(field_int(q)),
-    the format-2 field locate writes (computed, not looked up: holey ids seldom repeat a
-    quotient, and a full locate costs ~5 us where field_int costs ~0.5). Keys locate does
-    not put in a numeric bucket are never cached.
-    tests/behaviour/test_map_batch.py checks it against locate on awkward keys."""
-
-    LIMIT = 1 << 16  # entries (about 100 bytes each) before the caches start again
-
-    def __init__(self, namespace: str, geo: Geometry, aliases: Aliases) -> None:
-        self.namespace, self.geo, self.aliases = namespace, geo, aliases
-        self.numeric = f"{namespace}:m:".encode()
-        self.b = geo.buckets
-        self.heads: dict[str, dict[int, bytes]] = {}  # prefix -> n mod B -> bucket
-        self.fields: dict[int, bytes] = {}  # n div B -> field
-        self.size = 0
-
-    def __call__(self, key: str) -> tuple[bytes, bytes]:
-        head = key.rstrip(_DIGITS)
-        tail = key[len(head):]
-        if tail and tail[0] != "0" and len(tail) <= _MAX_TAIL:  # no leading zero: prefix == head
-            per = self.heads.get(head)
-            if per is not None:
-                q, r = divmod(int(tail), self.b)
-                bucket = per.get(r)
-                if bucket is not None:
-                    field = self.fields.get(q)
-                    if field is None:
-                        if len(self.fields) >= self.LIMIT:
-                            self.fields.clear()
-                        field = self.fields[q] = str(field_int(q)).encode()
-                    return bucket, field
-        loc = locate(self.namespace, key, self.geo, self.aliases)
-        if tail and tail[0] != "0" and len(tail) <= _MAX_TAIL and loc.bucket.startswith(self.numeric):
-            q, r = divmod(int(tail), self.b)
-            self.size += 1
-            if self.size > self.LIMIT:
-                self.heads.clear()
-                self.fields.clear()
-                self.size = 1
-            self.heads.setdefault(head, {})[r] = loc.bucket
-            self.fields[q] = loc.field
-        return loc.bucket, loc.field
 
 
 @dataclass(frozen=True)
@@ -315,7 +260,7 @@ class MapCore:
         self.fallback = meta.get("fallback") or None
         self.dicts = DictionaryCache()
         self.write_dictionary = int(meta.get("zdict", "0") or 0)
-        self.place = _Locator(namespace, self.geo, aliases)
+        self.place = Locator(namespace, self.geo, aliases)
         self.ttl_mode = meta.get("ttl_mode", "packed")
         self.field_ttl = self.ttl_mode == "field"  # per-item expiry as the server's field TTL
         self.hsetex = facts.field_ttl == "hsetex"

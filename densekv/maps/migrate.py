@@ -301,4 +301,4 @@ def verify(m: CompactMap, pattern: str | None = None) -> dict[str, Any]:
             "buckets_hashtable_by_field_ttl": by_field_ttl, "plain_keys_left": plain_left, "ok": not errors and not not_listpack and not plain_left}
 
 
-__all__ = ["migrate_from", "migrate_to_plain", "move_keys", "plain_items", "verify", "step"]
+__all__ = ["migrate_from", "migrate_to_plain", "move_keys", "plain_items", "step", "verify"]
