@@ -38,6 +38,7 @@ from typing import Any
 
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
+from densekv.lab.observe import commandstats, stats_delta
 from densekv.maps import CompactMap
 from densekv.measure import Meter
 from densekv.plan import SyncExecutor, command
@@ -84,24 +85,6 @@ def dataset(case: str, n: int) -> tuple[list[str], list[Any]]:
     if case.startswith("int"):
         return keys, [rng.randrange(-(2**31), 2**31) for _ in range(n)]
     return keys, ["".join(rng.choices(string.ascii_letters, k=8)) for _ in range(n)]
-
-
-def commandstats(client: Any) -> dict[str, tuple[int, int]]:
-    """(calls, usec) per command. Differences of two snapshots give the usec per call of
-    what ran in between; CONFIG RESETSTAT is not used: it frees the per-command latency
-    histograms (~25 KB each with latency-tracking on), which the next case's load would
-    then allocate again inside its measurement."""
-    return {k.removeprefix("cmdstat_"): (int(v["calls"]), int(v["usec"]))
-            for k, v in client.info("commandstats").items()}
-
-
-def usec_per_call(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> dict[str, float]:
-    out = {}
-    for name, (calls, usec) in after.items():
-        c0, u0 = before.get(name, (0, 0))
-        if calls > c0:
-            out[name] = round((usec - u0) / (calls - c0), 2)
-    return out
 
 
 def run_case(proc: ServerProcess, name: str, case: str, layout: str, n: int, commit: str,
@@ -155,6 +138,8 @@ def run_case(proc: ServerProcess, name: str, case: str, layout: str, n: int, com
     ops = min(50_000, n)
     rng = random.Random(7)
     picks = [rng.randrange(n) for _ in range(ops)]
+    # snapshot differences, not CONFIG RESETSTAT: that frees the ~25 KB per-command latency
+    # histograms, which the next case would allocate again inside its measurement
     stats0 = commandstats(client)
     t1, c1 = time.perf_counter(), time.process_time()
     got: list[Any] = []
@@ -181,7 +166,7 @@ def run_case(proc: ServerProcess, name: str, case: str, layout: str, n: int, com
     set_s, set_cpu = time.perf_counter() - t2, time.process_time() - c2
     if layout == "map":  # the benchmark checks what it measured reads back
         assert got == [values[i] for i in picks], "map read back other values"
-    stats = usec_per_call(stats0, commandstats(client))
+    stats = {k: v["usec_per_call"] for k, v in stats_delta(stats0, commandstats(client))[1].items()}
     m = the_map
     info = client.info("server")
     record = {
