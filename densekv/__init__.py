@@ -37,6 +37,7 @@ from densekv.sessions import (
     AsyncSessionStore,
     LayoutUnavailable,
     Session,
+    SessionDataInvalid,
     SessionDataTooLarge,
     SessionStore,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "ServerTooOld",
     "ServerUnavailable",
     "Session",
+    "SessionDataInvalid",
     "SessionDataTooLarge",
     "SessionStore",
     "SetFamily",

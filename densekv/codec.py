@@ -20,6 +20,11 @@ Header bytes (a retired number is never reused):
                 a listpack stores such a value as a 1-9 byte integer instead of a string
                 (a random 32-bit int costs 6 bytes instead of 12), and HINCRBY works on it.
   0x41-0x43     lz4 block (with its 4-byte size) of a BYTES / STR / MSGPACK payload
+  0x51-0x53     raw deflate with a preset dictionary (zlib's zdict) of a BYTES / STR /
+                MSGPACK payload: one varint dictionary id (>= 1), then the deflate stream.
+                No frame header at all: for payloads under ~100 bytes it is 5-8 bytes
+                smaller than a zstd frame with the same dictionary (a Django login: 46 vs
+                54 bytes), so codecs that can pick per value try both.
 
 Compression is kept only when it makes that value's framed bytes smaller. zstandard and
 lz4 are optional (`pip install 'densekv[codecs]'`) and imported on first use.
@@ -52,6 +57,7 @@ ZSTD_MSGPACK = 0x23  # ... of MSGPACK payload
 LZ4_BYTES = 0x41  # lz4 block of BYTES payload
 LZ4_STR = 0x42  # ... of STR payload
 LZ4_MSGPACK = 0x43  # ... of MSGPACK payload
+DEFLATE_DICT_BASE = 0x50  # 0x51-0x53: varint dict id + raw deflate with that preset dictionary
 INTEGER_FIRST = frozenset(b"-0123456789")  # INTEGER: canonical decimal int64 text
 
 KINDS = (BYTES, STR, MSGPACK)
@@ -202,8 +208,8 @@ class Codec:
             raise ValueError(f"serializer is one of {', '.join(SERIALIZERS)}")
         if self.compression not in (None, *COMPRESSION_BASE):
             raise ValueError(f"compression is None or one of {', '.join(COMPRESSION_BASE)}")
-        if self.dictionary is not None and self.compression != "zstd":
-            raise ValueError("a dictionary goes with compression='zstd'")
+        if self.dictionary is not None and self.compression not in ("zstd", "zlib"):
+            raise ValueError("a dictionary goes with compression='zstd' or 'zlib'")
         if self.compression == "zstd":
             _zstd()
         elif self.compression == "lz4":
@@ -249,6 +255,11 @@ class Codec:
 
     def _compress(self, kind: int, payload: bytes) -> bytes:
         head = bytes([COMPRESSION_BASE[self.compression] | kind])  # type: ignore[index]
+        if self.compression == "zlib" and self.dictionary is not None:
+            d = self.dictionary
+            c = zlib.compressobj(self.level if self.level is not None else 9, zlib.DEFLATED, -15, 9,
+                                 zlib.Z_DEFAULT_STRATEGY, d.data)
+            return bytes([DEFLATE_DICT_BASE | kind]) + varint(d.id) + c.compress(payload) + c.flush()
         if self.compression == "zlib":
             c = zlib.compressobj(self.level if self.level is not None else 6, zlib.DEFLATED, -15)
             return head + c.compress(payload) + c.flush()
@@ -276,7 +287,7 @@ def needed_dictionary(data: bytes) -> int | None:
     """The dictionary id a framed value needs (None if it needs none)."""
     if data[:1] == bytes([EXPIRES]):
         data = data[5:]
-    if len(data) >= 2 and data[0] in (ZSTD_BYTES, ZSTD_STR, ZSTD_MSGPACK):
+    if len(data) >= 2 and (data[0] in (ZSTD_BYTES, ZSTD_STR, ZSTD_MSGPACK) or data[0] & 0xF0 == DEFLATE_DICT_BASE):
         try:
             n = read_varint(data, 1)[0]
         except ValueError:
@@ -321,10 +332,19 @@ def _decode(data: bytes, dictionaries: Mapping[int, bytes]) -> Any:
             raise ValueError("not a canonical integer")
         return int(data)
     base, kind = head & 0xF0, head & 0x0F
-    if kind not in KINDS or base not in (0x00, *COMPRESSION_BASE.values()):
+    if kind not in KINDS or base not in (0x00, DEFLATE_DICT_BASE, *COMPRESSION_BASE.values()):
         raise ValueError(f"unknown codec header 0x{head:02x}")
     body = data[1:]
-    if base == 0x10:
+    if base == DEFLATE_DICT_BASE:
+        dict_id, pos = read_varint(data, 1)
+        zdict = dictionaries.get(dict_id)
+        if zdict is None:
+            raise ValueError(f"needs dictionary {dict_id}, which is not stored")
+        d = zlib.decompressobj(-15, zdict)
+        body = d.decompress(data[pos:]) + d.flush()
+        if not d.eof or d.unused_data:
+            raise ValueError("deflate stream is truncated or has trailing bytes")
+    elif base == 0x10:
         d = zlib.decompressobj(-15)
         body = d.decompress(body) + d.flush()
         if not d.eof or d.unused_data:

@@ -1,20 +1,37 @@
--- hrec_rename: move a live session to a new field in one step (token regeneration).
--- The old field stops working and the new one works atomically; KEYS share one slot.
+-- hrec_rename: move a live session to a new field in one step (token regeneration, and
+-- login: the same move with a new identity). The old field stops working and the new one
+-- works atomically; an out-of-line payload moves with it. KEYS share one slot.
+-- Record format: densekv/sessions/record.py.
 -- KEYS[1]  old partition hash   KEYS[2] new partition hash
--- KEYS[3]  old expiry zset      KEYS[4] new expiry zset   (mode "zset" only)
+-- KEYS[3]  old out-of-line key  KEYS[4] new out-of-line key
+-- KEYS[5]  old expiry zset      KEYS[6] new expiry zset   (mode "zset" only)
 -- ARGV[1]  old field   ARGV[2] new field   ARGV[3] now (unix s)
 -- ARGV[4]  mode: "plain" | "zset" | "fieldttl"
+-- ARGV[5]  "" to keep the identity, or the new one: one byte of flag bits 0-4, then the
+--          identity section (length byte if escaped, identity bytes)
 -- Reply:   the moved record, or false if the old session is missing or expired
 local rec = redis.call('HGET', KEYS[1], ARGV[1])
 if not rec then return false end
 local a, b, c, d = string.byte(rec, 2, 5)
 local exp = ((a * 256 + b) * 256 + c) * 256 + d
 if exp <= tonumber(ARGV[3]) then return false end
+if ARGV[5] ~= '' then
+  local flags = string.byte(rec, 1)
+  local head_end = 5
+  if math.floor(flags / 32) % 2 == 1 then head_end = 9 end
+  local sec = flags % 16
+  if sec == 15 then sec = 1 + string.byte(rec, head_end + 1) end
+  rec = string.char(flags - flags % 32 + string.byte(ARGV[5], 1)) .. string.sub(rec, 2, head_end)
+        .. string.sub(ARGV[5], 2) .. string.sub(rec, head_end + sec + 1)
+end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[2], rec)
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('RENAME', KEYS[3], KEYS[4])
+end
 if ARGV[4] == 'zset' then
-  redis.call('ZREM', KEYS[3], ARGV[1])
-  redis.call('ZADD', KEYS[4], exp, ARGV[2])
+  redis.call('ZREM', KEYS[5], ARGV[1])
+  redis.call('ZADD', KEYS[6], exp, ARGV[2])
 elseif ARGV[4] == 'fieldttl' then
   redis.call('HEXPIREAT', KEYS[2], exp, 'FIELDS', 1, ARGV[2])
 end

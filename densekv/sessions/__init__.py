@@ -3,7 +3,7 @@
 Public names are re-exported from densekv/__init__.py.
 """
 
-from densekv.sessions.model import Session, SessionDataTooLarge
+from densekv.sessions.model import Session, SessionDataInvalid, SessionDataTooLarge
 from densekv.sessions.store import (
     LAYOUTS,
     AsyncSessionStore,
@@ -12,4 +12,5 @@ from densekv.sessions.store import (
     SessionStore,
 )
 
-__all__ = ["LAYOUTS", "AsyncSessionStore", "LayoutUnavailable", "ServerFacts", "Session", "SessionDataTooLarge", "SessionStore"]
+__all__ = ["LAYOUTS", "AsyncSessionStore", "LayoutUnavailable", "ServerFacts", "Session", "SessionDataInvalid",
+           "SessionDataTooLarge", "SessionStore"]

@@ -1,6 +1,8 @@
 """Sessions as values: tokens, digests, the Session a caller sees and the Record we store.
 
-Tokens are 24 random bytes from `secrets` (192 bits) as 32 URL-safe characters. The server
+Tokens are 24 random bytes from `secrets` (192 bits) as 32 URL-safe characters. A store
+also accepts any 22-86 URL-safe characters as a token, so a session moved in from another
+store (Django's 32-character keys, Flask-Session's 43) keeps its cookie value. The server
 never sees a token: every layout keys a session by its *digest*, the first 16 bytes (128
 bits) of SHA-256(token), so a dump of the server yields no usable cookie. A string that
 is not a well-formed token (wrong length, wrong alphabet, not ASCII, huge) has no digest:
@@ -18,18 +20,17 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Union
 
-from densekv.errors import DensekvError
+from densekv.sessions.payload import SessionDataInvalid, SessionDataTooLarge
 
+__all__ = ["Identity", "Record", "Session", "SessionDataInvalid", "SessionDataTooLarge",
+           "check_identity", "check_owner", "digest_of", "identity_bytes", "new_token"]
 TOKEN_BYTES = 24
 TOKEN_CHARS = 32  # base64url of 24 bytes, no padding
+TOKEN_MIN, TOKEN_MAX = 22, 86  # what a store accepts (moved-in sessions keep their cookie)
 DIGEST_BYTES = 16
-_TOKEN_RE = re.compile(r"\A[A-Za-z0-9_-]{32}\Z")
+_TOKEN_RE = re.compile(r"\A[A-Za-z0-9_-]{22,86}\Z")
 
 Identity = Union[int, str]
-
-
-class SessionDataTooLarge(DensekvError):
-    """The payload would push a record past the server's listpack value limit."""
 
 
 def new_token() -> str:
@@ -38,9 +39,14 @@ def new_token() -> str:
 
 def digest_of(token: object) -> bytes | None:
     """The stored digest of a well-formed token, or None for anything else."""
-    if not isinstance(token, str) or len(token) != TOKEN_CHARS or not _TOKEN_RE.match(token):
+    if not isinstance(token, str) or not TOKEN_MIN <= len(token) <= TOKEN_MAX or not _TOKEN_RE.match(token):
         return None
     return hashlib.sha256(token.encode("ascii")).digest()[:DIGEST_BYTES]
+
+
+def check_owner(identity: object) -> Identity | None:
+    """A session's owner: an identity, or None for an anonymous session."""
+    return None if identity is None else check_identity(identity)
 
 
 def check_identity(identity: object) -> Identity:
@@ -70,24 +76,34 @@ class Session:
     never had it) and can be ended with `destroy_id(session.id)`."""
 
     token: str
-    identity: Identity
+    identity: Identity | None  # None: an anonymous session
     expires_at: int
     data: dict[str, Any] | None = None
     id: str = ""
+    absolute_at: int = 0  # the hard end of its life: idle rolling never passes it
 
 
 @dataclass(frozen=True)
 class Record:
-    """A session as stored: its digest, owner, expiry and payload (already a dict)."""
+    """A session as stored: its digest, owner, expiry and payload.
+
+    `data` is the payload as a dict once decoded; the partitioned layouts read `payload`
+    (the framed bytes, densekv/sessions/payload.py) and the store decodes it. `outside`:
+    the payload lives in the session's own key; `raw` is the stored record exactly as
+    read (compare-and-set in `apply`), `ool` the out-of-line value read beside it."""
 
     digest: bytes
-    identity: Identity
+    identity: Identity | None
     expires_at: int
     absolute_at: int  # == expires_at when there is no idle TTL
     data: dict[str, Any] | None = None
+    payload: bytes | None = None
+    outside: bool = False
+    raw: bytes = b""
+    ool: bytes | None = None
 
     def live(self, now: int) -> bool:
         return self.expires_at > now
 
     def session(self, token: str) -> Session:
-        return Session(token, self.identity, self.expires_at, self.data, self.digest.hex())
+        return Session(token, self.identity, self.expires_at, self.data, self.digest.hex(), self.absolute_at)

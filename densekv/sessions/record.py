@@ -3,13 +3,19 @@
     byte 0     flags: bits 0-3 identity length (0-14; 15 = a length byte follows),
                       bit 4 identity is a str (else an unsigned big-endian int),
                       bit 5 an absolute expiry follows (idle TTL in use),
-                      bit 6 a msgpack payload ends the record
+                      bit 6 a plain msgpack payload ends the record (format 1: still read,
+                            no longer written),
+                      bit 7 a framed payload ends the record (densekv/sessions/payload.py:
+                            packed msgpack, zstd with the namespace's dictionary where that
+                            is smaller, or the one-byte out-of-line marker 0x0F)
     bytes 1-4  expires_at, u32 big-endian unix seconds (good until 2106)
     [4 bytes]  absolute_at, u32, when bit 5
     [1 byte]   identity length, when bits 0-3 are 15
-    identity   1-8 bytes (int) or the UTF-8 bytes (str)
-    payload    msgpack of the data dict, to the end
-So a session with a 4-byte integer identity and no payload costs 9 bytes of value.
+    identity   1-8 bytes (int) or the UTF-8 bytes (str); none at all (length 0, bit 4
+               clear) for an anonymous session
+    payload    to the end
+So a session with a 4-byte integer identity and no payload costs 9 bytes of value; an
+anonymous one with a CSRF token (40 hex chars) 1 + 4 + 26 = 31.
 
 Lua scripts read bytes 1-4 (and 5-8) directly (see lua/hrec_*.lua): keep this layout in
 step with them. The numbers are format constants: a retired meaning is never reused.
@@ -24,35 +30,41 @@ import msgpack
 
 from densekv.errors import DecodeError
 from densekv.sessions.model import Identity, Record
+from densekv.sessions.payload import MARKER
 
 F_LEN_MASK = 0x0F
 F_LEN_ESCAPE = 0x0F
 F_STR = 0x10
 F_ABSOLUTE = 0x20
-F_DATA = 0x40
-_KNOWN = F_LEN_MASK | F_STR | F_ABSOLUTE | F_DATA
+F_DATA = 0x40  # format 1, read only
+F_FRAMED = 0x80
+_KNOWN = F_LEN_MASK | F_STR | F_ABSOLUTE | F_DATA | F_FRAMED
 
 
-def pack_record(rec: Record) -> bytes:
-    flags = 0
-    if isinstance(rec.identity, str):
-        ident = rec.identity.encode()
-        flags |= F_STR
+def identity_section(identity: Identity | None) -> tuple[int, bytes]:
+    """(flag bits 0-4, the bytes after the expiries) that store `identity`."""
+    if identity is None:
+        return 0, b""
+    if isinstance(identity, str):
+        ident, flags = identity.encode(), F_STR
     else:
-        ident = rec.identity.to_bytes(max(1, (rec.identity.bit_length() + 7) // 8), "big")
+        ident, flags = identity.to_bytes(max(1, (identity.bit_length() + 7) // 8), "big"), 0
+    if len(ident) < F_LEN_ESCAPE:
+        return flags | len(ident), ident
+    return flags | F_LEN_ESCAPE, bytes([len(ident)]) + ident
+
+
+def pack_record(rec: Record, payload: bytes | None = None) -> bytes:
+    """The record; `payload` is the framed payload (or the out-of-line marker), if any."""
+    flags, ident = identity_section(rec.identity)
     parts = [b"", struct.pack(">I", rec.expires_at)]
     if rec.absolute_at != rec.expires_at:
         flags |= F_ABSOLUTE
         parts.append(struct.pack(">I", rec.absolute_at))
-    if len(ident) < F_LEN_ESCAPE:
-        flags |= len(ident)
-    else:
-        flags |= F_LEN_ESCAPE
-        parts.append(bytes([len(ident)]))
     parts.append(ident)
-    if rec.data is not None:
-        flags |= F_DATA
-        parts.append(msgpack.packb(rec.data, use_bin_type=True))
+    if payload is not None:
+        flags |= F_FRAMED
+        parts.append(payload)
     parts[0] = bytes([flags])
     return b"".join(parts)
 
@@ -76,12 +88,23 @@ def unpack_record(digest: bytes, raw: bytes, *, where: str = "") -> Record:
         if len(ident_raw) != length:
             raise ValueError("truncated identity")
         pos += length
-        identity: Identity = ident_raw.decode() if flags & F_STR else int.from_bytes(ident_raw, "big")
+        identity: Identity | None
+        if flags & F_STR:
+            identity = ident_raw.decode()
+        else:
+            identity = int.from_bytes(ident_raw, "big") if length else None
         data: Any = None
+        payload = None
+        if flags & F_DATA and flags & F_FRAMED:
+            raise ValueError("both payload flags set")
         if flags & F_DATA:
             data = msgpack.unpackb(raw[pos:], raw=False)
             if not isinstance(data, dict):
                 raise ValueError("payload is not a map")
+        elif flags & F_FRAMED:
+            payload = bytes(raw[pos:])
+            if not payload:
+                raise ValueError("empty payload")
         elif pos != len(raw):
             raise ValueError("trailing bytes")
     except (IndexError, ValueError, struct.error, msgpack.ExtraData, msgpack.FormatError,
@@ -90,4 +113,6 @@ def unpack_record(digest: bytes, raw: bytes, *, where: str = "") -> Record:
             f"session {digest.hex()}{where} holds a record that does not decode: {exc}",
             key=digest,
         ) from exc
-    return Record(digest, identity, expires_at, absolute_at, data)
+    outside = payload == MARKER
+    return Record(digest, identity, expires_at, absolute_at, data, None if outside else payload,
+                  outside, bytes(raw))

@@ -133,6 +133,21 @@ def test_a_trained_dictionary_shrinks_small_documents_and_is_named_in_the_value(
         decode(framed, key="k")
 
 
+@pytest.mark.parametrize("kind_value", ["a short text", b"\x00raw bytes", {"doc": [1, 2]}])
+def test_deflate_with_a_preset_dictionary_round_trips_and_names_it(kind_value: object) -> None:
+    docs = _docs(400)
+    dictionary = ZstdDictionary(5, train_dictionary([json.dumps(d) for d in docs], size=4096))
+    doc = json.dumps(_docs(1, seed=42)[0])
+    framed = Codec("auto", "zlib", dictionary=dictionary).encode(doc)
+    assert framed[0] == 0x52 and c.needed_dictionary(framed) == 5  # STR, deflate with dictionary 5
+    assert len(framed) < len(Codec.named("zlib").encode(doc))
+    assert decode(framed, key="k", dictionaries={5: dictionary.data}) == doc
+    with pytest.raises(DecodeError, match="dictionary 5"):
+        decode(framed, key="k")
+    other = Codec("auto", "zlib", level=9, dictionary=dictionary).encode(kind_value)
+    assert decode(other, key="k", dictionaries={5: dictionary.data}) == kind_value
+
+
 def test_two_dictionaries_under_one_id_never_share_a_compressor() -> None:
     """Two maps (or one made again after a flush) can hold different dictionaries with the
     same id in one process; each value must decode with its own dictionary."""

@@ -33,6 +33,10 @@ class Layout(ABC):
     #: the server removes expired sessions itself (SETEX / field TTL); sweep only cleans
     #: the identity index
     server_expires: bool = False
+    #: plan_replace needs the current record (compare-and-set on an opaque value)
+    needs_read: bool = False
+    #: session data may hold bytes values (not in JSON)
+    holds_bytes: bool = True
 
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
@@ -52,16 +56,24 @@ class Layout(ABC):
         """Roll the idle expiry; reply the new expires_at, 0 if missing or expired."""
 
     @abstractmethod
-    def plan_update(self, digest: bytes, data: dict[str, Any] | None, now: int) -> Plan[int]:
-        """Replace the payload of a live session: 1 done, 0 missing, -1 too large."""
+    def plan_replace(self, digest: bytes, current: Record | None, data: dict[str, Any] | None,
+                     framed: bytes | None, now: int) -> Plan[int]:
+        """Replace the payload of a live session (`data`; `framed` is its encoding for the
+        partitioned layouts): 1 done, 0 missing or expired, -2 changed since `current` was
+        read (nothing written). current=None writes unconditionally, except where
+        `needs_read`."""
 
     @abstractmethod
     def plan_delete(self, digest: bytes) -> Plan[Record | None]:
         """Remove the session; reply what was removed (for the identity index)."""
 
     @abstractmethod
-    def plan_rename(self, old: bytes, new: bytes, now: int) -> Plan[Record | None]:
-        """Move a live session to a new digest atomically (same slot group)."""
+    def plan_rename(self, old: bytes, new: bytes, now: int, identity: Any = ...,
+                    current: Record | None = None) -> Plan[Any]:
+        """Move a live session to a new digest atomically (same slot group); with
+        `identity` (login), set that identity in the same step (`current`: the record as
+        read, for layouts that compare-and-set). Reply: the moved record, None if the old
+        one is missing or expired, -2 if it changed since `current` was read."""
 
     # -- the identity index -------------------------------------------------------------
     #: bytes of the digest the identity index keeps to find a session again

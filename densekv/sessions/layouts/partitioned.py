@@ -18,14 +18,22 @@ a partition and all its descendants share one hash tag, so the split of one part
 one atomic script even on a cluster. Cost per session (dense, 4-byte identity, no
 payload): 17 bytes of field entry + 11 of value entry in the listpack, plus the
 partition's key overhead shared by a few hundred sessions.
+
+A record whose framed payload would take it past hash-max-listpack-value keeps only the
+out-of-line marker in the listpack; the payload goes to the session's own string key
+`{ns}:so:{R}:<16-byte digest>` (R: the digest's base partition, so the key shares the
+partition's slot and keeps its name through repartitions), with the session's absolute
+expiry (EXAT) as a backstop; destroy, sweep and rename move or delete it with the record.
+Its cost is a key (~50-70 bytes of overhead on top of the payload), paid only by sessions
+that do not fit inline. A get reads both in one round trip (HGET + GET, pipelined).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator
+from dataclasses import replace
 from typing import Any
 
-import msgpack
 from redis.crc import key_slot
 
 from densekv.keys import glob_escape, join_digest, partition_bits, split_digest, tag
@@ -33,7 +41,8 @@ from densekv.lua import script
 from densekv.plan import Command, Plan, ScriptCall, command, script_call
 from densekv.sessions.layouts.base import Layout, LayoutLimits
 from densekv.sessions.model import Record, SessionDataTooLarge
-from densekv.sessions.record import pack_record, unpack_record
+from densekv.sessions.payload import MARKER
+from densekv.sessions.record import identity_section, pack_record, unpack_record
 
 
 class PartitionedLayout(Layout):
@@ -68,6 +77,11 @@ class PartitionedLayout(Layout):
 
     def locate(self, digest: bytes) -> tuple[int, bytes]:
         return split_digest(digest, self.bits)
+
+    def ool_key(self, digest: bytes) -> bytes:
+        """The session's out-of-line payload key: same hash tag as its partitions."""
+        root = split_digest(digest, self.base_bits)[0]
+        return tag(self.namespace, "so", root) + b":" + digest
 
     # -- repartition --------------------------------------------------------------------
     TOMBSTONE = b"densekv: partition moved (repartition); re-read the store metadata"
@@ -114,15 +128,19 @@ class PartitionedLayout(Layout):
     def plan_put(self, rec: Record, now: int) -> Plan[None]:
         p, field = self.locate(rec.digest)
         key = self.hash_key(p)
-        value = pack_record(rec)
+        value = pack_record(rec, rec.payload)
         limit = self.limits.hash_max_listpack_value
+        steps: list[Command] = []
+        if len(value) > limit and rec.payload is not None:  # out of line: the partition stays a listpack
+            value = pack_record(rec, MARKER)
+            ool = self.ool_key(rec.digest)
+            steps.append(Command(("SET", ool, rec.payload, "EXAT", rec.absolute_at), (ool,)))
         if len(value) > limit:  # a longer value would turn the whole partition into a hashtable
             raise SessionDataTooLarge(
-                f"this session's record would be {len(value)} bytes, over the server's "
-                f"hash-max-listpack-value {limit}: keep session data small (ids, flags), "
-                "store bulky data elsewhere, or raise the limit"
+                f"this session's record would be {len(value)} bytes without its data, over the "
+                f"server's hash-max-listpack-value {limit}: use a shorter identity"
             )
-        steps = self._put_steps(key, p, field, value, rec)
+        steps += self._put_steps(key, p, field, value, rec)
         return Plan(tuple(steps), lambda r: None, atomic=len(steps) > 1)
 
     def _put_steps(self, key: bytes, p: int, field: bytes, value: bytes, rec: Record) -> list[Command]:
@@ -132,9 +150,24 @@ class PartitionedLayout(Layout):
         return []
 
     def plan_get(self, digest: bytes) -> Plan[Record | None]:
+        """HGET + GET of the out-of-line key, pipelined (not atomic: the store re-reads in
+        the rare case that a concurrent update moved the payload in between)."""
         p, field = self.locate(digest)
         key = self.hash_key(p)
-        return command("HGET", key, field, keys=(key,), decode=self._decode(digest, key))
+        ool = self.ool_key(digest)
+        decode = self._decode(digest, key)
+
+        def both(replies: list[Any]) -> Record | None:
+            rec: Record | None = decode(replies[0])
+            if rec is not None and rec.outside:
+                return replace(rec, payload=replies[1], ool=replies[1])
+            return rec
+
+        return Plan((Command(("HGET", key, field), (key,)), Command(("GET", ool), (ool,))), both)
+
+    def plan_fetch_outside(self, digests: list[bytes]) -> list[Plan[bytes | None]]:
+        """The out-of-line payloads of records found without them (HSCAN, sweep)."""
+        return [command("GET", k, keys=(k,)) for k in map(self.ool_key, digests)]
 
     def _keys(self, p: int) -> tuple[bytes, ...]:
         return (self.hash_key(p),)
@@ -164,20 +197,23 @@ class PartitionedLayout(Layout):
         p, field = self.locate(digest)
         return script_call(script("hrec_touch"), self._keys(p), (field, now, idle_ttl, self.mode), int)
 
-    def plan_update(self, digest: bytes, data: dict[str, Any] | None, now: int) -> Plan[int]:
+    def plan_replace(self, digest: bytes, current: Record | None, data: dict[str, Any] | None,
+                     framed: bytes | None, now: int) -> Plan[int]:
         p, field = self.locate(digest)
-        payload = b"" if data is None else msgpack.packb(data, use_bin_type=True)
+        expected = (b"", b"") if current is None else (current.raw, current.ool or b"")
         return script_call(
             script("hrec_update"),
-            (self.hash_key(p),),
-            (field, now, payload, self.limits.hash_max_listpack_value, self.mode),
+            (self.hash_key(p), self.ool_key(digest)),
+            (field, now, framed or b"", self.limits.hash_max_listpack_value, self.mode, *expected),
             int,
         )
 
     def plan_delete(self, digest: bytes) -> Plan[Record | None]:
         p, field = self.locate(digest)
         key = self.hash_key(p)
-        steps = [Command(("HGET", key, field), (key,)), Command(("HDEL", key, field), (key,))]
+        ool = self.ool_key(digest)
+        steps = [Command(("HGET", key, field), (key,)), Command(("HDEL", key, field), (key,)),
+                 Command(("DEL", ool), (ool,))]
         steps += self._delete_extra(p, field)
         decode = self._decode(digest, key)
         return Plan(tuple(steps), lambda r: decode(r[0]), atomic=True)
@@ -185,14 +221,19 @@ class PartitionedLayout(Layout):
     def _delete_extra(self, p: int, field: bytes) -> list[Command]:
         return []
 
-    def plan_rename(self, old: bytes, new: bytes, now: int) -> Plan[Record | None]:
+    def plan_rename(self, old: bytes, new: bytes, now: int, identity: Any = ...,
+                    current: Record | None = None) -> Plan[Any]:
         p_old, f_old = self.locate(old)
         p_new, f_new = self.locate(new)
-        keys: tuple[bytes, ...] = (self.hash_key(p_old), self.hash_key(p_new))
+        keys: tuple[bytes, ...] = (self.hash_key(p_old), self.hash_key(p_new), self.ool_key(old), self.ool_key(new))
         if self.mode == "zset":
             keys += (self.zset_key(p_old), self.zset_key(p_new))
+        section = b""
+        if identity is not ...:
+            flags, ident = identity_section(identity)
+            section = bytes([flags]) + ident
         return Plan(
-            (ScriptCall(script("hrec_rename"), keys, (f_old, f_new, now, self.mode)),),
+            (ScriptCall(script("hrec_rename"), keys, (f_old, f_new, now, self.mode, section)),),
             lambda r: None if r[0] is None else unpack_record(new, r[0]),
         )
 

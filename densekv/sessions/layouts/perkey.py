@@ -8,6 +8,9 @@
   hash    a HASH per session (fields i, x, d) + EXPIREAT, written in one MULTI: the
           seed's "HASH per session" iteration.
 
+Session data goes in as it is (JSON or msgpack of the dict): these are the baselines the
+compact layouts are measured against, so they get no payload packing and no dictionary.
+
 XX is the first digest byte in hex, inside braces: it is the cluster hash tag, so a token
 can be regenerated atomically (RENAME within one slot) by picking the new token among the
 1/256 that share the old one's tag. The server removes expired sessions itself.
@@ -16,7 +19,8 @@ can be regenerated atomically (RENAME within one slot) by picking the new token 
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Hashable
+from collections.abc import Hashable
+from dataclasses import replace
 from typing import Any
 
 import msgpack
@@ -25,9 +29,7 @@ from densekv.errors import DecodeError
 from densekv.lua import script
 from densekv.plan import Command, Plan, ScriptCall, script_call
 from densekv.sessions.layouts.base import Layout
-from densekv.sessions.model import Record
-
-MAX_CAS_TRIES = 20
+from densekv.sessions.model import Identity, Record
 
 
 class KeyPerSessionLayout(Layout):
@@ -35,6 +37,7 @@ class KeyPerSessionLayout(Layout):
     code = "s?"
     value_kind = "string"  # for key_rename.lua
     touch_kind = "json"  # for key_touch.lua
+    needs_read = True  # plan_replace compares with what was read (the value is opaque)
 
     def key(self, digest: bytes) -> bytes:
         return f"{self.namespace}:{self.code}:{{{digest[0]:02x}}}".encode() + self.key_rest(digest[1:])
@@ -52,7 +55,7 @@ class KeyPerSessionLayout(Layout):
     @staticmethod
     def document(rec: Record) -> dict[str, Any]:
         """The seed's session document: identity, (absolute) expiry, optional data."""
-        doc: dict[str, Any] = {"i": rec.identity, "x": rec.absolute_at}
+        doc: dict[str, Any] = {"x": rec.absolute_at, "i": rec.identity}  # x first: key_touch.lua
         if rec.data is not None:
             doc["d"] = rec.data
         return doc
@@ -64,7 +67,7 @@ class KeyPerSessionLayout(Layout):
         if raw is None or raw == [] or int(expiretime) < 0:
             return None
         try:
-            return self.decode_value(digest, raw, int(expiretime))
+            return replace(self.decode_value(digest, raw, int(expiretime)), raw=self.raw_of(raw))
         except (ValueError, KeyError, TypeError, msgpack.ExtraData, msgpack.FormatError,
                 UnicodeDecodeError) as exc:
             raise DecodeError(
@@ -73,6 +76,10 @@ class KeyPerSessionLayout(Layout):
 
     def _read(self, key: bytes) -> Command:
         return Command(("GET", key), (key,))
+
+    def raw_of(self, raw: Any) -> bytes:
+        """What plan_replace compares: the whole value."""
+        return bytes(raw)
 
     # -- operations ---------------------------------------------------------------------
     def plan_put(self, rec: Record, now: int) -> Plan[None]:
@@ -91,21 +98,13 @@ class KeyPerSessionLayout(Layout):
         key = self.key(digest)
         return script_call(script("key_touch"), (key,), (now, idle_ttl, self.touch_kind), int)
 
-    def plan_update(  # type: ignore[override]
-        self, digest: bytes, data: dict[str, Any] | None, now: int
-    ) -> Generator[list[Plan[Any]], list[Any], int]:
-        """Read, re-encode, compare-and-set (the value is opaque to the server)."""
+    def plan_replace(self, digest: bytes, current: Record | None, data: dict[str, Any] | None,
+                     framed: bytes | None, now: int) -> Plan[int]:
+        """Compare-and-set on the whole value: 1 done, -2 changed or gone since `current`."""
+        assert current is not None
         key = self.key(digest)
-        for _ in range(MAX_CAS_TRIES):
-            raw, expiretime = (yield [Plan((self._read(key), Command(("EXPIRETIME", key), (key,))), atomic=True)])[0]
-            rec = self._decode(digest, raw, expiretime)
-            if rec is None or not rec.live(now):
-                return 0
-            new = self.encode(Record(digest, rec.identity, rec.expires_at, rec.absolute_at, data))
-            done = (yield [script_call(script("kv_cas"), (key,), (raw, new), int)])[0]
-            if done:
-                return 1
-        return 0
+        new = self.encode(replace(current, data=data))
+        return script_call(script("kv_cas"), (key,), (current.raw, new), lambda r: 1 if int(r) else -2)
 
     def plan_delete(self, digest: bytes) -> Plan[Record | None]:
         key = self.key(digest)
@@ -115,18 +114,30 @@ class KeyPerSessionLayout(Layout):
             atomic=True,
         )
 
-    def plan_rename(self, old: bytes, new: bytes, now: int) -> Plan[Record | None]:
+    def plan_rename(self, old: bytes, new: bytes, now: int, identity: Any = ...,
+                    current: Record | None = None) -> Plan[Any]:
+        """Reply: the moved record, None if gone, or -2 (login only: changed since read)."""
         keys = (self.key(old), self.key(new))
-        return Plan(
-            (ScriptCall(script("key_rename"), keys, (self.value_kind, now)),),
-            lambda r: None if r[0] is None else self._decode(new, r[0][0], r[0][1]),
-        )
+        login = self.login_args(identity, current) if identity is not ... else ()
+        args = (self.value_kind, now, *login, "", "")[:4]
+
+        def decode(r: list[Any]) -> Any:
+            if r[0] is None or r[0] == -2:
+                return r[0]
+            return self._decode(new, r[0][0], r[0][1])
+
+        return Plan((ScriptCall(script("key_rename"), keys, args),), decode)
+
+    def login_args(self, identity: Identity | None, current: Record | None) -> tuple[Any, ...]:
+        assert current is not None
+        return (current.raw, self.encode(replace(current, identity=identity)))
 
 
 class JsonLayout(KeyPerSessionLayout):
     name = "json"
     code = "sj"
     touch_kind = "json"
+    holds_bytes = False  # JSON has no bytes: such data is refused before the write
 
     def encode(self, rec: Record) -> bytes:
         return json.dumps(self.document(rec), separators=(",", ":")).encode()
@@ -164,10 +175,24 @@ class HashLayout(KeyPerSessionLayout):
     def _read(self, key: bytes) -> Command:
         return Command(("HGETALL", key), (key,))
 
+    def raw_of(self, raw: Any) -> bytes:
+        """What plan_replace compares: the payload field (b"" when there is none)."""
+        fields = dict(zip(raw[::2], raw[1::2])) if isinstance(raw, list) else raw
+        return bytes(fields.get(b"d", b""))
+
+    @staticmethod
+    def ident_field(identity: Identity | None) -> Any:
+        # str identities get an "s" prefix: a decimal int never starts with one; "-": none
+        if identity is None:
+            return b"-"
+        return b"s" + identity.encode() if isinstance(identity, str) else identity
+
+    def login_args(self, identity: Identity | None, current: Record | None) -> tuple[Any, ...]:
+        return (self.ident_field(identity),)
+
     def plan_put(self, rec: Record, now: int) -> Plan[None]:
         key = self.key(rec.digest)
-        # str identities get an "s" prefix: a decimal int never starts with one
-        ident = b"s" + rec.identity.encode() if isinstance(rec.identity, str) else rec.identity
+        ident = self.ident_field(rec.identity)
         args: list[Any] = ["HSET", key, "i", ident, "x", rec.absolute_at]
         if rec.data is not None:
             args += ["d", msgpack.packb(rec.data, use_bin_type=True)]
@@ -180,13 +205,19 @@ class HashLayout(KeyPerSessionLayout):
     def decode_value(self, digest: bytes, raw: Any, expiretime: int) -> Record:
         fields = dict(zip(raw[::2], raw[1::2])) if isinstance(raw, list) else raw
         raw_ident = fields[b"i"]
-        ident: int | str = raw_ident[1:].decode() if raw_ident[:1] == b"s" else int(raw_ident)
+        ident: int | str | None
+        if raw_ident == b"-":
+            ident = None  # anonymous
+        else:
+            ident = raw_ident[1:].decode() if raw_ident[:1] == b"s" else int(raw_ident)
         data = msgpack.unpackb(fields[b"d"], raw=False) if b"d" in fields else None
         return Record(digest, ident, expiretime, int(fields[b"x"]), data)
 
-    def plan_update(  # type: ignore[override]
-        self, digest: bytes, data: dict[str, Any] | None, now: int
-    ) -> Plan[int]:
+    def plan_replace(self, digest: bytes, current: Record | None, data: dict[str, Any] | None,
+                     framed: bytes | None, now: int) -> Plan[int]:
+        """Compare-and-set on the payload field "d" only (owner and expiry stay)."""
+        assert current is not None
         key = self.key(digest)
         payload = b"" if data is None else msgpack.packb(data, use_bin_type=True)
-        return script_call(script("hkey_update"), (key,), (payload, now), int)
+        check = ("is", current.raw) if current.raw else ("none", b"")
+        return script_call(script("hkey_update"), (key,), (payload, now, *check), int)

@@ -1,0 +1,201 @@
+"""Session payloads: what a web framework keeps in a session, in the fewest bytes that
+still come back exactly as given.
+
+Accepted data: a dict with str keys whose values are None, bool, int (-2**63 .. 2**64-1),
+float (not NaN), str, bytes, list, or dict (str keys) of those. Anything else (tuples,
+sets, datetimes, int keys, ...) would come back different, so it is refused with
+SessionDataInvalid before anything is written; data whose msgpack form is over the store's
+`max_data_bytes` (default 64 KiB) is refused with SessionDataTooLarge.
+
+Bytes, for the partitioned layouts (record flag F_FRAMED, densekv/sessions/record.py):
+
+    framed  = codec.py framing of a BYTES value holding the *packed* msgpack below,
+              whichever of these is smallest for this payload:
+              0x01 + packed                                 (no compression)
+              0x51 + varint dictionary id + raw deflate with the dictionary as zdict
+              0x21 + varint dictionary id + zstd frame with the dictionary
+    marker  = the single byte 0x0F (codec.OUT_OF_LINE): the framed payload is in the
+              session's own key (too large for hash-max-listpack-value)
+
+    packed  = msgpack (bin type on) where a str value that is text of one of these kinds
+              becomes an ext value holding its bytes, when that is shorter:
+                ext 1  lowercase hex, even length     (a CSRF token: 40 chars -> 22 bytes)
+                ext 2  uppercase hex, even length
+                ext 3  base64url without padding, canonical (re-encodes to the same text)
+                ext 4  a lowercase canonical UUID      (36 chars -> 18 bytes)
+              and is restored as the same text on read. Ext numbers are format constants:
+              a retired number is never reused.
+
+A zstd dictionary trained on the namespace's own sessions (core.py) holds the repeated
+key names and values ("_auth_user_backend": "django.contrib..."); deflate uses the same
+bytes as its preset dictionary and, having no frame header, wins on small payloads: a
+Django login (161 bytes of msgpack, 135 packed) takes 46-48 bytes, a CSRF-only session 27
+(tests/unit/test_session_payload.py measures both).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import msgpack
+
+from densekv.codec import OUT_OF_LINE, Codec, ZstdDictionary, decode, needed_dictionary
+from densekv.errors import DensekvError
+
+EXT_HEX = 1
+EXT_HEX_UPPER = 2
+EXT_B64URL = 3
+EXT_UUID = 4
+MARKER = bytes([OUT_OF_LINE])
+DEFAULT_MAX_DATA_BYTES = 64 * 1024
+_MIN_PACKED = 8  # shorter text gains nothing from an ext header
+_HEX = re.compile(r"\A(?:[0-9a-f]{2})+\Z")
+_HEX_UPPER = re.compile(r"\A(?:[0-9A-F]{2})+\Z")
+_B64URL = re.compile(r"\A[A-Za-z0-9_-]+\Z")
+_UUID = re.compile(r"\A[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+
+
+class SessionDataInvalid(DensekvError, ValueError):
+    """Session data that would not come back equal (a tuple, a set, a datetime, an int key...)."""
+
+
+class SessionDataTooLarge(DensekvError):
+    """Session data over the store's max_data_bytes (or a record the layout cannot hold)."""
+
+
+def _ext_size(n: int) -> int:
+    """Bytes msgpack spends on an ext value of n data bytes."""
+    if n in (1, 2, 4, 8, 16):
+        return 2 + n
+    return n + (3 if n < 256 else 4 if n < 65536 else 6)
+
+
+def _str_size(n: int) -> int:
+    return n + (1 if n < 32 else 2 if n < 256 else 3 if n < 65536 else 5)
+
+
+def _pack_text(s: str) -> Any:
+    n = len(s)
+    if n < _MIN_PACKED or not s.isascii():
+        return s
+    if n == 36 and _UUID.match(s):
+        return msgpack.ExtType(EXT_UUID, uuid.UUID(s).bytes)
+    if _HEX.match(s):
+        return msgpack.ExtType(EXT_HEX, bytes.fromhex(s))
+    if _HEX_UPPER.match(s):
+        return msgpack.ExtType(EXT_HEX_UPPER, bytes.fromhex(s))
+    if n % 4 != 1 and _B64URL.match(s):
+        raw = base64.urlsafe_b64decode(s + "=" * (-n % 4))
+        if _ext_size(len(raw)) < _str_size(n) and base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == s:
+            return msgpack.ExtType(EXT_B64URL, raw)
+    return s
+
+
+def _unpack_ext(code: int, data: bytes) -> str:
+    if code == EXT_HEX:
+        return data.hex()
+    if code == EXT_HEX_UPPER:
+        return data.hex().upper()
+    if code == EXT_B64URL:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+    if code == EXT_UUID:
+        return str(uuid.UUID(bytes=data))
+    raise ValueError(f"unknown payload ext type {code}")
+
+
+def _convert(value: Any, path: str) -> Any:
+    """The value as it is packed; raises SessionDataInvalid for what would not round-trip."""
+    t = type(value)
+    if value is None or t is bool or t is bytes:
+        return value
+    if isinstance(value, str):
+        return _pack_text(str(value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise SessionDataInvalid(f"session data {path} is an int outside -2**63 .. 2**64-1")
+        return int(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise SessionDataInvalid(f"session data {path} is NaN, which never compares equal")
+        return float(value)
+    if isinstance(value, list):
+        return [_convert(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise SessionDataInvalid(
+                    f"session data {path} has a {type(k).__name__} key {k!r}: keys are str")
+            out[str(k)] = _convert(v, f"{path}[{k!r}]")
+        return out
+    raise SessionDataInvalid(
+        f"session data {path} is a {t.__name__}: keep None, bool, int, float, str, bytes, "
+        "list and dict (str keys) in a session; a tuple, set or object would come back different")
+
+
+def pack_data(data: Mapping[str, Any], max_bytes: int = DEFAULT_MAX_DATA_BYTES) -> bytes:
+    """The packed msgpack of session data, checked to come back equal; typed errors."""
+    if not isinstance(data, dict):
+        raise SessionDataInvalid(f"session data is a dict (or None), not {type(data).__name__}")
+    packed: bytes = msgpack.packb(_convert(data, "data"), use_bin_type=True)
+    if len(packed) > max_bytes:
+        raise SessionDataTooLarge(
+            f"session data takes {len(packed)} bytes packed, over this store's max_data_bytes "
+            f"{max_bytes}: keep bulky data out of the session, or raise max_data_bytes")
+    if unpack_data(packed) != data:  # belt and braces: what is written decodes to what was given
+        raise SessionDataInvalid("session data does not come back equal after encoding")
+    return packed
+
+
+def unpack_data(packed: bytes) -> dict[str, Any]:
+    data = msgpack.unpackb(packed, raw=False, ext_hook=_unpack_ext, strict_map_key=True)
+    if not isinstance(data, dict):
+        raise ValueError("a session payload is a map")
+    return data
+
+
+class PayloadCodec:
+    """Frames packed payloads with the namespace's current zstd dictionary (if any), and
+    decodes framed payloads with whatever dictionary they name."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_DATA_BYTES) -> None:
+        if max_bytes < 1:
+            raise ValueError("max_data_bytes is a positive number of bytes")
+        self.max_bytes = max_bytes
+        self.dictionary: ZstdDictionary | None = None
+        self.known: dict[int, bytes] = {}  # every dictionary loaded, by id
+        self._codecs = [Codec("raw")]
+
+    def use(self, dictionary: ZstdDictionary | None) -> None:
+        self.dictionary = dictionary
+        self._codecs = [Codec("raw")]
+        if dictionary is not None:
+            self.known[dictionary.id] = dictionary.data
+            self._codecs = [Codec("raw", "zlib", level=9, dictionary=dictionary),
+                            Codec("raw", "zstd", level=9, dictionary=dictionary)]
+
+    def frame(self, packed: bytes) -> bytes:
+        """The smallest framing of a packed payload (each codec keeps plain if smaller)."""
+        return min((c.encode(packed) for c in self._codecs), key=len)
+
+    def encode(self, data: Mapping[str, Any]) -> tuple[bytes, bytes]:
+        """(packed, framed) for session data; raises the typed errors above."""
+        packed = pack_data(data, self.max_bytes)
+        return packed, self.frame(packed)
+
+    def missing(self, framed: bytes) -> int | None:
+        """The dictionary a framed payload needs and this codec has not loaded."""
+        need = needed_dictionary(framed)
+        return need if need is not None and need not in self.known else None
+
+    def decode(self, framed: bytes, *, key: Any) -> dict[str, Any]:
+        raw = decode(framed, key=key, dictionaries=self.known)
+        if not isinstance(raw, bytes):
+            raise ValueError("a framed session payload holds bytes")
+        return unpack_data(raw)

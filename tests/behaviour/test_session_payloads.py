@@ -1,0 +1,194 @@
+"""What web apps keep in sessions (issue 11), on every server of the matrix: the payload
+profiles round-trip on every layout, a Django login stays inline once the namespace has
+its dictionary, anonymous sessions and login, and concurrent writers keep their changes."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+import redis
+import redis.asyncio
+
+from densekv.lab.session_profiles import PROFILES, session, sessions
+from densekv.server.process import ServerProcess
+from densekv.sessions import LAYOUTS, AsyncSessionStore, SessionStore
+from densekv.sessions.layouts.partitioned import PartitionedLayout
+from densekv.sessions.model import digest_of
+
+
+def present_layouts(client: redis.Redis) -> list[str]:
+    import densekv
+
+    caps = densekv.probe(client)
+    return [name for name in LAYOUTS if name != "fieldttl" or caps.field_ttl != "none"]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_round_trips_on_every_layout(client: redis.Redis, profile: str) -> None:
+    for layout in present_layouts(client):
+        store = SessionStore(client, namespace=f"p{layout}", layout=layout, expected_sessions=100)
+        made = [(store.create(ident, data), ident, data) for ident, data in sessions(profile, 20)]
+        for token, ident, data in made:
+            got = store.get(token)
+            assert got is not None and got.identity == ident and got.data == data, layout
+
+
+def test_a_django_login_stays_inline_once_the_namespace_has_a_dictionary(client: redis.Redis) -> None:
+    store = SessionStore(client, layout="dense", expected_sessions=10_000, auto_train=None)
+    store.train_dictionary(d for _, d in sessions("P1", 2000, start=100_000))
+    tokens = [store.create(ident, data) for ident, data in sessions("P1", 2000)]
+    assert not list(client.scan_iter(match=b"sess:so:*", count=1000))  # no out-of-line key
+    layout = store._core.layout
+    assert isinstance(layout, PartitionedLayout)
+    for p in range(layout.partitions):
+        assert client.object("encoding", layout.hash_key(p)) in (b"listpack", None)
+    assert store.get(tokens[7]).data == session("P1", 7)[1]  # type: ignore[union-attr]
+
+
+def test_a_store_trains_the_dictionary_itself_and_other_processes_adopt_it(client: redis.Redis) -> None:
+    writer = SessionStore(client, layout="dense", expected_sessions=10_000, auto_train=300)
+    assert writer.explain()["dictionary"] is None
+    early = [writer.create(i, d) for i, d in sessions("P2", 300)]
+    assert writer.explain()["dictionary"] == 1
+    late = writer.create(*session("P2", 5000))
+    reader = SessionStore(client, layout="dense", expected_sessions=10_000)  # a new process
+    assert reader.explain()["dictionary"] == 1
+    assert reader.get(early[0]).data == session("P2", 0)[1]  # type: ignore[union-attr]
+    assert reader.get(late).data == session("P2", 5000)[1]  # type: ignore[union-attr]
+    # sessions written before and after the dictionary are read by any store alike
+    fresh = SessionStore(client, layout="dense", expected_sessions=10_000)
+    fresh._core.codec.known.clear()
+    assert fresh.get(late).data == session("P2", 5000)[1]  # type: ignore[union-attr]
+
+
+def test_train_dictionary_samples_the_store_itself(client: redis.Redis) -> None:
+    store = SessionStore(client, layout="dense", expected_sessions=5000, auto_train=None)
+    tokens = [store.create(i, d) for i, d in sessions("P3", 1500)]
+    assert store.train_dictionary() == 1
+    again = store.create(*session("P3", 9999))
+    assert store.get(again).data == session("P3", 9999)[1]  # type: ignore[union-attr]
+    assert store.get(tokens[3]).data == session("P3", 3)[1]  # type: ignore[union-attr]
+
+
+def test_anonymous_sessions_have_no_index_entry_and_log_in_atomically(client: redis.Redis) -> None:
+    store = SessionStore(client, layout="dense", expected_sessions=100)
+    anon = store.create(None, {"csrf_token": "ab" * 20})
+    got = store.get(anon)
+    assert got is not None and got.identity is None
+    assert not list(client.scan_iter(match=b"sess:si:*"))
+    token = store.login(anon, 42)
+    assert token and token != anon and store.get(anon) is None
+    got = store.get(token)
+    assert got is not None and got.identity == 42 and got.data == {"csrf_token": "ab" * 20}
+    assert [s.id for s in store.sessions_of(42)] == [got.id]
+    # a second login (another user on the same browser) moves the index entry too
+    token2 = store.login(token, "bob")
+    assert token2 and store.sessions_of(42) == [] and len(store.sessions_of("bob")) == 1
+    assert store.destroy_all("bob") == 1 and store.get(token2) is None
+    assert store.login(token2, 1) is None  # gone: nothing is created
+
+
+def test_concurrent_writers_of_different_keys_both_keep_their_change(client: redis.Redis, server: ServerProcess) -> None:
+    store = SessionStore(client, layout="dense", expected_sessions=100)
+    token = store.create(1, {"start": 0, "pad": "x." * 40})  # out of line: both paths race
+    errors: list[BaseException] = []
+
+    def writer(name: str) -> None:
+        try:
+            own = SessionStore(server.client(), layout="dense", expected_sessions=100)
+            for i in range(60):
+                assert own.apply(token, {f"{name}{i}": i}) is not None
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in "ab"]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    data = store.get(token).data  # type: ignore[union-attr]
+    assert data is not None and all(data[f"{n}{i}"] == i for n in "ab" for i in range(60))
+
+
+def test_a_destroyed_session_is_never_resurrected_by_a_later_write(client: redis.Redis) -> None:
+    store = SessionStore(client, layout="dense", expected_sessions=100)
+    token = store.create(1, {"a": 1, "big": "q." * 100})
+    assert store.destroy(token)
+    assert store.apply(token, {"b": 2}) is None and store.update(token, {"c": 3}) is False
+    assert store.get(token) is None and not list(client.scan_iter(match=b"sess:so:*"))
+
+
+def test_moved_in_sessions_keep_their_cookie_value(client: redis.Redis) -> None:
+    store = SessionStore(client, layout="dense", expected_sessions=100)
+    django_key = "k2x9ab7qv0m1n8c3d4e5f6g7h8i9j0l1"  # Django's 32 chars of [a-z0-9]
+    assert store.create(None, {"_auth_user_id": "5"}, ttl=600, token=django_key) == django_key
+    got = store.get(django_key)
+    assert got is not None and got.data == {"_auth_user_id": "5"}
+    with pytest.raises(ValueError, match="token"):
+        store.create(None, {}, token="not a token!")
+
+
+def test_due_for_touch_asks_for_a_write_only_once_a_quarter_of_the_window_passed(client: redis.Redis) -> None:
+    now = [1_800_000_000.0]
+    store = SessionStore(client, layout="dense", ttl=86_400, idle_ttl=3600, expected_sessions=100,
+                         clock=lambda: now[0])
+    token = store.create(1, {"a": 1})
+    s = store.get(token)
+    assert s is not None and not store.due_for_touch(s)
+    now[0] += 600
+    assert not store.due_for_touch(store.get(token))  # type: ignore[arg-type]
+    now[0] += 400  # 1000 s of 3600: more than a quarter
+    s = store.get(token)
+    assert s is not None and store.due_for_touch(s) and store.touch(token)
+    assert store.get(token).expires_at == int(now[0]) + 3600  # type: ignore[union-attr]
+    short = store.create(2, {"a": 1}, ttl=4000)  # near its hard end, rolling never passes it
+    now[0] += 1000
+    s = store.get(short)
+    assert s is not None and store.due_for_touch(s) and store.touch(short)
+    s = store.get(short)
+    assert s is not None and s.expires_at == s.absolute_at
+    assert not store.due_for_touch(s)  # nothing left to roll
+
+
+def test_the_async_twin_has_the_web_operations(server: ServerProcess) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        await client.flushall()
+        store = AsyncSessionStore(client, layout="dense", expected_sessions=100, auto_train=50)
+        anon = await store.create(None, session("P2", 1)[1])
+        assert (await store.apply(anon, {"x": 1}, ["_fresh"])) is not None
+        token = await store.login(anon, 7)
+        assert token is not None and (await store.get(anon)) is None
+        got = await store.get(token)
+        want = {k: v for k, v in session("P2", 1)[1].items() if k != "_fresh"} | {"x": 1}
+        assert got is not None and got.identity == 7 and got.data == want
+        assert not store.due_for_touch(got)
+        await store.create_many([None] * 60, session("P0", 3)[1], batch=25)
+        assert (await store.explain())["dictionary"] == 1
+        assert await store.destroy_all(7) == 1
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_the_sync_and_async_stores_expose_the_same_operations() -> None:
+    public = lambda cls: {n for n in dir(cls) if not n.startswith("_")}  # noqa: E731
+    assert public(SessionStore) - {"client"} == public(AsyncSessionStore) - {"client", "ready"}
+
+
+def test_out_of_line_keys_share_the_partition_slot_on_a_cluster(cluster_client: redis.RedisCluster) -> None:
+    from redis.crc import key_slot
+
+    store = SessionStore(cluster_client, layout="dense", expected_sessions=1000)
+    for ident, data in sessions("P3", 30):
+        token = store.create(ident, data)
+        layout = store._core.layout
+        assert isinstance(layout, PartitionedLayout)
+        digest = digest_of(token)
+        assert digest is not None
+        assert key_slot(layout.ool_key(digest)) == key_slot(layout.hash_key(layout.locate(digest)[0]))
+        new = store.login(token, 5)
+        assert new and store.get(new).data == data  # type: ignore[union-attr]
