@@ -256,10 +256,10 @@ class Codec:
     def _compress(self, kind: int, payload: bytes) -> bytes:
         head = bytes([COMPRESSION_BASE[self.compression] | kind])  # type: ignore[index]
         if self.compression == "zlib" and self.dictionary is not None:
-            d = self.dictionary
+            zd = self.dictionary
             c = zlib.compressobj(self.level if self.level is not None else 9, zlib.DEFLATED, -15, 9,
-                                 zlib.Z_DEFAULT_STRATEGY, d.data)
-            return bytes([DEFLATE_DICT_BASE | kind]) + varint(d.id) + c.compress(payload) + c.flush()
+                                 zlib.Z_DEFAULT_STRATEGY, zd.data)
+            return bytes([DEFLATE_DICT_BASE | kind]) + varint(zd.id) + c.compress(payload) + c.flush()
         if self.compression == "zlib":
             c = zlib.compressobj(self.level if self.level is not None else 6, zlib.DEFLATED, -15)
             return head + c.compress(payload) + c.flush()

@@ -29,6 +29,7 @@ from densekv.sessions.core import (
     make_layout,
 )
 from densekv.sessions.layouts.partitioned import PartitionedLayout
+from densekv.sessions.layouts.perkey import KeyPerSessionLayout
 from densekv.sessions.model import Identity, Session
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
 
@@ -220,9 +221,9 @@ class SessionStore(_Options):
     def count(self) -> int:
         if isinstance(self._core.layout, PartitionedLayout):
             return self._run(lambda c: c.count())
-        if isinstance(self.client, redis.RedisCluster):  # every node (redis-py's scan_iter)
-            layout = self._core.layout
-            pattern = f"{layout.namespace}:{layout.code}:*"
+        layout = self._core.layout
+        if isinstance(self.client, redis.RedisCluster) and isinstance(layout, KeyPerSessionLayout):
+            pattern = f"{layout.namespace}:{layout.code}:*"  # every node (redis-py's scan_iter)
             return sum(1 for _ in self.client.scan_iter(match=pattern, count=1000))
         return self._run(lambda c: c.count_keys())
 
@@ -261,10 +262,10 @@ class AsyncSessionStore(_Options):
     ) -> None:
         self.client = client
         self._ex = executor_for(client)
-        self._args = dict(namespace=namespace, layout=layout, ttl=ttl, idle_ttl=idle_ttl,
-                          expected_sessions=expected_sessions, index_identities=index_identities,
-                          partitions=partitions, clock=clock, fill=fill,
-                          max_data_bytes=max_data_bytes, auto_train=auto_train)
+        self._args = {"namespace": namespace, "layout": layout, "ttl": ttl, "idle_ttl": idle_ttl,
+                      "expected_sessions": expected_sessions, "index_identities": index_identities,
+                      "partitions": partitions, "clock": clock, "fill": fill,
+                      "max_data_bytes": max_data_bytes, "auto_train": auto_train}
         self._facts = facts
         self._core: SessionCore | None = None
 

@@ -175,7 +175,7 @@ def test_the_async_twin_has_the_web_operations(server: ServerProcess) -> None:
 
 
 def test_the_sync_and_async_stores_expose_the_same_operations() -> None:
-    public = lambda cls: {n for n in dir(cls) if not n.startswith("_")}  # noqa: E731
+    public = lambda cls: {n for n in dir(cls) if not n.startswith("_")}
     assert public(SessionStore) - {"client"} == public(AsyncSessionStore) - {"client", "ready"}
 
 

@@ -315,7 +315,7 @@ def test_large_data_goes_out_of_line_and_partitions_stay_listpacks(client: redis
     a, b = store.create(1, big), store.create(2, small)
     layout = store._core.layout
     assert isinstance(layout, PartitionedLayout)
-    ool = lambda t: layout.ool_key(digest_of(t))  # noqa: E731
+    ool = lambda t: layout.ool_key(digest_of(t))
     assert client.exists(ool(a)) and not client.exists(ool(b))
     assert store.get(a).data == big and store.get(b).data == small  # type: ignore[union-attr]
     assert [s.data for s in store.sessions_of(1)] == [big]

@@ -1,0 +1,133 @@
+"""The contract's Flask app (routes in tests/web/driver.py) on densekv.integrations.flask,
+and its Driver over Flask's own test client. `wsgi_app_from_env()` builds the same app for
+a real WSGI server (gunicorn) from DENSEKV_WEB_URL and DENSEKV_WEB_NAMESPACE."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import redis
+from flask import Flask, jsonify, request, session
+from flask.typing import ResponseReturnValue
+
+import densekv
+from densekv.integrations.flask import DensekvSession, FlaskSessionFallback, SessionInterface
+from tests.web.driver import COOKIE, SLOW_SET_S
+
+
+def _session() -> DensekvSession:
+    current = session._get_current_object()  # type: ignore[attr-defined]
+    assert isinstance(current, DensekvSession)
+    return current
+
+
+def make_app(store: densekv.SessionStore, *, config: Mapping[str, Any] | None = None,
+             fallback: FlaskSessionFallback | None = None) -> Flask:
+    app = Flask(__name__)
+    app.config.update(SESSION_COOKIE_NAME=COOKIE, **(config or {}))
+    app.session_interface = SessionInterface(store, fallback=fallback)
+
+    @app.get("/get/<key>")
+    def get(key: str) -> ResponseReturnValue:
+        return jsonify(value=session.get(key))
+
+    @app.get("/all")
+    def all_() -> ResponseReturnValue:
+        return jsonify(data=dict(session))
+
+    @app.get("/noop")
+    def noop() -> ResponseReturnValue:
+        return jsonify(ok=True)
+
+    @app.post("/set/<key>")
+    def set_(key: str) -> ResponseReturnValue:
+        session[key] = (request.get_json() or {}).get("value")
+        return jsonify(ok=True)
+
+    @app.post("/slow-set/<key>")
+    def slow_set(key: str) -> ResponseReturnValue:
+        value = (request.get_json() or {}).get("value")
+        _session()  # loaded (open_session) before the sleep, saved after it
+        time.sleep(SLOW_SET_S)
+        session[key] = value
+        return jsonify(ok=True)
+
+    @app.post("/del/<key>")
+    def del_(key: str) -> ResponseReturnValue:
+        session.pop(key, None)
+        return jsonify(ok=True)
+
+    @app.post("/login/<int:uid>")
+    def login(uid: int) -> ResponseReturnValue:
+        _session().login(uid)
+        return jsonify(ok=True)
+
+    @app.post("/regenerate")
+    def regenerate() -> ResponseReturnValue:
+        _session().regenerate()
+        return jsonify(ok=True)
+
+    @app.post("/logout")
+    def logout() -> ResponseReturnValue:
+        _session().destroy()
+        return jsonify(ok=True)
+
+    @app.post("/logout-everywhere")
+    def logout_everywhere() -> ResponseReturnValue:
+        _session().logout_everywhere()
+        return jsonify(ok=True)
+
+    return app
+
+
+class FlaskDriver:
+    """One browser: a Flask test client with its own cookie jar."""
+
+    name = "flask"
+
+    def __init__(self, app: Flask, owned: redis.Redis | redis.RedisCluster | None = None) -> None:
+        self.app = app
+        self.client = app.test_client()
+        self._owned = owned
+
+    def request(self, method: str, path: str, json: Any = None) -> tuple[int, Any]:
+        response = self.client.open(path, method=method, json=json)
+        return response.status_code, response.get_json(silent=True)
+
+    def cookie(self) -> str | None:
+        found = self.client.get_cookie(COOKIE)
+        return None if found is None else found.value
+
+    def set_cookie(self, value: str | None) -> None:
+        if value is None:
+            self.client.delete_cookie(COOKIE)
+        else:
+            self.client.set_cookie(COOKIE, value)
+
+    def new_browser(self) -> FlaskDriver:
+        return FlaskDriver(self.app)
+
+    def close(self) -> None:
+        if self._owned is not None:
+            self._owned.close()
+
+
+def make_store(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | None = None,
+               clock: Callable[[], float] = time.time, **store_kwargs: Any) -> densekv.SessionStore:
+    client = redis.Redis.from_url(url)
+    return densekv.SessionStore(client, namespace=namespace, ttl=ttl, idle_ttl=idle_ttl,
+                                clock=clock, **store_kwargs)
+
+
+def make_driver(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | None = None,
+                clock: Callable[[], float] = time.time, **store_kwargs: Any) -> FlaskDriver:
+    store = make_store(url, namespace, ttl=ttl, idle_ttl=idle_ttl, clock=clock, **store_kwargs)
+    return FlaskDriver(make_app(store), owned=store.client)
+
+
+def wsgi_app_from_env() -> Flask:
+    """For `gunicorn 'tests.web.apps.flask_app:wsgi_app_from_env()'`."""
+    return make_app(make_store(os.environ["DENSEKV_WEB_URL"], os.environ["DENSEKV_WEB_NAMESPACE"]))
