@@ -64,6 +64,8 @@ MAX_CAS_TRIES = 50  # apply/login retries while other writers change the same se
 TOUCH_GAIN = 0.25  # due_for_touch: roll the idle expiry once this part of the window has passed
 AUTO_TRAIN = 2000  # payloads written before a store trains the namespace's dictionary
 SAMPLE_SESSIONS = 2000  # sessions read to train a dictionary from the store itself
+OUTSIDE_WEIGHT = 0.05  # moving average of reads that found an out-of-line payload ...
+OUTSIDE_SPECULATE = 0.2  # ... above which a get reads the out-of-line key in the same round trip
 
 
 class LayoutUnavailable(DensekvError):
@@ -205,6 +207,7 @@ class SessionCore:
         self.codec = PayloadCodec(max_data_bytes)
         self.auto_train = auto_train
         self.samples: list[bytes] = []  # packed payloads written, until a dictionary exists
+        self.outside_rate = 0.0  # recent reads that found their payload out of line
 
     def now(self) -> int:
         return int(self.clock())
@@ -510,10 +513,19 @@ class SessionCore:
         return None if rec is None else rec.session(token)
 
     def _read(self, digest: bytes) -> Flow[Record | None]:
-        """The live record of a digest, payload decoded; None if missing or expired."""
-        (rec,) = yield from self._on([digest], [self.layout.plan_get(digest)])
+        """The live record of a digest, payload decoded; None if missing or expired. The
+        out-of-line key is read in the same round trip only while recent reads needed it
+        (OUTSIDE_SPECULATE): stores of small sessions send one HGET, stores of large ones
+        one round trip of HGET + GET."""
+        layout = self.layout
+        if isinstance(layout, PartitionedLayout):
+            plan = layout.plan_get(digest, outside=self.outside_rate > OUTSIDE_SPECULATE)
+        else:
+            plan = layout.plan_get(digest)
+        (rec,) = yield from self._on([digest], [plan])
         if rec is None or not rec.live(self.now()):
             return None
+        self.outside_rate += OUTSIDE_WEIGHT * ((1.0 if rec.outside else 0.0) - self.outside_rate)
         return (yield from self._complete(digest, rec))
 
     def touch(self, token: str) -> Flow[bool]:

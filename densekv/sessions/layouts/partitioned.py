@@ -149,13 +149,17 @@ class PartitionedLayout(Layout):
     def _put_extra(self, p: int, field: bytes, rec: Record) -> list[Command]:
         return []
 
-    def plan_get(self, digest: bytes) -> Plan[Record | None]:
-        """HGET + GET of the out-of-line key, pipelined (not atomic: the store re-reads in
-        the rare case that a concurrent update moved the payload in between)."""
+    def plan_get(self, digest: bytes, outside: bool = True) -> Plan[Record | None]:
+        """HGET, and with `outside` the GET of the out-of-line key in the same pipeline
+        (not atomic: the store re-reads in the rare case that a concurrent update moved the
+        payload in between). Without it, a record that points out of line comes back with
+        no payload and the store reads the key next."""
         p, field = self.locate(digest)
         key = self.hash_key(p)
-        ool = self.ool_key(digest)
         decode = self._decode(digest, key)
+        if not outside:
+            return command("HGET", key, field, keys=(key,), decode=decode)
+        ool = self.ool_key(digest)
 
         def both(replies: list[Any]) -> Record | None:
             rec: Record | None = decode(replies[0])
