@@ -10,6 +10,8 @@ Header bytes (a retired number is never reused):
   0x01 BYTES    raw bytes follow
   0x02 STR      UTF-8 text follows
   0x03 MSGPACK  a msgpack document follows (dict, list, float, bool, None, big ints)
+  0x0D CONTINUED  sessions only: the first part of a framed value follows, the rest is
+                stored elsewhere (densekv/sessions/payload.py); never a value's own header
   0x0E EXPIRES  per-item expiry: 4-byte big-endian unix seconds, then a framed value
   0x0F OUT_OF_LINE  the value lives in its own key (maps: too large for a listpack)
   0x11-0x13     zlib (raw deflate stream) of a BYTES / STR / MSGPACK payload

@@ -3,104 +3,109 @@
 -- and one bitmap string per stage, all under one hash tag (one slot). An item is new
 -- unless all k of its bits are set in some stage; a new item's bits go into the last
 -- stage, which gets a successor once it holds its capacity. Every key is checked before
--- anything is written: a key of another type, or a string of the wrong length, is left
--- untouched and the call fails.
+-- anything is written: a key of another type (WRONGTYPE from HMGET / STRLEN), a string of
+-- the wrong length, or a key where this call may start a stage, is left untouched and
+-- the call fails.
 -- KEYS[1]  the shard's state hash     KEYS[1+i]  the bitmap of stage i-1, i = 1..T
 -- ARGV[1]  T: stages given (their keys and parameters; the last ones may not exist yet)
--- ARGV[2]  N: items   ARGV[3..] T triples (bytes, k, capacity)   ARGV[3T+3] the walks:
---          per item, per given stage, a = h1 mod m (first bit) and b = h2 mod m (step)
---          as little-endian u32 (8 bytes a pair, N * T pairs)
--- Reply:   {stages, items added to the shard so far, results}: results has one char per
---          item handled, "1" new, "0" probably present; fewer than N when the shard needs
---          a stage beyond the T given (none of the rest was touched; send them again)
+-- ARGV[2]  N: items   ARGV[3] budget: GETBIT/SETBIT calls after which the call stops
+--          (checked before each item, so at most budget + one item's calls; the first
+--          item is always handled)   ARGV[4..] T triples (bytes, k, capacity)
+-- ARGV[3T+4] the walks: per item, per given stage, a = h1 mod m (first bit) and
+--          b = h2 mod m (step) as little-endian u32 (8 bytes a pair, N * T pairs)
+-- Reply:   {stages, items added to the shard so far, items in its last stage, results}:
+--          results has one char per item handled, "1" new, "0" probably present; fewer
+--          than N when the budget ran out or the shard needs a stage beyond the T given
+--          (none of the rest was touched; send them again); "" when the shard has more
+--          than T stages (the caller's count is stale)
 local T = tonumber(ARGV[1])
 local N = tonumber(ARGV[2])
+local budget = tonumber(ARGV[3])
 local bytes, bits, ks, caps = {}, {}, {}, {}
 for s = 1, T do
-  bytes[s] = tonumber(ARGV[3 * s])
+  bytes[s] = tonumber(ARGV[3 * s + 1])
   bits[s] = 8 * bytes[s]
-  ks[s] = tonumber(ARGV[3 * s + 1])
-  caps[s] = tonumber(ARGV[3 * s + 2])
+  ks[s] = tonumber(ARGV[3 * s + 2])
+  caps[s] = tonumber(ARGV[3 * s + 3])
 end
-local walks = ARGV[3 * T + 3]
+local walks = ARGV[3 * T + 4]
 local byte = string.byte
-local function u32(at) -- the little-endian u32 at byte offset `at` (0-based) of walks
-  local b1, b2, b3, b4 = byte(walks, at + 1, at + 4)
-  return b1 + b2 * 256 + b3 * 65536 + b4 * 16777216
-end
+local call = redis.call
 
+local state = call('HMGET', KEYS[1], 't', 'n', 'c') -- WRONGTYPE unless a hash or nothing
 local stages, n, c = 0, 0, 0
-local st = redis.call('TYPE', KEYS[1])['ok']
-if st == 'hash' then
-  local v = redis.call('HMGET', KEYS[1], 't', 'n', 'c')
-  if not v[1] or not v[2] or not v[3] then
+if state[1] then
+  if not state[2] or not state[3] then
     return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a hash but not a densekv Bloom shard')
   end
-  stages, n, c = tonumber(v[1]), tonumber(v[2]), tonumber(v[3])
-elseif st ~= 'none' then
-  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a ' .. st)
+  stages, n, c = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+elseif call('EXISTS', KEYS[1]) == 1 then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a hash but not a densekv Bloom shard')
 end
 if stages > T then
-  return {stages, n, ''} -- the caller's stage count is stale
+  return {stages, n, c, ''}
 end
-for s = 1, T do
-  local key = KEYS[1 + s]
-  local kt = redis.call('TYPE', key)['ok']
-  if s <= stages then
-    if kt ~= 'string' or redis.call('STRLEN', key) ~= bytes[s] then
-      return redis.error_reply('WRONGTYPE ' .. key .. ' is not the stage ' .. (s - 1) .. ' bitmap it should be')
+for s = 1, stages do -- STRLEN: WRONGTYPE for another type, the length for a string
+  if call('STRLEN', KEYS[1 + s]) ~= bytes[s] then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[1 + s] .. ' is not the stage ' .. (s - 1) .. ' bitmap it should be')
+  end
+end
+if stages < T and (stages == 0 or c + N >= caps[stages]) then -- this call may start stages
+  for s = stages + 1, T do
+    if call('EXISTS', KEYS[1 + s]) == 1 then
+      return redis.error_reply('WRONGTYPE ' .. KEYS[1 + s] .. ' exists but no densekv stage was made there')
     end
-  elseif kt ~= 'none' then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' exists (' .. kt .. ') but no densekv stage was made there')
   end
-end
-
-local function has(s, base)
-  local key, m = KEYS[1 + s], bits[s]
-  local pos = u32(base + 8 * (s - 1))
-  local step = u32(base + 8 * (s - 1) + 4)
-  for _ = 1, ks[s] do
-    if redis.call('GETBIT', key, pos) == 0 then return false end
-    pos = pos + step
-    if pos >= m then pos = pos - m end
-  end
-  return true
 end
 
 local out = {}
+local ops = 0
 local changed = false
 for j = 0, N - 1 do
+  if j > 0 and ops >= budget then break end
   if stages == 0 or c >= caps[stages] then
     if stages >= T then break end
-    redis.call('SETRANGE', KEYS[2 + stages], bytes[stages + 1] - 1, '\0')
+    call('SETRANGE', KEYS[2 + stages], bytes[stages + 1] - 1, '\0')
     stages = stages + 1
     c = 0
     changed = true
   end
-  local base = j * 8 * T -- offset of this item's pairs in walks
+  local at = j * 8 * T -- offset of this item's pairs in walks
   local found = false
-  for s = 1, stages - 1 do
-    if has(s, base) then found = true; break end
-  end
-  local new = 0
-  if not found then
-    local key, m = KEYS[1 + stages], bits[stages]
-    local pos = u32(base + 8 * (stages - 1))
-    local step = u32(base + 8 * (stages - 1) + 4)
-    for _ = 1, ks[stages] do
-      if redis.call('SETBIT', key, pos, 1) == 0 then new = 1 end
+  for s = 1, stages - 1 do -- earlier stages: all k bits set there means present
+    local p1, p2, p3, p4, q1, q2, q3, q4 = byte(walks, at + 8 * s - 7, at + 8 * s)
+    local pos = p1 + p2 * 256 + p3 * 65536 + p4 * 16777216
+    local step = q1 + q2 * 256 + q3 * 65536 + q4 * 16777216
+    local key, m, all = KEYS[1 + s], bits[s], true
+    for _ = 1, ks[s] do
+      ops = ops + 1
+      if call('GETBIT', key, pos) == 0 then all = false; break end
       pos = pos + step
       if pos >= m then pos = pos - m end
     end
+    if all then found = true; break end
+  end
+  local new = 0
+  if not found then -- set the bits in the last stage: new if one of them was 0
+    local p1, p2, p3, p4, q1, q2, q3, q4 = byte(walks, at + 8 * stages - 7, at + 8 * stages)
+    local pos = p1 + p2 * 256 + p3 * 65536 + p4 * 16777216
+    local step = q1 + q2 * 256 + q3 * 65536 + q4 * 16777216
+    local key, m = KEYS[1 + stages], bits[stages]
+    for _ = 1, ks[stages] do
+      if call('SETBIT', key, pos, 1) == 0 then new = 1 end
+      pos = pos + step
+      if pos >= m then pos = pos - m end
+    end
+    ops = ops + ks[stages]
   end
   if new == 1 then
     n = n + 1
     c = c + 1
     changed = true
   end
-  out[#out + 1] = new
+  out[j + 1] = new
 end
 if changed then
-  redis.call('HSET', KEYS[1], 't', stages, 'n', n, 'c', c)
+  call('HSET', KEYS[1], 't', stages, 'n', n, 'c', c)
 end
-return {stages, n, table.concat(out)}
+return {stages, n, c, table.concat(out)}

@@ -1,63 +1,62 @@
 -- bloom_has: which items are probably in one shard of a densekv Bloom filter (read only).
 -- An item is present if all k of its bits are set in any stage (densekv/sets/bloom_core.py).
 -- KEYS[1]  the shard's state hash     KEYS[1+i]  the bitmap of stage i-1, i = 1..T
--- ARGV[1]  T: stages given   ARGV[2] N: items   ARGV[3..] T pairs (bytes, k)
--- ARGV[2T+3] the walks: per item, per given stage, the first bit a and step b as
+-- ARGV[1]  T: stages given   ARGV[2] N: items   ARGV[3] budget: GETBIT calls after which
+--          the call stops (checked before each item; the first item is always handled)
+-- ARGV[4..] T pairs (bytes, k)
+-- ARGV[2T+4] the walks: per item, per given stage, the first bit a and step b as
 --          little-endian u32 (8 bytes a pair, N * T pairs; see bloom_add.lua)
--- Reply:   {stages, results}: one char per item, "1" probably present, "0" absent; ""
---          for N > 0 when the shard has more stages than T (send again with more keys)
+-- Reply:   {stages, results}: one char per item handled, "1" probably present, "0"
+--          absent; fewer than N when the budget ran out (send the rest again); "" when
+--          the shard has more stages than T (send again with more keys)
 local T = tonumber(ARGV[1])
 local N = tonumber(ARGV[2])
+local budget = tonumber(ARGV[3])
 local bytes, bits, ks = {}, {}, {}
 for s = 1, T do
-  bytes[s] = tonumber(ARGV[2 * s + 1])
+  bytes[s] = tonumber(ARGV[2 * s + 2])
   bits[s] = 8 * bytes[s]
-  ks[s] = tonumber(ARGV[2 * s + 2])
+  ks[s] = tonumber(ARGV[2 * s + 3])
 end
-local walks = ARGV[2 * T + 3]
+local walks = ARGV[2 * T + 4]
 local byte = string.byte
-local function u32(at)
-  local b1, b2, b3, b4 = byte(walks, at + 1, at + 4)
-  return b1 + b2 * 256 + b3 * 65536 + b4 * 16777216
-end
+local call = redis.call
 
 local stages = 0
-local st = redis.call('TYPE', KEYS[1])['ok']
-if st == 'hash' then
-  local v = redis.call('HGET', KEYS[1], 't')
-  if not v then
-    return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a hash but not a densekv Bloom shard')
-  end
-  stages = tonumber(v)
-elseif st ~= 'none' then
-  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a ' .. st)
+local t = call('HGET', KEYS[1], 't') -- WRONGTYPE unless a hash or nothing
+if t then
+  stages = tonumber(t)
+elseif call('EXISTS', KEYS[1]) == 1 then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a hash but not a densekv Bloom shard')
 end
 if stages > T then
   return {stages, ''}
 end
 for s = 1, stages do
-  local key = KEYS[1 + s]
-  if redis.call('TYPE', key)['ok'] ~= 'string' or redis.call('STRLEN', key) ~= bytes[s] then
-    return redis.error_reply('WRONGTYPE ' .. key .. ' is not the stage ' .. (s - 1) .. ' bitmap it should be')
+  if call('STRLEN', KEYS[1 + s]) ~= bytes[s] then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[1 + s] .. ' is not the stage ' .. (s - 1) .. ' bitmap it should be')
   end
 end
 
 local out = {}
+local ops = 0
 for j = 0, N - 1 do
-  local base = j * 8 * T
+  if j > 0 and ops >= budget then break end
+  local at = j * 8 * T
   local found = 0
   for s = 1, stages do
-    local key, m = KEYS[1 + s], bits[s]
-    local pos = u32(base + 8 * (s - 1))
-    local step = u32(base + 8 * (s - 1) + 4)
-    local all = true
+    local p1, p2, p3, p4, q1, q2, q3, q4 = byte(walks, at + 8 * s - 7, at + 8 * s)
+    local pos = p1 + p2 * 256 + p3 * 65536 + p4 * 16777216
+    local step = q1 + q2 * 256 + q3 * 65536 + q4 * 16777216
+    local key, m, all = KEYS[1 + s], bits[s], true
     for _ = 1, ks[s] do
-      if redis.call('GETBIT', key, pos) == 0 then all = false; break end
+      ops = ops + 1
+      if call('GETBIT', key, pos) == 0 then all = false; break end
       pos = pos + step
       if pos >= m then pos = pos - m end
     end
     if all then found = 1; break end
   end
-  out[#out + 1] = found
+  out[j + 1] = found
 end
 return {stages, table.concat(out)}

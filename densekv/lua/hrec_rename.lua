@@ -1,10 +1,12 @@
 -- hrec_rename: move a live session to a new field in one step (token regeneration, and
 -- login: the same move with a new identity). The old field stops working and the new one
--- works atomically; an out-of-line payload moves with it. KEYS share one slot.
+-- works atomically; a continuation entry or out-of-line payload moves with it. KEYS share
+-- one slot.
 -- Record format: densekv/sessions/record.py.
 -- KEYS[1]  old partition hash   KEYS[2] new partition hash
 -- KEYS[3]  old out-of-line key  KEYS[4] new out-of-line key
--- KEYS[5]  old expiry zset      KEYS[6] new expiry zset   (mode "zset" only)
+-- KEYS[5]  old continuation hash KEYS[6] new continuation hash
+-- KEYS[7]  old expiry zset      KEYS[8] new expiry zset   (mode "zset" only)
 -- ARGV[1]  old field   ARGV[2] new field   ARGV[3] now (unix s)
 -- ARGV[4]  mode: "plain" | "zset" | "fieldttl"
 -- ARGV[5]  "" to keep the identity, or the new one: one byte of flag bits 0-4, then the
@@ -29,9 +31,14 @@ redis.call('HSET', KEYS[2], ARGV[2], rec)
 if redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('RENAME', KEYS[3], KEYS[4])
 end
+local rest = redis.call('HGET', KEYS[5], ARGV[1])
+if rest then
+  redis.call('HDEL', KEYS[5], ARGV[1])
+  redis.call('HSET', KEYS[6], ARGV[2], rest)
+end
 if ARGV[4] == 'zset' then
-  redis.call('ZREM', KEYS[5], ARGV[1])
-  redis.call('ZADD', KEYS[6], exp, ARGV[2])
+  redis.call('ZREM', KEYS[7], ARGV[1])
+  redis.call('ZADD', KEYS[8], exp, ARGV[2])
 elseif ARGV[4] == 'fieldttl' then
   redis.call('HEXPIREAT', KEYS[2], exp, 'FIELDS', 1, ARGV[2])
 end

@@ -5,7 +5,9 @@
 -- that is already a tombstone is left alone; a missing one becomes a tombstone.
 -- KEYS[1]         the old partition hash        KEYS[2] its expiry zset (mode "zset" only)
 -- KEYS[3..]       the new partition hashes, child j at KEYS[3 + j] (then, in mode
---                 "zset", the new zsets in the same order)
+--                 "zset", the new zsets in the same order); then the old continuation
+--                 hash and the new ones in the same order (continuation entries move with
+--                 their sessions; the old continuation hash gets a tombstone too)
 -- ARGV[1]  s, the number of extra partition bits (1..8)   ARGV[2] rest_o = old bits % 8
 -- ARGV[3]  drop = whole bytes the new field loses          ARGV[4] rest_n = new bits % 8
 -- ARGV[5]  mode: "plain" | "zset" | "fieldttl"             ARGV[6] the tombstone text
@@ -16,6 +18,8 @@ local n = 2 ^ s
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'string' then return 0 end
 local zbase = 2 + n  -- KEYS index of the first new zset is zbase + 1
+local cbase = zbase  -- KEYS[cbase + 1] the old continuation hash, KEYS[cbase + 2 + j] child j's
+if mode == 'zset' then cbase = zbase + n end
 local moved = 0
 if kind == 'hash' then
   local all = redis.call('HGETALL', KEYS[1])
@@ -26,6 +30,8 @@ if kind == 'hash' then
     local rest = string.sub(f, drop + 1)
     local nf = string.char(string.byte(rest, 1) % 2 ^ (8 - rest_n)) .. string.sub(rest, 2)
     redis.call('HSET', KEYS[3 + j], nf, rec)
+    local rest = redis.call('HGET', KEYS[cbase + 1], f)
+    if rest then redis.call('HSET', KEYS[cbase + 2 + j], nf, rest) end
     if mode == 'zset' then
       local score = redis.call('ZSCORE', KEYS[2], f)
       if score then redis.call('ZADD', KEYS[zbase + 1 + j], score, nf) end
@@ -40,6 +46,8 @@ elseif kind ~= 'none' then
 end
 redis.call('DEL', KEYS[1])
 redis.call('SET', KEYS[1], ARGV[6])
+redis.call('DEL', KEYS[cbase + 1])
+redis.call('SET', KEYS[cbase + 1], ARGV[6])
 if mode == 'zset' then
   redis.call('DEL', KEYS[2])
   redis.call('SET', KEYS[2], ARGV[6])

@@ -1,6 +1,8 @@
 -- hrec_sweep: remove the expired sessions of one partition, atomically.
--- A session whose expires_at is in the future is never touched.
--- KEYS[1]  the partition hash   KEYS[2] its expiry zset (mode "zset" only)
+-- A session whose expires_at is in the future is never touched; a removed session's
+-- continuation entry goes with it (its out-of-line key, if any, is the caller's to delete).
+-- KEYS[1]  the partition hash   KEYS[2] its continuation hash
+-- KEYS[3]  its expiry zset (mode "zset" only)
 -- ARGV[1]  now (unix s)   ARGV[2] at most this many removals
 -- ARGV[3]  mode: "plain" (scan the listpack) | "zset" (ZRANGEBYSCORE the index)
 -- Reply:   flat list field1, record1, field2, record2, ... of what was removed
@@ -12,16 +14,17 @@ local function u32(s, i)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 if ARGV[3] == 'zset' then
-  local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, limit)
+  local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
   for _, field in ipairs(due) do
     local rec = redis.call('HGET', KEYS[1], field)
-    redis.call('ZREM', KEYS[2], field)
+    redis.call('ZREM', KEYS[3], field)
     if rec and u32(rec, 2) <= now then
       redis.call('HDEL', KEYS[1], field)
+      redis.call('HDEL', KEYS[2], field)
       out[#out + 1] = field
       out[#out + 1] = rec
     elseif rec then
-      redis.call('ZADD', KEYS[2], u32(rec, 2), field)  -- index was stale: repair it
+      redis.call('ZADD', KEYS[3], u32(rec, 2), field)  -- index was stale: repair it
     end
   end
   return out
@@ -31,6 +34,7 @@ for i = 1, #all, 2 do
   if #out >= 2 * limit then break end
   if u32(all[i + 1], 2) <= now then
     redis.call('HDEL', KEYS[1], all[i])
+    redis.call('HDEL', KEYS[2], all[i])
     out[#out + 1] = all[i]
     out[#out + 1] = all[i + 1]
   end

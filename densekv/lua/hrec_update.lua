@@ -1,12 +1,16 @@
--- hrec_update: replace a live session's payload, keeping owner and expiry; a payload too
--- large for the partition's listpack goes out of line (its own key, same hash tag).
+-- hrec_update: replace a live session's payload, keeping owner and expiry. The payload
+-- goes inline if the record fits hash-max-listpack-value, else split over the record and
+-- one entry of the partition's continuation hash (same field), else out of line (its own
+-- key); whatever the old payload left elsewhere is removed.
 -- Record format: densekv/sessions/record.py; payload framing: densekv/sessions/payload.py.
 -- KEYS[1]  the partition hash   KEYS[2] the session's out-of-line key
+-- KEYS[3]  the partition's continuation hash
 -- ARGV[1]  field   ARGV[2] now (unix s)   ARGV[3] the new framed payload ("" for none)
 -- ARGV[4]  the largest record the partition may hold (hash-max-listpack-value)
--- ARGV[5]  mode: "plain" | "zset" | "fieldttl" (re-apply the field TTL: HSET clears it)
+-- ARGV[5]  mode: "plain" | "zset" | "fieldttl" (re-apply the field TTL: HSET clears it;
+--          no split: a continuation entry would have no TTL of its own)
 -- ARGV[6]  compare-and-set: the record as the caller read it ("" = write unconditionally)
--- ARGV[7]  compare-and-set: the out-of-line value the caller read ("" = it was inline)
+-- ARGV[7]  compare-and-set: the continuation or out-of-line value the caller read with it
 -- Reply:   1 updated, 0 missing or expired, -2 changed since the caller read it
 --          (nothing written in the last two cases)
 local rec = redis.call('HGET', KEYS[1], ARGV[1])
@@ -14,10 +18,6 @@ if not rec then return 0 end
 local a, b, c, d = string.byte(rec, 2, 5)
 local exp = ((a * 256 + b) * 256 + c) * 256 + d
 if exp <= tonumber(ARGV[2]) then return 0 end
-if ARGV[6] ~= '' then
-  if rec ~= ARGV[6] then return -2 end
-  if ARGV[7] ~= '' and redis.call('GET', KEYS[2]) ~= ARGV[7] then return -2 end
-end
 local flags = string.byte(rec, 1)
 local pos = 6
 local abs = exp
@@ -29,17 +29,32 @@ end
 local len = flags % 16
 if len == 15 then len = string.byte(rec, pos); pos = pos + 1 end
 pos = pos + len
+if ARGV[6] ~= '' then
+  if rec ~= ARGV[6] then return -2 end
+  local tail = ''
+  if flags >= 128 then tail = string.sub(rec, pos, pos) end
+  if tail == '\13' and redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[7] then return -2 end
+  if tail == '\15' and redis.call('GET', KEYS[2]) ~= ARGV[7] then return -2 end
+end
 flags = flags % 64
 if ARGV[3] ~= '' then flags = flags + 128 end
 local head = string.char(flags) .. string.sub(rec, 2, pos - 1)
-local new = head .. ARGV[3]
-if #new > tonumber(ARGV[4]) then
-  new = head .. '\15'
-  redis.call('SET', KEYS[2], ARGV[3], 'EXAT', abs)
-else
+local limit = tonumber(ARGV[4])
+local payload = ARGV[3]
+local first = limit - #head - 1
+if #head + #payload <= limit then
+  redis.call('HSET', KEYS[1], ARGV[1], head .. payload)
+  redis.call('HDEL', KEYS[3], ARGV[1])
   redis.call('DEL', KEYS[2])
+elseif ARGV[5] ~= 'fieldttl' and first > 0 and #payload - first <= limit then
+  redis.call('HSET', KEYS[1], ARGV[1], head .. '\13' .. string.sub(payload, 1, first))
+  redis.call('HSET', KEYS[3], ARGV[1], string.sub(payload, first + 1))
+  redis.call('DEL', KEYS[2])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], head .. '\15')
+  redis.call('SET', KEYS[2], payload, 'EXAT', abs)
+  redis.call('HDEL', KEYS[3], ARGV[1])
 end
-redis.call('HSET', KEYS[1], ARGV[1], new)
 if ARGV[5] == 'fieldttl' then
   redis.call('HEXPIREAT', KEYS[1], exp, 'FIELDS', 1, ARGV[1])
 end

@@ -344,10 +344,14 @@ class SessionCore:
     def _complete(self, digest: bytes, rec: Record | None) -> Flow[Record | None]:
         """A record as read, with its payload decoded. A record that points out of line at
         a missing value (an update moved the payload between HGET and GET) is re-read."""
-        for _ in range(3):
+        for attempt in range(3):
             if rec is None or not rec.outside or rec.payload is not None or not rec.live(self.now()):
                 break
-            (rec,) = yield from self._on([digest], [self.layout.plan_get(digest)])
+            layout = self.layout
+            if attempt == 0 and isinstance(layout, PartitionedLayout):  # read what the record names
+                (rec,) = yield from self._on([digest], [layout.plan_fetch_outside(rec)])
+            else:  # it moved meanwhile: read everything again
+                (rec,) = yield from self._on([digest], [self.layout.plan_get(digest)])
         else:
             if rec is not None and rec.outside and rec.payload is None:
                 raise DecodeError(f"session {digest.hex()} points at an out-of-line payload that is not stored", key=digest)
@@ -376,15 +380,17 @@ class SessionCore:
         return out
 
     def _fill_outside(self, records: list[Record]) -> Flow[list[Record]]:
-        """Records found by a scan carry only the out-of-line marker: read their payloads."""
+        """Records found by a scan carry only their inline part: read the rest."""
         layout = self.layout
-        missing = [r for r in records if r.outside and r.payload is None]
+        missing = [i for i, r in enumerate(records) if r.outside and r.payload is None]
         if missing and isinstance(layout, PartitionedLayout):
-            values = yield layout.plan_fetch_outside([r.digest for r in missing])
-            found = {r.digest: v for r, v in zip(missing, values)}
-            records = [replace(r, payload=found[r.digest], ool=found[r.digest]) if r.digest in found else r
-                       for r in records]
-        records = [r for r in records if not (r.outside and r.payload is None)]  # gone meanwhile
+            filled = yield [layout.plan_fetch_outside(records[i]) for i in missing]
+            fresh: list[Record | None] = list(records)
+            for i, rec in zip(missing, filled):
+                fresh[i] = rec
+            records = [r for r in fresh if r is not None]
+        now = self.now()  # gone or expired meanwhile: dropped
+        records = [r for r in records if not (r.outside and r.payload is None) and r.live(now)]
         return (yield from self._decode_payloads(records))
 
     def _sample(self, packed: list[bytes]) -> Flow[None]:
@@ -669,7 +675,8 @@ class SessionCore:
         return [r for r in records.values() if r.identity == identity and r.live(now)]
 
     def _live_sessions_of(self, identity: Identity) -> Flow[list[Record]]:
-        return (yield from self._fill_outside((yield from self._live_records_of(identity))))
+        records = yield from self._fill_outside((yield from self._live_records_of(identity)))
+        return [r for r in records if r.identity == identity]  # a re-read may find a login
 
     def _need_index(self) -> None:
         if self.index is None:
@@ -715,7 +722,7 @@ class SessionCore:
                 removed_total += len(gone)
                 cleanup: list[Plan[Any]] = []
                 if isinstance(self.layout, PartitionedLayout):
-                    outside = [self.layout.ool_key(r.digest) for r in gone if r.outside]
+                    outside = [self.layout.ool_key(r.digest) for r in gone if r.outside and r.part is None]
                     cleanup += [command("DEL", k, keys=(k,)) for k in outside]
                 if self.index is not None and gone:
                     by_identity: dict[Identity, list[bytes]] = {}

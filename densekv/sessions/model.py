@@ -89,8 +89,9 @@ class Record:
 
     `data` is the payload as a dict once decoded; the partitioned layouts read `payload`
     (the framed bytes, densekv/sessions/payload.py) and the store decodes it. `outside`:
-    the payload lives in the session's own key; `raw` is the stored record exactly as
-    read (compare-and-set in `apply`), `ool` the out-of-line value read beside it."""
+    the payload is not all inline (split, `part` holding its first part, or out of line);
+    `raw` is the stored record exactly as read (compare-and-set in `apply`), `ool` the
+    continuation or out-of-line value read with it."""
 
     digest: bytes
     identity: Identity | None
@@ -101,6 +102,7 @@ class Record:
     outside: bool = False
     raw: bytes = b""
     ool: bytes | None = None
+    part: bytes | None = None  # a split payload's first part (the rest: the continuation)
 
     def live(self, now: int) -> bool:
         return self.expires_at > now

@@ -15,7 +15,9 @@ Bytes, for the partitioned layouts (record flag F_FRAMED, densekv/sessions/recor
               0x51 + varint dictionary id + raw deflate with the dictionary as zdict
               0x21 + varint dictionary id + zstd frame with the dictionary
     marker  = the single byte 0x0F (codec.OUT_OF_LINE): the framed payload is in the
-              session's own key (too large for hash-max-listpack-value)
+              session's own key (too large for hash-max-listpack-value), or
+              0x0D (CONTINUED) + the framed payload's first part: the rest is in the
+              partition's continuation hash (densekv/sessions/layouts/partitioned.py)
 
     packed  = msgpack (bin type on) where a str value that is text of one of these kinds
               becomes an ext value holding its bytes, when that is shorter:
@@ -52,6 +54,7 @@ EXT_HEX_UPPER = 2
 EXT_B64URL = 3
 EXT_UUID = 4
 MARKER = bytes([OUT_OF_LINE])
+CONTINUED = b"\x0d"  # codec.py reserves 0x0D for it: never a codec header
 DEFAULT_MAX_DATA_BYTES = 64 * 1024
 _MIN_PACKED = 8  # shorter text gains nothing from an ext header
 _HEX = re.compile(r"\A(?:[0-9a-f]{2})+\Z")

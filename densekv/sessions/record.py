@@ -30,7 +30,7 @@ import msgpack
 
 from densekv.errors import DecodeError
 from densekv.sessions.model import Identity, Record
-from densekv.sessions.payload import MARKER
+from densekv.sessions.payload import CONTINUED, MARKER
 
 F_LEN_MASK = 0x0F
 F_LEN_ESCAPE = 0x0F
@@ -113,6 +113,7 @@ def unpack_record(digest: bytes, raw: bytes, *, where: str = "") -> Record:
             f"session {digest.hex()}{where} holds a record that does not decode: {exc}",
             key=digest,
         ) from exc
-    outside = payload == MARKER
+    part = payload[1:] if payload is not None and payload[:1] == CONTINUED else None
+    outside = payload == MARKER or part is not None
     return Record(digest, identity, expires_at, absolute_at, data, None if outside else payload,
-                  outside, bytes(raw))
+                  outside, bytes(raw), part=part)

@@ -335,6 +335,47 @@ def test_large_data_goes_out_of_line_and_partitions_stay_listpacks(client: redis
         store.create("i" * 200, small)
 
 
+def test_mid_sized_data_is_split_over_a_continuation_entry(client: redis.Redis) -> None:
+    clock = Clock()
+    store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, ttl=100, clock=clock)
+    mid = {"blob": "q." * 40}  # ~90 bytes: too long for the record, short enough for two entries
+    big, small = {"blob": "q." * 200}, {"ok": True}
+    t = store.create(1, mid)
+    layout = store._core.layout
+    assert isinstance(layout, PartitionedLayout)
+    digest = digest_of(t)
+    assert digest is not None
+    p, field = layout.locate(digest)
+    assert client.hexists(layout.cont_key(p), field) and not client.exists(layout.ool_key(digest))
+    assert store.get(t).data == mid  # type: ignore[union-attr]
+    # updates move between inline, split and out of line, leaving nothing behind
+    assert store.update(t, big) and not client.hexists(layout.cont_key(p), field) and client.exists(layout.ool_key(digest))
+    assert store.update(t, mid) and client.hexists(layout.cont_key(p), field) and not client.exists(layout.ool_key(digest))
+    assert store.apply(t, {"x": 1}) == {**mid, "x": 1}
+    assert store.update(t, small) and not client.hexists(layout.cont_key(p), field)
+    assert store.update(t, mid)
+    # login moves the continuation with the record; destroy and sweep remove it
+    t2 = store.login(t, 5)
+    assert t2 and store.get(t2).data == mid and store.sessions_of(5)[0].data == mid  # type: ignore[union-attr]
+    assert client.hlen(layout.cont_key(p)) == 0 or not client.hexists(layout.cont_key(p), field)
+    assert store.destroy(t2) and sum(client.hlen(layout.cont_key(q)) for q in range(layout.partitions)) == 0
+    doomed = [store.create(2, mid, ttl=10) for _ in range(5)]
+    assert sum(client.hlen(layout.cont_key(q)) for q in range(layout.partitions)) == 5
+    clock.now += 20
+    assert store.sweep() == 5 and all(store.get(d) is None for d in doomed)
+    assert sum(client.hlen(layout.cont_key(q)) for q in range(layout.partitions)) == 0
+
+
+def test_a_repartition_carries_split_and_out_of_line_payloads(client: redis.Redis) -> None:
+    store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, partitions=2)
+    made = {store.create(i, {"blob": "q." * (10 + 30 * (i % 4))}): i for i in range(60)}
+    store.repartition(8)
+    for token, i in made.items():
+        assert store.get(token).data == {"blob": "q." * (10 + 30 * (i % 4))}  # type: ignore[union-attr]
+    for key in client.scan_iter(match=b"sess:s[dc]:*"):
+        assert client.type(key) in (b"hash", b"string")  # children hashes, tombstones
+
+
 def test_partitions_stay_listpacks_at_the_expected_size(client: redis.Redis, server_name: str) -> None:
     store = SessionStore(client, layout="dense", expected_sessions=20_000, index_identities=True)
     store.create_many(range(20_000))

@@ -369,6 +369,8 @@ def test_a_junk_cookie_asks_neither_densekv_nor_the_fallback(server: ServerProce
 
 # -- a real server --------------------------------------------------------------------------
 def test_gunicorn_with_two_workers(server: ServerProcess, ns: str, store: densekv.SessionStore) -> None:
+    if server.binary.name != "valkey-9.1":
+        pytest.skip("one real app-server run is enough: the store itself is tested on every server")
     port = free_port()
     app = f"tests.web.apps.django_app:wsgi_app({server.url!r}, {ns!r})"
     proc = subprocess.Popen(
@@ -381,9 +383,13 @@ def test_gunicorn_with_two_workers(server: ServerProcess, ns: str, store: densek
         with httpx.Client(base_url=base) as http:
             assert http.post("/set/a", json={"value": "both"}).json() == {"ok": True}
             anonymous = http.cookies[COOKIE]
-            with ThreadPoolExecutor(2) as pool:  # a sync worker serves one request at a time
-                answers = list(pool.map(lambda _: http.get("/pid", params={"sleep": 0.5, "key": "a"}).json(),
-                                        range(2)))
+            until = time.monotonic() + 30  # the second worker may still be starting on a busy machine
+            while True:
+                with ThreadPoolExecutor(2) as pool:  # a sync worker serves one request at a time
+                    answers = list(pool.map(lambda _: http.get("/pid", params={"sleep": 0.5, "key": "a"}).json(),
+                                            range(2)))
+                if len({a["pid"] for a in answers}) == 2 or time.monotonic() > until:
+                    break
             assert len({a["pid"] for a in answers}) == 2  # both workers answered ...
             assert [a["value"] for a in answers] == ["both", "both"]  # ... from the same store
             assert http.post("/login/42").json() == {"ok": True}

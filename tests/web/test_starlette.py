@@ -433,6 +433,8 @@ def test_fastapi_app(client: redis.Redis, server: ServerProcess) -> None:
 # -- a real server: uvicorn, two worker processes -----------------------------------------
 
 def test_uvicorn_two_workers(client: redis.Redis, server: ServerProcess, tmp_path: Path) -> None:
+    if server.binary.name != "valkey-9.1":
+        pytest.skip("one real app-server run is enough: the store itself is tested on every server")
     port = free_port()
     env = {**os.environ, "DENSEKV_WEB_URL": server.url, "DENSEKV_WEB_NAMESPACE": NS}
     log = open(tmp_path / "uvicorn.log", "wb")  # noqa: SIM115 - closed in the finally
@@ -458,12 +460,11 @@ def test_uvicorn_two_workers(client: redis.Redis, server: ServerProcess, tmp_pat
             assert http.post("/set/a", json={"value": 1}).status_code == 200
             token = http.cookies["session"]
             pids = set()
-            for _ in range(60):
+            until = time.monotonic() + 30  # the second worker may still be starting on a busy machine
+            while len(pids) < 2 and time.monotonic() < until:
                 reply = http.get("/whoami").json()
                 assert reply["data"] == {"a": 1}
                 pids.add(reply["pid"])
-                if len(pids) == 2:
-                    break
             assert len(pids) == 2  # both workers read the session the other one wrote
             assert http.post("/login/9").status_code == 200
             assert http.cookies["session"] != token

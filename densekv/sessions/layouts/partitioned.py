@@ -19,13 +19,20 @@ one atomic script even on a cluster. Cost per session (dense, 4-byte identity, n
 payload): 17 bytes of field entry + 11 of value entry in the listpack, plus the
 partition's key overhead shared by a few hundred sessions.
 
-A record whose framed payload would take it past hash-max-listpack-value keeps only the
-out-of-line marker in the listpack; the payload goes to the session's own string key
-`{ns}:so:{R}:<16-byte digest>` (R: the digest's base partition, so the key shares the
-partition's slot and keeps its name through repartitions), with the session's absolute
-expiry (EXAT) as a backstop; destroy, sweep and rename move or delete it with the record.
-Its cost is a key (~50-70 bytes of overhead on top of the payload), paid only by sessions
-that do not fit inline. A get reads both in one round trip (HGET + GET, pipelined).
+A record whose framed payload would take it past hash-max-listpack-value is
+  split      when the payload fits the record plus one more listpack value: the record
+             ends with the marker 0x0D and the payload's first part, and the rest is the
+             value of the same field in the partition's continuation hash `{ns}:sc:{P}`
+             (a listpack of its own, so the partition's entry budget is untouched): about
+             20 bytes more than inline (a field entry and a value header);
+  out of line otherwise (and always in the fieldttl layout): the record ends with the
+             marker 0x0F and the payload is the session's own string key
+             `{ns}:so:{R}:<16-byte digest>` (R: the digest's base partition, so the key
+             keeps its name through repartitions), with the session's absolute expiry
+             (EXAT) as a backstop: a key's overhead, 50-70 bytes, on top of the payload.
+All of them share the partition's slot; destroy, sweep, rename and repartition move or
+delete the parts with the record. A get sends one HGET, or, while recent reads found
+payloads outside (core.py), HGET + HGET of the continuation + GET, pipelined.
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from densekv.lua import script
 from densekv.plan import Command, Plan, ScriptCall, command, script_call
 from densekv.sessions.layouts.base import Layout, LayoutLimits
 from densekv.sessions.model import Record, SessionDataTooLarge
-from densekv.sessions.payload import MARKER
+from densekv.sessions.payload import CONTINUED, MARKER
 from densekv.sessions.record import identity_section, pack_record, unpack_record
 
 
@@ -78,6 +85,9 @@ class PartitionedLayout(Layout):
     def locate(self, digest: bytes) -> tuple[int, bytes]:
         return split_digest(digest, self.bits)
 
+    def cont_key(self, partition: int) -> bytes:
+        return self.key_at("sc", partition, self.bits)
+
     def ool_key(self, digest: bytes) -> bytes:
         """The session's out-of-line payload key: same hash tag as its partitions."""
         root = split_digest(digest, self.base_bits)[0]
@@ -103,6 +113,7 @@ class PartitionedLayout(Layout):
         keys += [self.hash_key(c) for c in children]
         if self.mode == "zset":
             keys += [self.zset_key(c) for c in children]
+        keys += [self.key_at("sc", old, self.from_bits), *(self.cont_key(c) for c in children)]
         args = (s, self.from_bits % 8, self.bits // 8 - self.from_bits // 8, self.bits % 8, self.mode,
                 self.TOMBSTONE)
         return script_call(script("hrec_split"), tuple(keys), args, int)
@@ -131,10 +142,16 @@ class PartitionedLayout(Layout):
         value = pack_record(rec, rec.payload)
         limit = self.limits.hash_max_listpack_value
         steps: list[Command] = []
-        if len(value) > limit and rec.payload is not None:  # out of line: the partition stays a listpack
-            value = pack_record(rec, MARKER)
-            ool = self.ool_key(rec.digest)
-            steps.append(Command(("SET", ool, rec.payload, "EXAT", rec.absolute_at), (ool,)))
+        if len(value) > limit and rec.payload is not None:  # the partition must stay a listpack
+            first = limit - len(pack_record(rec, b"")) - 1
+            if self.mode != "fieldttl" and first > 0 and len(rec.payload) - first <= limit:
+                value = pack_record(rec, CONTINUED + rec.payload[:first])
+                cont = self.cont_key(p)
+                steps.append(Command(("HSET", cont, field, rec.payload[first:]), (cont,)))
+            else:
+                value = pack_record(rec, MARKER)
+                ool = self.ool_key(rec.digest)
+                steps.append(Command(("SET", ool, rec.payload, "EXAT", rec.absolute_at), (ool,)))
         if len(value) > limit:  # a longer value would turn the whole partition into a hashtable
             raise SessionDataTooLarge(
                 f"this session's record would be {len(value)} bytes without its data, over the "
@@ -150,28 +167,35 @@ class PartitionedLayout(Layout):
         return []
 
     def plan_get(self, digest: bytes, outside: bool = True) -> Plan[Record | None]:
-        """HGET, and with `outside` the GET of the out-of-line key in the same pipeline
-        (not atomic: the store re-reads in the rare case that a concurrent update moved the
-        payload in between). Without it, a record that points out of line comes back with
-        no payload and the store reads the key next."""
+        """HGET, and with `outside` the continuation entry and the out-of-line key in one
+        MULTI (a split payload's two parts must come from one version of the session).
+        Without it, a record whose payload is not all inline comes back without it and
+        the store reads the rest next (plan_fetch_outside)."""
         p, field = self.locate(digest)
         key = self.hash_key(p)
         decode = self._decode(digest, key)
         if not outside:
             return command("HGET", key, field, keys=(key,), decode=decode)
-        ool = self.ool_key(digest)
+        cont, ool = self.cont_key(p), self.ool_key(digest)
 
-        def both(replies: list[Any]) -> Record | None:
+        def all_parts(replies: list[Any]) -> Record | None:
             rec: Record | None = decode(replies[0])
             if rec is not None and rec.outside:
-                return replace(rec, payload=replies[1], ool=replies[1])
+                return with_rest(rec, replies[1] if rec.part is not None else replies[2])
             return rec
 
-        return Plan((Command(("HGET", key, field), (key,)), Command(("GET", ool), (ool,))), both)
+        return Plan((Command(("HGET", key, field), (key,)), Command(("HGET", cont, field), (cont,)),
+                     Command(("GET", ool), (ool,))), all_parts, atomic=True)
 
-    def plan_fetch_outside(self, digests: list[bytes]) -> list[Plan[bytes | None]]:
-        """The out-of-line payloads of records found without them (HSCAN, sweep)."""
-        return [command("GET", k, keys=(k,)) for k in map(self.ool_key, digests)]
+    def plan_fetch_outside(self, rec: Record) -> Plan[Record | None]:
+        """The rest of a record read without it (HSCAN, a get without `outside`). A split
+        payload is read again whole, record and continuation in one MULTI: the record may
+        have changed since it was read, and parts of two versions must never be joined.
+        An out-of-line value read alone is a whole payload (of this version or a later one)."""
+        if rec.part is not None:
+            return self.plan_get(rec.digest, outside=True)
+        ool = self.ool_key(rec.digest)
+        return command("GET", ool, keys=(ool,), decode=lambda r: with_rest(rec, r))
 
     def _keys(self, p: int) -> tuple[bytes, ...]:
         return (self.hash_key(p),)
@@ -207,7 +231,7 @@ class PartitionedLayout(Layout):
         expected = (b"", b"") if current is None else (current.raw, current.ool or b"")
         return script_call(
             script("hrec_update"),
-            (self.hash_key(p), self.ool_key(digest)),
+            (self.hash_key(p), self.ool_key(digest), self.cont_key(p)),
             (field, now, framed or b"", self.limits.hash_max_listpack_value, self.mode, *expected),
             int,
         )
@@ -215,9 +239,9 @@ class PartitionedLayout(Layout):
     def plan_delete(self, digest: bytes) -> Plan[Record | None]:
         p, field = self.locate(digest)
         key = self.hash_key(p)
-        ool = self.ool_key(digest)
+        ool, cont = self.ool_key(digest), self.cont_key(p)
         steps = [Command(("HGET", key, field), (key,)), Command(("HDEL", key, field), (key,)),
-                 Command(("DEL", ool), (ool,))]
+                 Command(("HDEL", cont, field), (cont,)), Command(("DEL", ool), (ool,))]
         steps += self._delete_extra(p, field)
         decode = self._decode(digest, key)
         return Plan(tuple(steps), lambda r: decode(r[0]), atomic=True)
@@ -229,7 +253,8 @@ class PartitionedLayout(Layout):
                     current: Record | None = None) -> Plan[Any]:
         p_old, f_old = self.locate(old)
         p_new, f_new = self.locate(new)
-        keys: tuple[bytes, ...] = (self.hash_key(p_old), self.hash_key(p_new), self.ool_key(old), self.ool_key(new))
+        keys: tuple[bytes, ...] = (self.hash_key(p_old), self.hash_key(p_new), self.ool_key(old), self.ool_key(new),
+                                   self.cont_key(p_old), self.cont_key(p_new))
         if self.mode == "zset":
             keys += (self.zset_key(p_old), self.zset_key(p_new))
         section = b""
@@ -251,7 +276,8 @@ class PartitionedLayout(Layout):
                 for i in range(0, len(reply), 2)
             ]
 
-        return script_call(script("hrec_sweep"), self._keys(unit), (now, limit, self.mode), decode)
+        keys = (self.hash_key(unit), self.cont_key(unit), *self._keys(unit)[1:])
+        return script_call(script("hrec_sweep"), keys, (now, limit, self.mode), decode)
 
 
 class DenseLayout(PartitionedLayout):
@@ -294,3 +320,12 @@ class FieldTtlLayout(PartitionedLayout):
 
     def sweep_units(self) -> Iterator[int]:
         return iter(())  # the server expires fields itself
+
+
+def with_rest(rec: Record, rest: bytes | None) -> Record:
+    """A record whose payload is not all inline, completed with what was read for it
+    (`ool` keeps that value: apply compares it). None: the rest was not there."""
+    if rest is None:
+        return rec
+    payload = rec.part + rest if rec.part is not None else rest
+    return replace(rec, payload=payload, ool=rest)
