@@ -108,9 +108,9 @@ class SessionsPlanner:
 
     def candidates(self, wl: Workload, caps: Capabilities) -> list[Candidate]:
         """Each layout as the server is; where the record is over hash-max-listpack-value
-        (its payload then lives out of line, in a key of its own), also with the limit
-        raised so that it stays inline: the planner measures both and advises the raise
-        only where it saves."""
+        (its payload is then split over a continuation entry, or out of line in a key of its
+        own), also with the limit raised so that it stays inline: the planner measures both
+        and advises the raise only where it saves."""
         z, v = caps.hash_max_listpack_entries, caps.hash_max_listpack_value
         rec = self.record_len(wl)
         variants: list[tuple[dict[str, str], str]] = [({}, "")]
@@ -118,7 +118,8 @@ class SessionsPlanner:
             need = -(-rec // 16) * 16
             variants = [
                 ({}, f"a {rec}-byte session record is over hash-max-listpack-value {v}: each payload "
-                     "lives out of line, in a key of its own (the partitions stay listpacks)"),
+                     + ("is split over a continuation entry" if rec <= 2 * v - 1 else
+                        "lives out of line, in a key of its own") + " (the partitions stay listpacks)"),
                 ({"hash-max-listpack-value": str(need)},
                  f"with hash-max-listpack-value {need} a {rec}-byte record stays inline (no key of its own); "
                  "a lookup scans longer listpack entries"),
