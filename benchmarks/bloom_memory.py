@@ -9,7 +9,7 @@ allocates one per command name on its first call (about 24.7 KB each with
 latency-tracking on, the default since Redis 7.0) and keeps it. STRLEN, first run by the
 load's second script call, was 25 KB of the "unexplained" memory of earlier runs; the rest
 was slowlog entries (~550 bytes each, up to 128 per server) for script calls over 10 ms.
-densekv keeps each call near 1-2 ms (bloom_core.SCRIPT_BITS), but on a shared machine a
+densekv keeps each call near 1-2 ms (bloom_batch.SCRIPT_BITS), but on a shared machine a
 call that is preempted for 10 ms is logged all the same, so the benchmark's private
 server logs only calls over --slowlog-usec (default 1 s; 10000 is the server default)
 and slowlog_entries reports how many it logged. A full Lua garbage collection runs before the baseline

@@ -6,9 +6,11 @@
     b"id" in bf; bf.contains_many(ids)
     bf.stats()                    # m, k, shards, stages, inserted, bytes, fp rate and bound
 
-Module-free: plain strings used as bitmaps, one Lua script per shard per batch
-(densekv/lua/bloom_add.lua, bloom_has.lua). The sizes, the allocator rounding, the hash
-and the growth rule are in bloom_math.py; keys, plans and flows in bloom_core.py. With
+Module-free: plain strings used as bitmaps, one Lua script call per shard per ~1,000
+bit operations (densekv/lua/bloom_add.lua, bloom_has.lua), all calls of a batch in one
+round trip. The sizes, the allocator rounding, the hash and the growth rule are in
+bloom_math.py; the metadata format in bloom_spec.py; hashing and cutting a batch into
+calls in bloom_batch.py; keys, plans and flows in bloom_core.py. With
 `native=True` the same API runs on RedisBloom's BF.RESERVE/BF.MADD/BF.MEXISTS where the
 server has the module, and raises BloomModuleMissing where it does not.
 
@@ -26,7 +28,7 @@ from typing import Any, TypeVar
 import redis
 
 from densekv.plan import Plan, command, executor_for
-from densekv.sets.bloom_core import BloomCore, BloomFacts, Flow, Request, parse_facts
+from densekv.sets.bloom_core import BloomCore, Flow
 from densekv.sets.bloom_errors import (
     BadBloomItem,
     BloomFull,
@@ -35,7 +37,8 @@ from densekv.sets.bloom_errors import (
     BloomNotFound,
     BloomParameterError,
 )
-from densekv.sets.bloom_math import BloomSpec, item_bytes
+from densekv.sets.bloom_math import BloomSpec, items_bytes
+from densekv.sets.bloom_spec import BloomFacts, Request, parse_facts
 
 __all__ = [
     "AsyncBloomFilter",
@@ -56,9 +59,10 @@ def _facts_from_caps(caps: Any) -> BloomFacts:
     return BloomFacts(str(caps.allocator), tuple(caps.modules))
 
 
-def _check_items(items: list[object]) -> None:
-    for x in items:  # every item before the first batch goes out: bad input writes nothing
-        item_bytes(x)
+def _as_bytes(items: Iterable[object]) -> list[bytes]:
+    """Every item as the bytes it is hashed as, before the first batch goes out: bad input
+    (BadBloomItem) writes nothing."""
+    return items_bytes(items if isinstance(items, list) else list(items))
 
 
 def _check_batch(batch: int) -> int:
@@ -148,9 +152,10 @@ class BloomFilter:
     def contains_many(self, items: Iterable[object]) -> list[bool]:
         return self._batched(items, self._core.contains_many)
 
-    def _batched(self, items: Iterable[object], flow: Callable[[list[object]], Flow[list[bool]]]) -> list[bool]:
-        todo = list(items)
-        _check_items(todo)
+    def _batched(self, items: Iterable[object], flow: Callable[[list[bytes]], Flow[list[bool]]]) -> list[bool]:
+        todo = _as_bytes(items)
+        if len(todo) <= self.batch:
+            return self._run(flow(todo))
         out: list[bool] = []
         for lo in range(0, len(todo), self.batch):
             out += self._run(flow(todo[lo : lo + self.batch]))
@@ -259,8 +264,7 @@ class AsyncBloomFilter:
         return await self._batched(items, "contains")
 
     async def _batched(self, items: Iterable[object], verb: str) -> list[bool]:
-        todo = list(items)
-        _check_items(todo)
+        todo = _as_bytes(items)
         await self.ready()
         flow = self._core.add_many if verb == "add" else self._core.contains_many
         out: list[bool] = []

@@ -15,182 +15,65 @@ Each shard grows on its own: the stage list of the filter is the metadata (geome
 stage t) plus each shard's t. The client caches t per shard; a script that is handed
 fewer stages than the shard has answers "stale" without touching anything and the flow
 sends that shard's items again with the right keys (a second round trip, only then).
+
+How long one call may hold the server: each bloom_add / bloom_has call stops before its
+next item once it has made bloom_batch.SCRIPT_BITS GETBIT/SETBIT calls (a hard cap in the
+script, whatever the client sends; the rest of its items go in the next round trip), plus
+a fixed part per call (the state hash, one STRLEN per stage, HSET). The client sizes its
+calls to that budget from the k of the stages it sends, and sends an add the next stage
+only when its items may fill the last one (as far as its cached count knows).
 """
 
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from densekv.errors import WrongType
 from densekv.keys import tag
 from densekv.lua import script
 from densekv.plan import Plan, command, script_call
+from densekv.sets.bloom_batch import SCRIPT_BITS, Batch, Span, cut, group_by_shard, items_per_call
 from densekv.sets.bloom_errors import (
     BloomFull,
-    BloomMismatch,
     BloomModuleMissing,
     BloomNotFound,
     BloomParameterError,
 )
 from densekv.sets.bloom_math import (
-    EXACT,
     MAX_STRING_BYTES,
     BloomSpec,
     Hashed,
     Stage,
-    allocator_rule,
     check_parameters,
     hash_bytes,
-    item_bytes,
-    pack_walks,
-    shard_count,
+    hash_many,
+    items_bytes,
+    reduce,
     string_allocation,
+)
+from densekv.sets.bloom_spec import (
+    BloomFacts,
+    Request,
+    check_name,
+    check_request,
+    pairs,
+    spec_fields,
+    spec_for,
+    spec_from_fields,
+    text,
 )
 
 T = TypeVar("T")
 Flow = Generator[list[Plan[Any]], list[Any], T]
 
-KIND = "densekv.bloom"
-FORMAT = 1
-HASH_NAME = "blake2b-192"
 SCRIPT_ITEMS = 500  # items per BF.MADD / BF.MEXISTS call (native: one C command, no Lua)
-#: GETBIT/SETBIT calls one script call may make at most (items per call = this // (k x stages)).
-#: About 1 us each, so a call stays near 1-2 ms: under the server's slowlog threshold (10 ms),
-#: whose entries (~550 bytes each, up to 128) were most of the unexplained memory of the Bloom
-#: benchmark on a busy machine, and short enough not to stall other clients.
-SCRIPT_BITS = 1500
-NATIVE_MODULES = ("bf", "bloom", "rebloom")
-NATIVE_TYPE = "MBbloom--"
 
 
-@dataclass(frozen=True)
-class BloomFacts:
-    """What opening a filter needs of the server: its allocator and modules."""
-
-    allocator: str
-    modules: tuple[str, ...] = ()
-
-    @property
-    def has_bloom_module(self) -> bool:
-        return any(m.lower() in NATIVE_MODULES for m in self.modules)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def parse_facts(info_memory: Any, module_list: Any) -> BloomFacts:
-    """BloomFacts from raw INFO memory and MODULE LIST replies (RESP2 or RESP3)."""
-    allocator = "unknown"
-    for line in _text(info_memory).splitlines():
-        if line.startswith("mem_allocator:"):
-            allocator = line.split(":", 1)[1].strip()
-    names = []
-    for entry in module_list or []:
-        if isinstance(entry, dict):
-            fields = {_text(k): v for k, v in entry.items()}
-        else:
-            fields = {_text(k): v for k, v in zip(entry[::2], entry[1::2])}
-        names.append(_text(fields.get("name", "?")))
-    return BloomFacts(allocator, tuple(sorted(names)))
-
-
-def check_name(name: object) -> str:
-    if not isinstance(name, str) or not name or "{" in name or "}" in name:
-        raise BloomParameterError(f"a Bloom filter name is a non-empty str without braces, got {name!r}")
-    return name
-
-
-def _pairs(reply: Any) -> dict[str, str]:
-    if isinstance(reply, dict):
-        return {_text(k): _text(v) for k, v in reply.items()}
-    items = [_text(x) for x in reply or []]
-    return dict(zip(items[::2], items[1::2]))
-
-
-def spec_fields(spec: BloomSpec, native: bool) -> dict[str, str]:
-    return {
-        "kind": KIND,
-        "v": str(FORMAT),
-        "capacity": str(spec.capacity),
-        "error_rate": repr(float(spec.error_rate)),
-        "shards": str(spec.shards),
-        "growth": str(spec.growth),
-        "tightening": repr(float(spec.tightening)),
-        "rule": spec.rule,
-        "native": "1" if native else "0",
-        "hash": HASH_NAME,
-    }
-
-
-def spec_from_fields(name: str, fields: dict[str, str]) -> tuple[BloomSpec, bool]:
-    if fields.get("kind") != KIND or fields.get("v") != str(FORMAT) or fields.get("hash") != HASH_NAME:
-        raise WrongType(f"{name}: the metadata hash is not a densekv Bloom filter of format {FORMAT}")
-    spec = BloomSpec(
-        capacity=int(fields["capacity"]),
-        error_rate=float(fields["error_rate"]),
-        shards=int(fields["shards"]),
-        growth=int(fields["growth"]),
-        tightening=float(fields["tightening"]),
-        rule=fields["rule"],
-    )
-    return spec, fields.get("native") == "1"
-
-
-@dataclass(frozen=True)
-class Request:
-    """What the caller asked for; None = take the stored value or the default."""
-
-    capacity: int | None
-    error_rate: float | None
-    native: bool | None
-    shards: int | None = None
-    growth: int | None = None
-    tightening: float | None = None
-
-
-def spec_for(request: Request, facts: BloomFacts) -> BloomSpec:
-    """The spec of a new filter: shards from the size, rounding from the allocator."""
-    assert request.capacity is not None and request.error_rate is not None
-    growth = 2 if request.growth is None else request.growth
-    tightening = 0.5 if request.tightening is None else request.tightening
-    check_parameters(request.capacity, request.error_rate, growth, tightening)
-    shards = request.shards or shard_count(request.capacity, float(request.error_rate))
-    rule = EXACT if request.native else allocator_rule(facts.allocator)
-    return BloomSpec(request.capacity, float(request.error_rate), shards, growth, float(tightening), rule)
-
-
-def check_request(name: str, request: Request, spec: BloomSpec, native: bool) -> None:
-    """A filter that exists must be opened with its own parameters (or none)."""
-    asked = {
-        "capacity": request.capacity,
-        "error_rate": None if request.error_rate is None else float(request.error_rate),
-        "native": request.native,
-        "shards": request.shards,
-        "growth": request.growth,
-        "tightening": None if request.tightening is None else float(request.tightening),
-    }
-    stored = {
-        "capacity": spec.capacity,
-        "error_rate": spec.error_rate,
-        "native": native,
-        "shards": spec.shards,
-        "growth": spec.growth,
-        "tightening": spec.tightening,
-    }
-    differ = [f"{k}={asked[k]!r} (stored {stored[k]!r})" for k in asked if asked[k] is not None and asked[k] != stored[k]]
-    if differ:
-        raise BloomMismatch(
-            f"Bloom filter {name!r} exists with other parameters: {', '.join(differ)}; "
-            "open it with BloomFilter.open(client, name) or choose another name"
-        )
-
-
-def _decode_add(reply: Any) -> tuple[int, int, bytes]:
-    return int(reply[0]), int(reply[1]), bytes(reply[2])
+def _decode_add(reply: Any) -> tuple[int, int, int, bytes]:
+    return int(reply[0]), int(reply[1]), int(reply[2]), bytes(reply[3])
 
 
 def _decode_has(reply: Any) -> tuple[int, bytes]:
@@ -222,6 +105,9 @@ class BloomCore:
         self.native = False
         self.stages: list[int] = []  # cached stage count per shard
         self.counts: list[int] = []  # last seen items per shard
+        self.lasts: list[int] = []  # last seen items in the last stage per shard
+        self._stage_lists: dict[int, list[Stage]] = {}
+        self._keys: dict[tuple[int, int], tuple[bytes, ...]] = {}
 
     # -- keys -----------------------------------------------------------------------
     def meta_key(self) -> bytes:
@@ -245,7 +131,7 @@ class BloomCore:
     # -- opening --------------------------------------------------------------------
     def open(self, facts: BloomFacts | None, create: bool) -> Flow[None]:
         """Check the keys, then create the metadata or read (and check against) it."""
-        read = yield [script_call(script("bloom_meta"), [self.meta_key()], [""], decode=_pairs)]
+        read = yield [script_call(script("bloom_meta"), [self.meta_key()], [""], decode=pairs)]
         stored = read[0]
         if stored:
             spec, native = spec_from_fields(self.name, stored)
@@ -264,7 +150,7 @@ class BloomCore:
             yield from self._refuse_foreign_keys(spec)
             fields = spec_fields(spec, native)
             args = [x for kv in fields.items() for x in kv]
-            made = yield [script_call(script("bloom_meta"), [self.meta_key()], args, decode=_pairs)]
+            made = yield [script_call(script("bloom_meta"), [self.meta_key()], args, decode=pairs)]
             spec, native = spec_from_fields(self.name, made[0])  # another process may have won
             check_request(self.name, self.request, spec, native)
         if native and facts is not None and not facts.has_bloom_module:
@@ -272,6 +158,7 @@ class BloomCore:
         self.spec, self.native = spec, native
         self.stages = [0] * spec.shards
         self.counts = [0] * spec.shards
+        self.lasts = [0] * spec.shards
         if native:
             yield [self._plan_reserve(j) for j in range(spec.shards)]
 
@@ -280,7 +167,7 @@ class BloomCore:
         keys = [self.native_key(j) for j in range(spec.shards)] if self.request.native else [
             k for j in range(spec.shards) for k in (self.state_key(j), self.stage_key(j, 0))
         ]
-        types = yield [command("TYPE", k, keys=[k], decode=_text) for k in keys]
+        types = yield [command("TYPE", k, keys=[k], decode=text) for k in keys]
         taken = [(k, t) for k, t in zip(keys, types) if t != "none"]
         if taken:
             key, kind = taken[0]
@@ -298,118 +185,172 @@ class BloomCore:
             [repr(spec.error_rate), cap, spec.growth],
         )
 
-    # -- items ------------------------------------------------------------------------
-    def hash_all(self, items: Sequence[object]) -> list[Hashed]:
-        """Every item converted and hashed before anything is sent (bad input writes nothing)."""
-        return [hash_bytes(item_bytes(x)) for x in items]
-
-    def _by_shard(self, hashed: Sequence[Hashed]) -> dict[int, list[int]]:
-        shards = self.opened.shards
-        groups: dict[int, list[int]] = {}
-        for i, h in enumerate(hashed):
-            groups.setdefault(h[2] % shards, []).append(i)
-        return groups
-
+    # -- plans ----------------------------------------------------------------------------
     def _stage_list(self, count: int) -> list[Stage]:
-        spec = self.opened
-        out = []
-        for t in range(count):
-            try:
-                stage = spec.stage(t)
-            except BloomFull:
-                break
-            out.append(stage)
-        return out
+        """Stages 0..count-1 (fewer where a stage would pass the string limit)."""
+        got = self._stage_lists.get(count)
+        if got is None:
+            spec = self.opened
+            got = []
+            for t in range(count):
+                try:
+                    got.append(spec.stage(t))
+                except BloomFull:
+                    break
+            self._stage_lists[count] = got
+        return got
 
-    def _plan_add(self, shard: int, hashed: Sequence[Hashed]) -> Plan[tuple[int, int, bytes]]:
-        stages = self._stage_list(self.stages[shard] + 1)
-        keys = [self.state_key(shard)] + [self.stage_key(shard, s.index) for s in stages]
-        args: list[int | bytes] = [len(stages), len(hashed)]
+    def _shard_keys(self, shard: int, count: int) -> tuple[bytes, ...]:
+        """The state key and the first `count` stage keys of a shard."""
+        keys = self._keys.get((shard, count))
+        if keys is None:
+            keys = (self.state_key(shard), *(self.stage_key(shard, t) for t in range(count)))
+            self._keys[(shard, count)] = keys
+        return keys
+
+    def _add_stages(self, shard: int, items: int) -> list[Stage]:
+        """The stages an add of `items` items to a shard sends: those the shard has (as far
+        as this client knows), and the next one if these items may fill the last."""
+        made = self.stages[shard]
+        if made:
+            stages = self._stage_list(made)
+            if self.lasts[shard] + items < stages[-1].capacity:
+                return stages
+        return self._stage_list(made + 1)
+
+    def _plan_add(self, shard: int, stages: list[Stage], walks: bytes, count: int) -> Plan[tuple[int, int, int, bytes]]:
+        args: list[int | bytes] = [len(stages), count, SCRIPT_BITS]
         for s in stages:
             args += (s.bytes, s.k, s.capacity)
-        args.append(pack_walks(hashed, [s.bits for s in stages]))
-        return script_call(script("bloom_add"), keys, args, decode=_decode_add)
+        args.append(walks)
+        return script_call(script("bloom_add"), self._shard_keys(shard, len(stages)), args, decode=_decode_add)
 
-    def _plan_has(self, shard: int, hashed: Sequence[Hashed]) -> Plan[tuple[int, bytes]]:
-        stages = self._stage_list(self.stages[shard])
-        keys = [self.state_key(shard)] + [self.stage_key(shard, s.index) for s in stages]
-        args: list[int | bytes] = [len(stages), len(hashed)]
+    def _plan_has(self, shard: int, stages: list[Stage], walks: bytes, count: int) -> Plan[tuple[int, bytes]]:
+        args: list[int | bytes] = [len(stages), count, SCRIPT_BITS]
         for s in stages:
             args += (s.bytes, s.k)
-        args.append(pack_walks(hashed, [s.bits for s in stages]))
-        return script_call(script("bloom_has"), keys, args, decode=_decode_has)
+        args.append(walks)
+        return script_call(script("bloom_has"), self._shard_keys(shard, len(stages)), args, decode=_decode_has)
+
+    def _seen(self, shard: int, stages: int, count: int | None = None, last: int | None = None) -> None:
+        """What a reply says of a shard (never backwards: replies may come out of order)."""
+        if stages > self.stages[shard]:
+            self.stages[shard] = stages
+            self.lasts[shard] = 0
+        if count is not None and count >= self.counts[shard]:
+            self.counts[shard] = count
+            if last is not None and stages == self.stages[shard]:
+                self.lasts[shard] = last
+
+    def _check_growth(self, shard: int, sent: list[Stage], stages: int, last: int) -> None:
+        """An add stopped because the shard needs a stage that cannot be made: BloomFull."""
+        if stages == len(sent) and last >= sent[-1].capacity and len(self._stage_list(stages + 1)) <= stages:
+            raise BloomFull(
+                f"Bloom filter {self.name!r}: shard {shard} would need stage {stages}, over the "
+                f"{MAX_STRING_BYTES}-byte string limit; create it with a larger capacity or more shards"
+            )
 
     # -- flows ------------------------------------------------------------------------
     def add_many(self, items: Sequence[object]) -> Flow[list[bool]]:
-        hashed = self.hash_all(items)
-        if not hashed:
+        """Add items in order: one script call per shard per SCRIPT_BITS bit calls, all
+        calls of a round in one round trip; a call that stops short (budget, a stage to
+        make, a stale stage count) has the rest of its items sent in the next round."""
+        data = items_bytes(items)
+        if not data:
             return []
         if self.native:
-            return (yield from self._native_many("BF.MADD", items, hashed))
-        results = [False] * len(hashed)
-        pending = self._by_shard(hashed)
+            return (yield from self._native_many("BF.MADD", data))
+        if len(data) == 1:
+            return [(yield from self._add_one(data[0]))]
+        batch = Batch(data, self.opened.shards)
+        pending = batch.spans
         while pending:
-            most = max(self.stages[shard] for shard in pending) + 1
-            calls = _script_calls(pending, script_items(sum(st.k for st in self._stage_list(most))))
-            replies = yield [self._plan_add(shard, [hashed[i] for i in idx]) for shard, idx in calls]
-            again: dict[int, list[int]] = {}
-            for (shard, idx), (stages, count, flags) in zip(calls, replies):
-                self.stages[shard] = max(self.stages[shard], stages)
-                self.counts[shard] = max(self.counts[shard], count)
-                for i, flag in zip(idx, flags):
-                    results[i] = flag == ord("1")
-                rest = idx[len(flags) :]
-                if rest:
-                    if len(self._stage_list(self.stages[shard] + 1)) <= self.stages[shard]:
-                        raise BloomFull(
-                            f"Bloom filter {self.name!r}: shard {shard} would need stage "
-                            f"{self.stages[shard]}, over the {MAX_STRING_BYTES}-byte string limit; "
-                            "create it with a larger capacity or more shards"
-                        )
-                    again.setdefault(shard, []).extend(rest)
-            pending = again
-        return results
+            calls: list[tuple[Span, list[Stage]]] = []
+            for shard, group in _by_shard(pending).items():
+                stages = self._add_stages(shard, sum(hi - lo for _, lo, hi in group))
+                per_call = items_per_call(sum(st.k for st in stages))
+                calls += [(part, stages) for span in group for part in cut(span, per_call)]
+            replies = yield [self._plan_add(shard, stages, batch.walks(stages, lo, hi), hi - lo)
+                             for (shard, lo, hi), stages in calls]
+            pending = []
+            for ((shard, lo, hi), sent), (stages, count, last, flags) in zip(calls, replies):
+                self._seen(shard, stages, count, last)
+                batch.put(lo, flags)
+                if lo + len(flags) < hi:
+                    self._check_growth(shard, sent, stages, last)
+                    pending.append((shard, lo + len(flags), hi))
+        return batch.results()
 
     def contains_many(self, items: Sequence[object]) -> Flow[list[bool]]:
-        hashed = self.hash_all(items)
-        if not hashed:
+        data = items_bytes(items)
+        if not data:
             return []
         if self.native:
-            return (yield from self._native_many("BF.MEXISTS", items, hashed))
-        results = [False] * len(hashed)
-        pending = self._by_shard(hashed)
+            return (yield from self._native_many("BF.MEXISTS", data))
+        if len(data) == 1:
+            return [(yield from self._contains_one(data[0]))]
+        batch = Batch(data, self.opened.shards)
+        pending = batch.spans
         while pending:
-            most = max(1, max(self.stages[shard] for shard in pending))
-            calls = _script_calls(pending, script_items(sum(st.k for st in self._stage_list(most))))
-            replies = yield [self._plan_has(shard, [hashed[i] for i in idx]) for shard, idx in calls]
-            again: dict[int, list[int]] = {}
-            for (shard, idx), (stages, flags) in zip(calls, replies):
-                if len(flags) < len(idx):  # stale stage count: ask again with all stages
-                    self.stages[shard] = max(self.stages[shard], stages)
-                    again.setdefault(shard, []).extend(idx)
-                    continue
-                for i, flag in zip(idx, flags):
-                    results[i] = flag == ord("1")
-            pending = again
-        return results
+            calls: list[tuple[Span, list[Stage]]] = []
+            for shard, group in _by_shard(pending).items():
+                stages = self._stage_list(max(1, self.stages[shard]))
+                per_call = items_per_call(sum(st.k for st in stages))
+                calls += [(part, stages) for span in group for part in cut(span, per_call)]
+            replies = yield [self._plan_has(shard, stages, batch.walks(stages, lo, hi), hi - lo)
+                             for (shard, lo, hi), stages in calls]
+            pending = []
+            for ((shard, lo, hi), _), (stages, flags) in zip(calls, replies):
+                self._seen(shard, stages)
+                batch.put(lo, flags)
+                if lo + len(flags) < hi:
+                    pending.append((shard, lo + len(flags), hi))
+        return batch.results()
 
-    def _native_many(self, verb: str, items: Sequence[object], hashed: Sequence[Hashed]) -> Flow[list[bool]]:
-        groups = self._by_shard(hashed)
-        data = [item_bytes(x) for x in items]
+    def _add_one(self, data: bytes) -> Flow[bool]:
+        """add of one item: one script call, with no batch machinery."""
+        hashed = hash_bytes(data)
+        shard = hashed[2] % self.opened.shards
+        while True:
+            stages = self._add_stages(shard, 1)
+            walks = _walks_of_one(hashed, stages)
+            (stages_now, count, last, flags), = yield [self._plan_add(shard, stages, walks, 1)]
+            self._seen(shard, stages_now, count, last)
+            if flags:
+                return bool(flags == b"1")
+            self._check_growth(shard, stages, stages_now, last)
+
+    def _contains_one(self, data: bytes) -> Flow[bool]:
+        hashed = hash_bytes(data)
+        shard = hashed[2] % self.opened.shards
+        while True:
+            stages = self._stage_list(max(1, self.stages[shard]))
+            (stages_now, flags), = yield [self._plan_has(shard, stages, _walks_of_one(hashed, stages), 1)]
+            self._seen(shard, stages_now)
+            if flags:
+                return bool(flags == b"1")
+
+    def _native_many(self, verb: str, data: list[bytes]) -> Flow[list[bool]]:
+        shards = self.opened.shards
+        if shards == 1:
+            order: list[int] | None = None
+            spans: list[Span] = [(0, 0, len(data))]
+        else:
+            order, spans = group_by_shard(hash_many(data)[2::3], shards)
+            data = [data[i] for i in order]
         plans = []
-        order = []
-        for shard, idx in groups.items():
+        for shard, lo, hi in spans:
             key = self.native_key(shard)
-            for lo in range(0, len(idx), SCRIPT_ITEMS):
-                part = idx[lo : lo + SCRIPT_ITEMS]
-                plans.append(command(verb, key, *[data[i] for i in part], keys=[key], decode=_flags))
-                order.append(part)
+            for _, a, b in cut((shard, lo, hi), SCRIPT_ITEMS):
+                plans.append(command(verb, key, *data[a:b], keys=[key], decode=_flags))
         replies = yield plans
-        results = [False] * len(items)
-        for part, flags in zip(order, replies):
-            for i, flag in zip(part, flags):
-                results[i] = flag
-        return results
+        found = [bool(x) for part in replies for x in part]
+        if order is None:
+            return found
+        out = [False] * len(found)
+        for i, flag in zip(order, found):
+            out[i] = flag
+        return out
 
     # -- state, stats, delete -----------------------------------------------------------
     def read_states(self) -> Flow[list[tuple[int, int, int]]]:
@@ -420,9 +361,8 @@ class BloomCore:
             for j in range(spec.shards)
         ]
         states = [tuple(int(v) if v is not None else 0 for v in r) for r in replies]
-        for j, (t, n, _) in enumerate(states):
-            self.stages[j] = max(self.stages[j], t)
-            self.counts[j] = n
+        for j, (t, n, c) in enumerate(states):
+            self._seen(j, t, n, c)
         return states  # type: ignore[return-value]
 
     def _keys_of(self, states: Sequence[tuple[int, int, int]]) -> list[list[bytes]]:
@@ -490,7 +430,7 @@ class BloomCore:
     def _native_stats(self) -> Flow[dict[str, Any]]:
         spec = self.opened
         keys = [self.native_key(j) for j in range(spec.shards)]
-        infos = yield [command("BF.INFO", k, keys=[k], decode=_pairs) for k in keys]
+        infos = yield [command("BF.INFO", k, keys=[k], decode=pairs) for k in keys]
         usage = yield [command("MEMORY", "USAGE", k, "SAMPLES", "0", keys=[k]) for k in [self.meta_key(), *keys]]
         inserted = sum(int(i.get("Number of items inserted", 0)) for i in infos)
         size = sum(int(i.get("Size", 0)) for i in infos)
@@ -527,6 +467,7 @@ class BloomCore:
         deleted = yield plans
         self.stages = [0] * self.opened.shards
         self.counts = [0] * self.opened.shards
+        self.lasts = [0] * self.opened.shards
         return sum(int(d) for d in deleted)
 
 
@@ -541,12 +482,18 @@ def predicted_allocation(spec: BloomSpec) -> int:
     return spec.shards * string_allocation(stage.bytes, spec.rule)
 
 
-def script_items(bit_calls_per_item: int) -> int:
-    """Items per script call when each item costs `bit_calls_per_item` GETBIT/SETBIT calls."""
-    return max(20, SCRIPT_BITS // max(1, bit_calls_per_item))
+def _by_shard(spans: Sequence[Span]) -> dict[int, list[Span]]:
+    out: dict[int, list[Span]] = {}
+    for span in spans:
+        out.setdefault(span[0], []).append(span)
+    return out
 
 
-def _script_calls(pending: dict[int, list[int]], per_call: int) -> list[tuple[int, list[int]]]:
-    """(shard, item indexes) per script call: at most `per_call` items each."""
-    return [(shard, idx[lo : lo + per_call])
-            for shard, idx in pending.items() for lo in range(0, len(idx), per_call)]
+_PAIRS = [struct.Struct(f"<{2 * t}I").pack for t in range(9)]  # the walks of one item, by stage count
+
+
+def _walks_of_one(hashed: Hashed, stages: Sequence[Stage]) -> bytes:
+    values = [v for st in stages for v in reduce(hashed, st.bits)]
+    if len(stages) < len(_PAIRS):
+        return _PAIRS[len(stages)](*values)
+    return struct.pack(f"<{len(values)}I", *values)

@@ -50,9 +50,14 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
+import sys
 import uuid
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
+from operator import methodcaller
+from typing import cast
 
 from densekv.sets.bloom_errors import BadBloomItem, BloomFull, BloomParameterError
 
@@ -334,17 +339,70 @@ def reduce(hashed: Hashed, bits: int) -> tuple[int, int]:
     return hashed[0] % bits, (hashed[1] % bits) or 1
 
 
-def pack_walks(hashed: Sequence[Hashed], bits: Sequence[int]) -> bytes:
-    """Per item, per stage: a and b as little-endian u32 (what the scripts read; m <= 2^32)."""
-    values: list[int] = []
-    push = values.append
-    for h1, h2, _ in hashed:
-        for m in bits:
-            push(h1 % m)
-            push((h2 % m) or 1)
-    return struct.pack(f"<{len(values)}I", *values)
-
-
 def positions(a: int, b: int, bits: int, k: int) -> list[int]:
     """g_i = a + i b mod m for i in 0..k-1 (what bloom_add.lua / bloom_has.lua set and test)."""
     return [(a + i * b) % bits for i in range(k)]
+
+
+# --- the same for a batch, a few C-level passes per item ------------------------------------
+# A batch costs the client one blake2b call per item and no Python-level loop: map() over
+# C callables, arrays of machine words, extended-slice assignment. The values are those of
+# hash_bytes / reduce above, item for item (tests/unit/test_bloom_math.py checks it).
+
+_U64, _U32 = "Q", "I"
+if array(_U64).itemsize != 8 or array(_U32).itemsize != 4:  # pragma: no cover - exotic C ABI
+    raise ImportError("densekv's Bloom filter needs 8-byte 'Q' and 4-byte 'I' arrays")
+_SWAP = sys.byteorder == "big"  # the digests and the scripts' walks are little-endian
+_hasher = partial(hashlib.blake2b, digest_size=24)
+_digest = methodcaller("digest")
+_utf8 = methodcaller("encode", "utf-8")
+
+
+def items_bytes(items: Sequence[object]) -> list[bytes]:
+    """item_bytes of every item (BadBloomItem for the first bad one); one C-level pass
+    when the items are all bytes or all str."""
+    kinds = set(map(type, items))
+    if kinds <= {bytes}:
+        data = cast("Sequence[bytes]", items)  # checked just above
+        return data if isinstance(data, list) else list(data)
+    if kinds <= {str}:
+        return list(map(_utf8, items))
+    return list(map(item_bytes, items))
+
+
+def hash_many(data: Sequence[bytes]) -> array[int]:
+    """hash_bytes of every item, flat: h1, h2, pick of item i at 3i, 3i+1, 3i+2."""
+    words = array(_U64, b"".join(map(_digest, map(_hasher, data))))
+    if _SWAP:  # pragma: no cover - big-endian hosts
+        words.byteswap()
+    return words
+
+
+def walk_columns(h1: array[int], h2: array[int], bits: int) -> tuple[array[int], array[int]]:
+    """reduce() of every item for one stage of m = bits: the column of a and of b."""
+    a = array(_U32, map(bits.__rmod__, h1))
+    b = array(_U32, map(bits.__rmod__, h2))
+    if 0 in b:  # (h2 mod m) or 1: about one item in m
+        for i, v in enumerate(b):
+            if v == 0:
+                b[i] = 1
+    return a, b
+
+
+def interleave_walks(columns: Sequence[tuple[array[int], array[int]]], lo: int, hi: int) -> bytes:
+    """The walks argument of items lo..hi-1: per item, per stage, a and b as u32 LE."""
+    width = 2 * len(columns)
+    out = array(_U32, bytes(4 * width * (hi - lo)))
+    for s, (a, b) in enumerate(columns):
+        out[2 * s :: width] = a[lo:hi]
+        out[2 * s + 1 :: width] = b[lo:hi]
+    if _SWAP:  # pragma: no cover - big-endian hosts
+        out.byteswap()
+    return out.tobytes()
+
+
+def pack_walks(hashed: Sequence[Hashed], bits: Sequence[int]) -> bytes:
+    """Per item, per stage: a and b as little-endian u32 (what the scripts read; m <= 2^32)."""
+    h1 = array(_U64, [h[0] for h in hashed])
+    h2 = array(_U64, [h[1] for h in hashed])
+    return interleave_walks([walk_columns(h1, h2, m) for m in bits], 0, len(hashed))

@@ -180,8 +180,25 @@ def check_delete_removes_every_key(client: Client, make: MakeClient) -> None:
         BloomFilter.open(client, "gone")
 
 
+def check_batches_set_the_bits_single_adds_set(client: Client, make: MakeClient) -> None:
+    """add_many (hashed, grouped and packed in batches) leaves every string bit for bit as
+    one add() per item does, on a filter that grows and has shards."""
+    items = random_items(9, 700)
+    one = BloomFilter(client, "one", capacity=150, error_rate=0.01, shards=3)
+    many = BloomFilter(client, "many", capacity=150, error_rate=0.01, shards=3, batch=250)
+    singles = [one.add(x) for x in items]
+    assert many.add_many(items) == singles
+    assert one.stats()["stage_count"] >= 3 and one.count() == many.count() == sum(singles)
+    for shard in range(3):
+        for stage in range(one.stats()["stage_count"]):
+            a, b = client.get(f"one:bf{stage}:{{{shard}}}"), client.get(f"many:bf{stage}:{{{shard}}}")
+            assert a == b, (shard, stage)
+    assert many.contains_many(items + absent_items(9, 300)) == [one.contains(x) for x in items + absent_items(9, 300)]
+
+
 CONTRACT = [
     check_no_false_negatives_and_exact_adds,
+    check_batches_set_the_bits_single_adds_set,
     check_false_positive_rate_is_the_formulas,
     check_growth_keeps_no_false_negatives_and_the_bound,
     check_another_client_sees_the_same_filter,
@@ -209,7 +226,7 @@ def test_shards_spread_over_the_cluster(cluster_client: redis.RedisCluster, clus
     holding = 0
     for node in cluster.nodes:
         with node.client() as c:
-            holding += any(k.startswith(b"spread:bf0:") for k in c.keys())
+            holding += any(k.startswith(b"spread:bf0:") for k in c.scan_iter(count=1000))
     assert holding == 3
 
 
@@ -339,6 +356,57 @@ def test_a_foreign_string_where_a_stage_grows_is_untouched(client: redis.Redis) 
     with pytest.raises(WrongType):
         bf.add_many(range(200))
     assert client.get("foreign:bf1:{0}") == b"hello"
+
+
+@pytest.mark.parametrize("change", ["foreign hash", "short stage", "stage of another type"])
+def test_keys_changed_under_an_open_filter_are_refused_and_untouched(client: redis.Redis, change: str) -> None:
+    bf = BloomFilter(client, "under", capacity=100, error_rate=0.01)
+    bf.add_many(range(20))
+    if change == "foreign hash":
+        key = "under:bs:{0}"
+        client.delete(key)
+        client.hset(key, "owner", "someone else")
+    elif change == "short stage":
+        key = "under:bf0:{0}"
+        client.set(key, "hello")
+    else:
+        key = "under:bf0:{0}"
+        client.delete(key)
+        client.rpush(key, "a")
+    before = client.dump(key)
+    with pytest.raises(WrongType):
+        bf.add_many(range(20, 40))
+    with pytest.raises(WrongType):
+        bf.add(b"one more")
+    with pytest.raises(WrongType):
+        bf.contains_many(range(40))
+    assert client.dump(key) == before
+
+
+def test_one_call_makes_at_most_its_budget_of_bit_calls(client: redis.Redis) -> None:
+    """The scripts stop by themselves after SCRIPT_BITS GETBIT/SETBIT calls (plus the rest
+    of one item), whatever the client sends: the cap on how long one call holds the server."""
+    from densekv.sets.bloom_batch import SCRIPT_BITS, Batch
+
+    bf = BloomFilter(client, "cap", capacity=5000, error_rate=0.01)
+    core, ex = bf._core, bf._ex
+    batch = Batch([f"cap-{i}".encode() for i in range(1000)], 1)
+    stages = core._stage_list(1)
+    k = stages[0].k
+
+    def calls(name: str) -> int:
+        return int(client.info("commandstats").get(f"cmdstat_{name}", {}).get("calls", 0))
+
+    before = calls("setbit")
+    stages_now, count, last, flags = ex.run(core._plan_add(0, stages, batch.walks(stages, 0, 1000), 1000))
+    handled = -(-SCRIPT_BITS // k)
+    assert len(flags) == handled and count == last == flags.count(b"1") and stages_now == 1
+    assert calls("setbit") - before == handled * k
+    before = calls("getbit")
+    _, found = ex.run(core._plan_has(0, stages, batch.walks(stages, 0, 1000), 1000))
+    assert 0 < len(found) < 1000 and found[:handled] == b"1" * handled
+    assert SCRIPT_BITS <= calls("getbit") - before < SCRIPT_BITS + k
+    assert bf.add_many([f"cap-{i}".encode() for i in range(1000)])[handled:].count(True) >= 990 - handled
 
 
 def test_reopening_with_other_parameters_is_refused(client: redis.Redis) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import uuid
 
@@ -23,7 +24,10 @@ from densekv.sets.bloom_math import (
     fp_rate,
     glibc_usable,
     hash_bytes,
+    hash_many,
+    interleave_walks,
     item_bytes,
+    items_bytes,
     jemalloc_size_class,
     min_bits,
     pack_walks,
@@ -36,6 +40,7 @@ from densekv.sets.bloom_math import (
     stage_bytes,
     string_allocation,
     textbook_bits,
+    walk_columns,
 )
 
 # (string length, bytes MEMORY USAGE reported minus the key's fixed 48) measured with
@@ -141,7 +146,7 @@ def test_growth_stages_tighten_and_the_sum_is_bounded() -> None:
     stages = [spec.stage(t) for t in range(8)]
     assert [s.capacity for s in stages] == [1000 * 2**t for t in range(8)]
     assert sum(s.fp_rate(s.capacity) for s in stages) <= spec.fp_bound == pytest.approx(0.02)
-    assert all(b.k >= a.k for a, b in zip(stages, stages[1:]))
+    assert all(b.k >= a.k for a, b in itertools.pairwise(stages))
 
 
 def test_a_filter_past_512_mb_is_sharded_under_the_limit() -> None:
@@ -244,13 +249,67 @@ def test_walks_are_packed_as_little_endian_u32_pairs() -> None:
 
 
 def test_script_calls_are_bounded_by_bit_operations() -> None:
-    """Each bloom_add / bloom_has call makes at most about SCRIPT_BITS GETBIT/SETBIT calls
-    (a few ms of server time: under the slowlog threshold, no long stall)."""
-    from densekv.sets.bloom_core import SCRIPT_BITS, _script_calls, script_items
+    """The client cuts a shard's items into calls of at most SCRIPT_BITS bit calls (the
+    scripts also stop on their own once they have made that many)."""
+    from densekv.sets.bloom_batch import SCRIPT_BITS, cut, items_per_call
 
-    assert script_items(7) == SCRIPT_BITS // 7 and script_items(7) * 7 <= SCRIPT_BITS
-    assert script_items(20 + 21) * 41 <= SCRIPT_BITS  # two stages asked: both k count
-    assert script_items(10**6) == 20 and script_items(0) == SCRIPT_BITS  # floor, and no k
-    calls = _script_calls({0: list(range(500)), 3: list(range(500, 510))}, 214)
-    assert [len(idx) for _, idx in calls] == [214, 214, 72, 10]
-    assert sorted(i for _, idx in calls for i in idx) == list(range(510))
+    assert items_per_call(7) == SCRIPT_BITS // 7 and items_per_call(7) * 7 <= SCRIPT_BITS
+    assert items_per_call(20 + 21) * 41 <= SCRIPT_BITS  # two stages sent: both k count
+    assert items_per_call(10**6) == 1 and items_per_call(0) == SCRIPT_BITS  # floor, and no k
+    assert cut((3, 10, 520), 214) == [(3, 10, 224), (3, 224, 438), (3, 438, 520)]
+    assert cut((0, 5, 5), 214) == []
+
+
+# --- the batch path: the same numbers as the per-item functions, in C-level passes ----------
+
+batch_items = st.lists(st.one_of(st.binary(max_size=40), st.text(max_size=20), st.integers(-10**20, 10**20),
+                                 st.uuids()), max_size=60)
+
+
+@given(batch_items)
+def test_items_bytes_is_item_bytes_of_each(items: list[object]) -> None:
+    assert items_bytes(items) == [item_bytes(x) for x in items]
+
+
+@pytest.mark.parametrize("items", [[b"a", "b", True], [None], ["x", 1.5], [b"ok", [b"a"]]])
+def test_items_bytes_refuses_a_bad_item_anywhere(items: list[object]) -> None:
+    with pytest.raises(BadBloomItem):
+        items_bytes(items)
+
+
+@given(st.lists(st.binary(max_size=40), max_size=60), st.integers(8, (1 << 32) - 8))
+def test_batch_hashes_and_walks_are_the_per_item_ones(data: list[bytes], m: int) -> None:
+    words = hash_many(data)
+    assert [tuple(words[3 * i : 3 * i + 3]) for i in range(len(data))] == [hash_bytes(x) for x in data]
+    a, b = walk_columns(words[0::3], words[1::3], m)
+    assert list(zip(a, b)) == [reduce(hash_bytes(x), m) for x in data]
+    assert interleave_walks([(a, b), walk_columns(words[0::3], words[1::3], 77)], 0, len(data)) == pack_walks(
+        [hash_bytes(x) for x in data], [m, 77])
+
+
+def test_a_zero_step_becomes_one() -> None:
+    from array import array
+
+    a, b = walk_columns(array("Q", [5, 1000]), array("Q", [1000, 2001]), 1000)  # h2 mod m = 0, then 1
+    assert list(a) == [5, 0] and list(b) == [1, 1]
+
+
+@given(st.lists(st.binary(min_size=1, max_size=8), min_size=1, max_size=80), st.integers(1, 300))
+def test_a_batch_groups_by_shard_and_answers_in_item_order(data: list[bytes], shards: int) -> None:
+    from densekv.sets.bloom_batch import Batch
+
+    batch = Batch(data, shards)
+    seen: list[int] = []
+    for shard, lo, hi in batch.spans:
+        members = list(range(lo, hi)) if batch.order is None else batch.order[lo:hi]
+        assert all(shard_of(hash_bytes(data[i]), shards) == shard for i in members)
+        assert members == sorted(members)  # item order kept inside a shard
+        seen += members
+        batch.put(lo, b"".join(b"1" if i % 3 == 0 else b"0" for i in members))
+    assert sorted(seen) == list(range(len(data)))
+    assert [shard for shard, _, _ in batch.spans] == sorted({shard_of(hash_bytes(x), shards) for x in data})
+    assert batch.results() == [i % 3 == 0 for i in range(len(data))]
+    stage = BloomSpec(100, 0.01, shards).stage(0)
+    shard, lo, hi = batch.spans[0]
+    members = list(range(lo, hi)) if batch.order is None else batch.order[lo:hi]
+    assert batch.walks([stage], lo, hi) == pack_walks([hash_bytes(data[i]) for i in members], [stage.bits])

@@ -18,8 +18,12 @@ Each configuration: flush (FLUSHALL on a scratch server, FLUSHDB on the --url da
 load N IDs from workloads.ids16 through CompactSet.add_many in fixed chunks (the client
 holds one chunk), close the loader's connection, read the Meter's used_memory delta;
 then four pipelined CAS phases of single-item commands (the seed's CAS): add of present
-IDs (hit), contains of present IDs, contains of absent IDs, add of new IDs (miss), each
-timed from one Python process, with server usec per call from INFO commandstats deltas
+IDs (hit), contains of present IDs, contains of absent IDs, add of new IDs (miss), timed
+from one Python process in CAS_ROUNDS rounds in which the four phases take turns; a
+phase's rate is the median of its rounds' rates (one phase is 10-30 ms of wall time: a
+busy machine that stalls the client or the server once hits one round, not the figure;
+single timings put configurations with the same server time per add five times apart),
+with server usec per call from INFO commandstats deltas summed over the rounds
 (never CONFIG RESETSTAT: see observe.py).
 
 Uses CompactSet's core read-only (`_core.add` / `_core.contains` flows, driven 1000 per
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import statistics
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -66,6 +71,7 @@ SWEEP_FACTOR = 8
 FLAT_CAP = 1_000_000
 CAS_SAMPLE = 2000  # items per CAS phase
 CAS_BATCH = 1000  # single-item commands per round trip
+CAS_ROUNDS = 4  # rounds per CAS phase (the four phases take turns round by round)
 LOAD_CHUNK = 20_000  # least items per add_many call (bounded client memory)
 ENCODING_SAMPLE = 32
 ABSENT_SEED = 0xAB5E  # the absent IDs: another stream, never the loaded one
@@ -289,26 +295,47 @@ class Sets(Experiment):
 
     def _cas(self, ctx: Context, s: Any, n: int, cas: int) -> dict[str, dict[str, Any]]:
         """The seed's CAS, one command per item, CAS_BATCH per round trip: present IDs
-        (the first `cas` loaded) and absent ones (another stream); the miss phase runs
-        last because it adds its IDs (after the memory reading)."""
+        (the first `cas` loaded) and absent ones (another stream), in CAS_ROUNDS rounds of
+        the four phases in turn. A round's miss phase adds the absent IDs its own contains
+        phase has just asked about, never those of a later round (after the memory reading)."""
         client, core, ex = ctx.target.client, s._core, s._ex
         present = list(ids16(cas))
         absent = list(ids16(cas, seed=ABSENT_SEED))
         plans = {"cas_hit": (core.add, present, False), "contains_hit": (core.contains, present, True),
                  "contains_miss": (core.contains, absent, False), "cas_miss": (core.add, absent, True)}
+        rounds = max(1, min(CAS_ROUNDS, cas))
+        timings: dict[str, list[tuple[int, float]]] = {name: [] for name in PHASES}
+        usec: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        per: dict[str, dict[str, dict[str, float]]] = {name: {} for name in PHASES}
+        unexpected: dict[str, int] = dict.fromkeys(PHASES, 0)
+        for r in range(rounds):
+            lo, hi = cas * r // rounds, cas * (r + 1) // rounds
+            for name in PHASES:
+                make, items, expected = plans[name]
+                before = commandstats(client)
+                t0 = time.perf_counter()
+                answers: list[Any] = []
+                for a in range(lo, hi, CAS_BATCH):
+                    answers += drive_flows(ex, [make(x) for x in items[a : min(hi, a + CAS_BATCH)]])
+                timings[name].append((hi - lo, time.perf_counter() - t0))
+                spent, commands = stats_delta(before, commandstats(client))
+                usec[name] += spent
+                for command_name, got in commands.items():
+                    into = per[name].setdefault(command_name, {"calls": 0, "usec": 0})
+                    into["calls"] += got["calls"]
+                    into["usec"] += got["usec"]
+                unexpected[name] += sum(1 for a in answers if bool(a) is not expected)
         out: dict[str, dict[str, Any]] = {}
         for name in PHASES:
-            make, items, expected = plans[name]
-            before = commandstats(client)
-            t0 = time.perf_counter()
-            answers: list[Any] = []
-            for lo in range(0, len(items), CAS_BATCH):
-                answers += drive_flows(ex, [make(x) for x in items[lo : lo + CAS_BATCH]])
-            seconds = time.perf_counter() - t0
-            usec, per = stats_delta(before, commandstats(client))
-            stats = op_stats(len(items), seconds, usec, per)
-            stats["expected"] = expected
-            stats["unexpected"] = sum(1 for a in answers if bool(a) is not expected)
+            for got in per[name].values():
+                got["usec_per_call"] = round(got["usec"] / got["calls"], 3)
+            rates = [count / seconds for count, seconds in timings[name] if seconds > 0]
+            stats = op_stats(cas, sum(seconds for _, seconds in timings[name]), usec[name], per[name])
+            stats["ops_per_s_total"] = stats["ops_per_s"]
+            stats["ops_per_s"] = round(statistics.median(rates), 1) if rates else None
+            stats["ops_per_s_rounds"] = [round(x, 1) for x in rates]
+            stats["expected"] = plans[name][2]
+            stats["unexpected"] = unexpected[name]
             out[name] = stats
         return out
 
@@ -396,13 +423,26 @@ class Sets(Experiment):
             "the seed's minimum was 32 because it stored hex text). MEMORY USAGE of a sample of partition keys, "
             "scaled to the key count, is a cross-check; OBJECT ENCODING of the sample shows listpack vs "
             "hashtable/skiplist.",
-            (f"CAS throughput, after the reading: {cas:,} single-item commands per phase, {CAS_BATCH} per "
+            (f"CAS throughput, after the reading: {cas:,} single-item commands per phase, up to {CAS_BATCH} per "
             "pipelined round trip, from one Python process - add of present IDs (CAS hit), contains of present "
             "IDs, contains of absent IDs, add of new IDs (CAS miss; SETNX-style: SET NX GET, SADD, HSETNX, "
-            "ZADD NX; the dense hash adds with one EVALSHA). Server microseconds per call = the INFO "
-            "commandstats usec delta of the phase / the items (never CONFIG RESETSTAT)."),
+            "ZADD NX; the dense hash of Redis 7.0 adds with HSETNX + HGET, a script only on a low-bit "
+            f"collision). Each phase runs in {CAS_ROUNDS} rounds, the four phases taking turns, and its items "
+            "per second are the median of its rounds' rates (ops_per_s_rounds in the record): a phase lasts "
+            "10-30 ms, so one stall of a busy machine used to decide a configuration's figure (a single "
+            "timing put configurations with the same server µs per add five times apart). "
+            "These rates are one client's pipelined round trips: mostly the client's own cost, alike for every "
+            "layout. The server's cost is the server-µs column = the INFO commandstats usec delta of the phase "
+            "/ the items (never CONFIG RESETSTAT). A CAS miss adds a new ID to a set already holding N: dense "
+            "and the listpack sweet spots are sized to sit just under the listpack limit at N, so their "
+            "misses insert into full listpacks (and convert some), which is why their server µs per miss is "
+            "several times their hit's; a set of one partition (a hashtable) or one per ID has no such limit."),
             (f"Bloom filter: densekv.sets.bloom.BloomFilter with capacity N, loaded with the same N IDs "
-            f"(add_many); bits per item = 8 x used_memory delta / N; false-positive rate = hits among "
+            f"(add_many in chunks of {LOAD_CHUNK:,}: its add/s is that load's rate; module-free = one Lua call "
+            "per shard per ~1,500 GETBIT/SETBIT, native = BF.MADD of 500); contains/s = contains_many of the "
+            "absent IDs below (the false-positive count), so it measures misses, which stop at the first "
+            "0 bit; benchmarks/bloom_speed.py compares the two modes operation by operation. "
+            f"Bits per item = 8 x used_memory delta / N; false-positive rate = hits among "
             f"{absent:,} absent IDs (another fixed-seed stream); the information limit -ln f / ln^2 2 bits per "
             "item is computed with that measured f (with the filter's formula where p x absent < 100 leaves "
             "too few hits to count). Native = RedisBloom's BF.* where the server has the module."),
@@ -469,7 +509,11 @@ class Sets(Experiment):
                   r.ops["load"]["ops_per_s"], r.ops["contains_miss"]["ops_per_s"]] for r in blooms],
                 "ratio = bits per item / (-ln f / ln²2), with f measured where the sample resolves it "
                 "(f used: " + ", ".join(f"{r.job.label}: {r.params['f_used']}" for r in blooms) + "). "
-                "bits/item (allocated) is the filter's own count of the bytes its strings hold.",
+                "bits/item (allocated) is the filter's own count of the bytes its strings hold. "
+                f"add/s: the load (add_many in chunks of {LOAD_CHUNK:,}); contains/s: contains_many of the "
+                "absent IDs (misses, which stop at the first 0 bit; present IDs test all k bits and are slower). "
+                "Module-free, each bit is one GETBIT/SETBIT from Lua (about 0.25 µs each on an idle server), "
+                "which is most of its time: BF.* does the same in C.",
             ))
 
 
