@@ -21,6 +21,8 @@ from typing import Any
 
 import redis
 
+from densekv.flows import drive_many
+
 #: Commands the lab itself sends around a phase (readings, sampling): never server work.
 HOUSEKEEPING = frozenset({
     "info", "config", "config|get", "config|set", "ping", "select", "client", "hello",
@@ -93,27 +95,6 @@ def sample_partitions(partitions: int, k: int, seed: int = 7) -> list[int]:
 
 
 def drive_flows(executor: Any, flows: list[Any]) -> list[Any]:
-    """Run many store flows in lockstep: one pipeline round trip per step for all of them.
-
-    A flow (densekv/sessions/store.py) yields lists of plans and receives their replies;
-    this feeds the plans of every flow to one `run_many` call per step.
-    """
-    results: list[Any] = [None] * len(flows)
-    active: list[tuple[int, Any, list[Any]]] = []
-    for i, flow in enumerate(flows):
-        try:
-            active.append((i, flow, next(flow)))
-        except StopIteration as done:
-            results[i] = done.value
-    while active:
-        replies = executor.run_many([p for _, _, plans in active for p in plans])
-        pos, waiting = 0, []
-        for i, flow, plans in active:
-            part = replies[pos : pos + len(plans)]
-            pos += len(plans)
-            try:
-                waiting.append((i, flow, flow.send(part)))
-            except StopIteration as done:
-                results[i] = done.value
-        active = waiting
-    return results
+    """Run many store flows in lockstep, one pipeline round trip per step for all of them:
+    densekv.flows.drive_many (kept under this name for the experiments that import it)."""
+    return drive_many(flows, executor)

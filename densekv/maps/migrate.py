@@ -10,8 +10,10 @@ its bucket are in different slots, a key moves in two idempotent steps: put-if-a
 into the map, then delete-if-unchanged of the plain key (undone if the plain key vanished
 in between). A crash at any point leaves every item in the plain key, the map, or (cluster,
 between the two steps) both with the map's copy read first; rerunning finishes the job,
-so nothing is lost or duplicated. `verify` reports what is left and checks every item
-decodes and every bucket is still a listpack. `migrate_to_plain` is the reverse.
+so nothing is lost or duplicated. `verify` (maps/whole.py) reports what is left and
+checks every item decodes and every bucket is still a listpack. `migrate_to_plain` is the
+reverse. Every step is a flow (the plain keys come from a flows.Scan, the pauses are a
+flows.Sleep), so the sync and the asyncio map run the same migration.
 
 In a map with ttl_mode "field" a moved key's TTL becomes its field's TTL, to the
 millisecond (PEXPIRETIME, then HPEXPIREAT in the same script or, on a cluster, in the
@@ -21,30 +23,16 @@ put-if-absent step), and the reverse migration gives the plain key the field's T
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from densekv import codec as cd
-from densekv.errors import DecodeError
+from densekv.flows import Flow, Scan, Sleep
 from densekv.lua import script
-from densekv.maps.buckets import KeyTooLong, Location, key_of
-from densekv.maps.compact import (
-    OOL,
-    OOL_SLACK,
-    Flow,
-    MapCore,
-    _chunks,
-    meta_key,
-    plain_bytes,
-    plain_value,
-    run_flows,
-    step,
-)
+from densekv.maps.buckets import KeyTooLong, Location
+from densekv.maps.core import MISSING, OOL, OOL_SLACK, MapCore, plain_bytes, plain_value
+from densekv.maps.meta import meta_key
 from densekv.plan import Command, Plan, command, script_call
-
-if TYPE_CHECKING:
-    from densekv.maps.compact import CompactMap
 
 MAX_RETRIES = 5
 
@@ -138,94 +126,93 @@ def _move_two_step(core: MapCore, work: list[tuple[bytes, bytes, Location, bytes
         yield undo
 
 
-def _plain_keys(m: CompactMap, pattern: bytes, count: int) -> Iterator[bytes]:
-    for k in m.client.scan_iter(match=pattern, count=count, _type="string"):
-        k = k if isinstance(k, bytes) else k.encode("utf-8", "surrogateescape")
-        if not own_key(m.namespace, k):
-            yield k
+def plain_scan(pattern: bytes, batch: int, count: int) -> Scan:
+    """A scan of the plain string keys matching a pattern (own_key() filters the map's)."""
+    return Scan(pattern, batch=batch, count=count, type="string")
 
 
-def migrate_from(m: CompactMap, pattern: str, *, batch: int = 500, pause: float = 0.0,
-                 progress: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
-    core = m._core
-    key = meta_key(m.namespace)
-    m._ex.run(command("HSET", key, "fallback", pattern, keys=(key,)))
+def count_plain(namespace: str, pattern: bytes) -> Flow[int]:
+    """Plain keys matching `pattern` still there (none of the map's own keys)."""
+    scan, total = plain_scan(pattern, 1000, 1000), 0
+    while chunk := (yield scan):
+        total += sum(1 for k in chunk if not own_key(namespace, k))
+    return total
+
+
+def migrate_from(core: MapCore, pattern: str, batch: int = 500, pause: float = 0.0,
+                 progress: Callable[[dict[str, int]], None] | None = None) -> Flow[dict[str, int]]:
+    """Move the plain keys matching `pattern` in (see the module docstring); counts by
+    outcome, and `remaining`: plain keys still there (0 clears the fallback)."""
+    key = meta_key(core.namespace)
+    yield [command("HSET", key, "fallback", pattern, keys=(key,))]
     core.fallback = pattern
     totals = {"moved": 0, "in_map": 0, "gone": 0, "skipped": 0}
-    for chunk in _chunks(_plain_keys(m, pattern.encode(), batch), batch):
-        counts = run_flows(m._ex, [move_keys(core, chunk)])[0]
+    scan = plain_scan(pattern.encode(), batch, batch)
+    while found := (yield scan):
+        chunk = [k for k in found if not own_key(core.namespace, k)]
+        if not chunk:
+            continue
+        counts = yield from move_keys(core, chunk)
         for k, v in counts.items():
             totals[k] += v
         if progress:
             progress(dict(totals))
         if pause:
-            time.sleep(pause)
-    remaining = sum(1 for _ in _plain_keys(m, pattern.encode(), 1000))
+            yield Sleep(pause)
+    remaining = yield from count_plain(core.namespace, pattern.encode())
     totals["remaining"] = remaining
     if remaining == totals["skipped"] == 0:
-        m._ex.run(command("HDEL", key, "fallback", keys=(key,)))
+        yield [command("HDEL", key, "fallback", keys=(key,))]
         core.fallback = None
     return totals
 
 
-def plain_items(m: CompactMap, pattern: bytes) -> Iterator[tuple[str, Any]]:
+def plain_items_of(core: MapCore, keys: Sequence[bytes]) -> Flow[list[tuple[str, Any]]]:
     """Plain keys not yet moved (items() during a migration): those the map lacks."""
-    core = m._core
-    for chunk in _chunks(_plain_keys(m, pattern, 1000), 200):
-        names = [k.decode("utf-8", "surrogateescape") for k in chunk]
-        locs: list[Location | None] = []  # None: too long for the map, so only plain
-        for n in names:
-            try:
-                locs.append(core.locate(n))
-            except KeyTooLong:
-                locs.append(None)
-        plans: list[Plan[Any]] = [command("GET", k, keys=(k,)) for k in chunk]
-        plans += [command("HGET", loc.bucket, loc.field, keys=(loc.bucket,)) for loc in locs if loc]
-        replies = m._ex.run_many(plans)
-        values, in_map = replies[: len(chunk)], iter(replies[len(chunk):])
-        for name, loc, v in zip(names, locs, values):
-            here = core.live(next(in_map)) is not None if loc else False
-            if v is not None and not here:
-                yield name, plain_value(bytes(v))
+    chunk = [k for k in keys if not own_key(core.namespace, k)]
+    names = [k.decode("utf-8", "surrogateescape") for k in chunk]
+    locs: list[Location | None] = []  # None: too long for the map, so only plain
+    for n in names:
+        try:
+            locs.append(core.locate(n))
+        except KeyTooLong:
+            locs.append(None)
+    if not chunk:
+        return []
+    plans: list[Plan[Any]] = [command("GET", k, keys=(k,)) for k in chunk]
+    plans += [command("HGET", loc.bucket, loc.field, keys=(loc.bucket,)) for loc in locs if loc]
+    replies = yield plans
+    values, in_map = replies[: len(chunk)], iter(replies[len(chunk):])
+    out = []
+    for name, loc, v in zip(names, locs, values):
+        here = core.live(next(in_map)) is not None if loc else False
+        if v is not None and not here:
+            out.append((name, plain_value(bytes(v))))
+    return out
 
 
-def migrate_to_plain(m: CompactMap, *, batch: int = 200, pause: float = 0.0) -> dict[str, int]:
+def migrate_to_plain(core: MapCore, batch: int = 200, pause: float = 0.0) -> Flow[dict[str, int]]:
     """Move every item back to a plain string key of its name (with its TTL)."""
-    core = m._core
     totals = {"moved": 0, "expired": 0, "changed": 0}
     for _ in range(MAX_RETRIES):
         changed = 0
-        for chunk in _chunks(m.buckets(), batch):
-            counts = run_flows(m._ex, [_unmove(core, chunk)])[0]
-            for k, v in counts.items():
-                totals[k] += v
-            changed += counts["changed"]
-            if pause:
-                time.sleep(pause)
+        for scan in core.bucket_scans(batch):  # a new walk per pass
+            while chunk := (yield scan):
+                counts = yield from _unmove(core, chunk)
+                for k, v in counts.items():
+                    totals[k] += v
+                changed += counts["changed"]
+                if pause:
+                    yield Sleep(pause)
         if not changed:
             break
     return totals
 
 
 def _unmove(core: MapCore, buckets: Sequence[bytes]) -> Flow[dict[str, int]]:
-    replies = yield [command("HGETALL", b, keys=(b,)) for b in buckets]
+    names, locs, raws = yield from core.fields_of(buckets)
     counts = {"moved": 0, "expired": 0, "changed": 0}
-    names: list[str] = []
-    locs: list[Location] = []
-    raws: list[bytes] = []
-    for b, reply in zip(buckets, replies):
-        pairs = reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2])
-        for field, raw in pairs:
-            names.append(key_of(core.namespace, bytes(b), bytes(field), core.geo, core.aliases))
-            locs.append(Location(bytes(b), bytes(field)))
-            raws.append(bytes(raw))
-    fallback, core.fallback = core.fallback, None
-    try:
-        values = yield from core.resolve(names, locs, raws)
-    finally:
-        core.fallback = fallback
-    from densekv.maps.compact import MISSING
-
+    values = yield from core.resolve(names, locs, raws, fallback=False)
     pexp: dict[tuple[bytes, bytes], int] = {}
     if core.field_ttl and core.facts.cluster and locs:  # the field TTLs, for SET PXAT
         by_bucket: dict[bytes, list[bytes]] = {}
@@ -267,38 +254,5 @@ def _unmove(core: MapCore, buckets: Sequence[bytes]) -> Flow[dict[str, int]]:
     return counts
 
 
-def verify(m: CompactMap, pattern: str | None = None) -> dict[str, Any]:
-    """Items that decode, any that do not (by key), buckets no longer listpacks, and plain
-    keys still matching `pattern` (0 after a finished migration)."""
-    core = m._core
-    items = 0
-    errors: list[str] = []
-    not_listpack = 0
-    by_field_ttl = 0
-    for chunk in _chunks(m.buckets(), 100):
-        encodings = m._ex.run_many([command("OBJECT", "ENCODING", b, keys=(b,)) for b in chunk])
-        odd = [(b, bytes(e)) for b, e in zip(chunk, encodings)
-               if e is not None and bytes(e) not in (b"listpack", b"listpackex")]
-        if odd and core.field_ttl:
-            # a server that keeps field TTLs in hashtables only (Valkey 9.1) converts a
-            # bucket with one expiring field: expected in this mode, unless the bucket is
-            # over the entries limit (then it would be a hashtable anyway)
-            sizes = m._ex.run_many([command("HLEN", b, keys=(b,)) for b, _ in odd])
-            fine = [n <= core.geo.entries_limit for n in sizes]
-            by_field_ttl += sum(fine)
-            odd = [o for o, f in zip(odd, fine) if not f]
-        not_listpack += len(odd)
-        try:
-            items += len(run_flows(m._ex, [core.items_of(chunk)])[0])
-        except DecodeError:
-            for b in chunk:  # find the culprits one bucket at a time
-                try:
-                    items += len(run_flows(m._ex, [core.items_of([b])])[0])
-                except DecodeError as exc:
-                    errors.append(str(exc.key))
-    plain_left = sum(1 for _ in _plain_keys(m, pattern.encode(), 1000)) if pattern else 0
-    return {"items": items, "decode_errors": errors, "buckets_not_listpack": not_listpack,
-            "buckets_hashtable_by_field_ttl": by_field_ttl, "plain_keys_left": plain_left, "ok": not errors and not not_listpack and not plain_left}
-
-
-__all__ = ["migrate_from", "migrate_to_plain", "move_keys", "plain_items", "step", "verify"]
+__all__ = ["count_plain", "migrate_from", "migrate_to_plain", "move_keys", "own_key", "plain_items_of",
+           "plain_scan"]

@@ -6,6 +6,12 @@ deleting it) - never from a version number, because Redis 7.4 keeps such a hash 
 listpack (listpackex) while Valkey 9 converts it to a hashtable, and that decides whether
 the `fieldttl` layouts are dense. Layouts never read the probe themselves: the planner
 and `layout="auto"` pass the numbers in.
+
+This is the one place server facts are read: `probe_flow()` is a flow, so the sync
+`probe()`, the asyncio `aprobe()` and every kind's async shell run the same reads, and
+each kind keeps only a pure projection of `Capabilities` (sessions.core.facts_of,
+maps.facts.facts_of, ...). `capabilities()` is the pure part (tested with tables,
+including Redis 6.2's ziplist config names).
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from typing import Any
 import redis
 
 from densekv.errors import ServerTooOld, ServerUnavailable
-from densekv.plan import SyncExecutor, command
+from densekv.flows import Flow, adrive, drive
+from densekv.plan import Command, Plan, command, executor_for
 
 MIN_VERSION = (6, 2)
 
@@ -102,27 +109,14 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _node_client(client: Any) -> redis.Redis:
-    """A plain client of one node: the client itself, or a cluster's first primary."""
-    if isinstance(client, redis.RedisCluster):
-        node = client.get_primaries()[0]  # type: ignore[no-untyped-call]  # redis-py: untyped
-        return node.redis_connection  # type: ignore[no-any-return]
-    return client  # type: ignore[no-any-return]
-
-
-def _config(node: redis.Redis) -> tuple[dict[str, str], bool]:
-    values: dict[str, str] = {}
-    try:
-        for key, names in _CONFIG_NAMES.items():
-            for name in names:
-                reply = node.execute_command("CONFIG", "GET", name)  # type: ignore[no-untyped-call]  # redis-py: untyped
-                pairs = _pairs(reply)
-                if name in pairs:
-                    values[key] = pairs[name]
-                    break
-    except redis.ResponseError:  # CONFIG renamed or forbidden (managed services)
-        return {}, False
-    return values, True
+def parse_info(raw: Any) -> dict[str, str]:
+    """INFO's text (`key:value` lines under `# Section` headers) as a flat dict."""
+    out: dict[str, str] = {}
+    for line in _text(raw).splitlines():
+        if line and not line.startswith("#") and ":" in line:
+            key, value = line.split(":", 1)
+            out[key] = value.strip()
+    return out
 
 
 def _pairs(reply: Any) -> dict[str, str]:
@@ -132,30 +126,12 @@ def _pairs(reply: Any) -> dict[str, str]:
     return dict(zip(items[::2], items[1::2]))
 
 
-def _has_command(node: redis.Redis, name: str) -> bool:
-    # Raw reply through a plan: redis-py's COMMAND INFO callback fails on a nil entry.
-    reply: list[Any] = SyncExecutor(node).run(command("COMMAND", "INFO", name))
+def _known(reply: Any) -> bool:
+    # the raw reply: redis-py's COMMAND INFO callback fails on a nil entry
     return bool(reply) and reply[0] is not None
 
 
-def _field_ttl_encoding(client: Any, field_ttl: str) -> str | None:
-    """Try one expiring field on a scratch key and read the encoding it really got."""
-    if field_ttl == "none":
-        return None
-    key = f"densekv:probe:{{{secrets.token_hex(8)}}}"
-    try:
-        client.execute_command("HSET", key, "f", "v", "g", "w")
-        client.execute_command("HEXPIRE", key, 3600, "FIELDS", 1, "f")
-        return _text(client.execute_command("OBJECT", "ENCODING", key))
-    finally:
-        client.execute_command("DEL", key)
-
-
-def _modules(node: redis.Redis) -> tuple[str, ...]:
-    try:
-        reply = node.execute_command("MODULE", "LIST")  # type: ignore[no-untyped-call]  # redis-py: untyped
-    except redis.ResponseError:
-        return ()
+def _module_names(reply: Any) -> tuple[str, ...]:
     names = []
     for entry in reply or []:
         if isinstance(entry, dict):
@@ -166,38 +142,81 @@ def _modules(node: redis.Redis) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def probe(client: Any) -> Capabilities:
-    """Ask the server (one node of a cluster) what it is and what it can do."""
-    node = _node_client(client)
+def _each_or_none(plans: list[Plan[Any]]) -> Flow[list[Any]]:
+    """The plans' results in one round trip; if one is refused (CONFIG or MODULE renamed
+    or forbidden on a managed service), each plan alone, None for those refused."""
     try:
-        info = node.info()
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        return (yield plans)
+    except redis.ResponseError:
+        out: list[Any] = []
+        for plan in plans:
+            try:
+                out.append((yield [plan])[0])
+            except redis.ResponseError:
+                out.append(None)
+        return out
+
+
+def probe_flow() -> Flow[Capabilities]:
+    """The probe as a flow (densekv/flows.py): sync, asyncio and cluster executors run the
+    same one. Two round trips (three on a server with field TTL): INFO and COMMAND INFO;
+    every CONFIG name (listpack names and their pre-7.0 ziplist aliases) and MODULE LIST;
+    then one expiring field on a scratch key, deleted in the same round trip."""
+    try:
+        info, hsetex, hexpire = yield [command("INFO", decode=parse_info),
+                                       command("COMMAND", "INFO", "HSETEX", decode=_known),
+                                       command("COMMAND", "INFO", "HEXPIRE", decode=_known)]
+    except (redis.ConnectionError, redis.TimeoutError, ServerUnavailable) as exc:
         raise ServerUnavailable(f"server does not answer: {exc}") from exc
     flavor = "valkey" if "valkey_version" in info or info.get("server_name") == "valkey" else "redis"
-    version = _text(info.get("valkey_version") or info["redis_version"])
+    version = info.get("valkey_version") or info["redis_version"]
     if version_tuple(version)[:2] < MIN_VERSION:
         raise ServerTooOld(
             f"{flavor} {version} is too old: densekv needs Redis or Valkey 6.2 or newer"
         )
-    config, readable = _config(node)
+    names = [name for names in _CONFIG_NAMES.values() for name in names]
+    *replies, modules = yield from _each_or_none(
+        [command("CONFIG", "GET", name, decode=_pairs) for name in names]
+        + [command("MODULE", "LIST", decode=_module_names)])
+    field_ttl = "hsetex" if hsetex else "hexpire" if hexpire else "none"
+    encoding = None
+    if field_ttl != "none":
+        key = f"densekv:probe:{{{secrets.token_hex(8)}}}".encode()
+        got = yield [Plan((Command(("HSET", key, "f", "v", "g", "w"), (key,)),
+                           Command(("HEXPIRE", key, 3600, "FIELDS", 1, "f"), (key,)),
+                           Command(("OBJECT", "ENCODING", key), (key,)),
+                           Command(("DEL", key), (key,))))]
+        encoding = _text(got[0][2])
+    return capabilities(info, dict(zip(names, replies)), field_ttl, encoding, modules or ())
+
+
+def capabilities(info: dict[str, str], config: dict[str, dict[str, str] | None], field_ttl: str,
+                 field_ttl_encoding: str | None, modules: tuple[str, ...] = ()) -> Capabilities:
+    """Capabilities from what the server said: INFO, the CONFIG GET reply per name (None
+    where refused: then every limit is assumed to be its default), COMMAND INFO, the
+    scratch key's encoding and MODULE LIST. The first name of _CONFIG_NAMES that the
+    server knows wins (Redis 6.2 knows only the ziplist names)."""
+    readable = all(reply is not None for reply in config.values())
+    values: dict[str, str] = {}
+    for key, candidates in _CONFIG_NAMES.items():
+        for name in candidates:
+            found = config.get(name) or {}
+            if readable and name in found:
+                values[key] = found[name]
+                break
 
     def num(key: str) -> int | None:
-        return int(config[key]) if key in config else None
+        return int(values[key]) if key in values else None
 
     def limit(key: str) -> int:
         value = num(key)
         return DEFAULT_LIMITS[key] if value is None else value
 
-    if _has_command(node, "HSETEX"):
-        field_ttl = "hsetex"
-    elif _has_command(node, "HEXPIRE"):
-        field_ttl = "hexpire"
-    else:
-        field_ttl = "none"
+    flavor = "valkey" if "valkey_version" in info or info.get("server_name") == "valkey" else "redis"
     caps = Capabilities(
         flavor=flavor,
-        version=version,
-        allocator=_text(info.get("mem_allocator", "unknown")),
+        version=info.get("valkey_version") or info["redis_version"],
+        allocator=info.get("mem_allocator", "unknown"),
         hash_max_listpack_entries=limit("hash_max_listpack_entries"),
         hash_max_listpack_value=limit("hash_max_listpack_value"),
         zset_max_listpack_entries=limit("zset_max_listpack_entries"),
@@ -206,15 +225,25 @@ def probe(client: Any) -> Capabilities:
         set_max_listpack_value=num("set_max_listpack_value"),
         set_max_intset_entries=limit("set_max_intset_entries"),
         field_ttl=field_ttl,
-        field_ttl_encoding=_field_ttl_encoding(client, field_ttl),
-        modules=_modules(node),
-        cluster=bool(int(info.get("cluster_enabled", 0))),
+        field_ttl_encoding=field_ttl_encoding,
+        modules=modules,
+        cluster=bool(int(info.get("cluster_enabled", "0") or 0)),
         maxmemory=num("maxmemory") or 0,
-        maxmemory_policy=config.get("maxmemory_policy", "unknown"),
-        lazyfree_user_flush=config.get("lazyfree_user_flush", "no") == "yes",
+        maxmemory_policy=values.get("maxmemory_policy", "unknown"),
+        lazyfree_user_flush=values.get("lazyfree_user_flush", "no") == "yes",
         config_readable=readable,
     )
     return _with_warnings(caps)
+
+
+def probe(client: Any) -> Capabilities:
+    """Ask the server (one primary of a cluster) what it is and what it can do."""
+    return drive(probe_flow(), executor_for(client))
+
+
+async def aprobe(client: Any) -> Capabilities:
+    """The same with a redis-py asyncio client."""
+    return await adrive(probe_flow(), executor_for(client))
 
 
 def _with_warnings(caps: Capabilities) -> Capabilities:

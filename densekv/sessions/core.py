@@ -21,12 +21,13 @@ drift. Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from densekv.codec import ZstdDictionary
 from densekv.errors import DecodeError, DensekvError
+from densekv.flows import Flow, gather, retrying
 from densekv.keys import partition_count
 from densekv.maps.dictionaries import plan_load, plan_store, train_dictionary
 from densekv.plan import Command, Plan, command
@@ -52,8 +53,10 @@ from densekv.sessions.model import (
 )
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES, PayloadCodec, pack_data
 
+if TYPE_CHECKING:
+    from densekv.server.probe import Capabilities
+
 T = TypeVar("T")
-Flow = Generator[list[Plan[Any]], list[Any], T]
 
 LAYOUTS = ("json", "packed", "hash", "zset", "dense", "fieldttl")
 DEFAULT_TTL = 30 * 24 * 3600
@@ -264,6 +267,22 @@ class SessionCore:
         self.meta = meta
         self.layout = make_layout(self.choice.layout, self.namespace, self.facts, self.expected_sessions,
                                   None, meta)
+
+    def guarded(self, make: Callable[[SessionCore], Flow[T]]) -> Flow[T]:
+        """The flow `make(self)`, as both shells run every operation: the metadata is
+        re-read first when stale() (every few seconds while a repartition runs, once a
+        minute otherwise, so every process sees its end and a new dictionary), and a run
+        that meets a repartition tombstone (WrongType) re-reads it and runs again on the
+        new partition count."""
+        if self.stale():
+            yield from self.refresh()
+        return (yield from retrying(lambda: make(self), self._after_tombstone))
+
+    def _after_tombstone(self, exc: Exception) -> Flow[bool]:
+        """True to run again: a partitioned store whose metadata changed."""
+        if not isinstance(self.layout, PartitionedLayout):
+            return False
+        return (yield from self.refresh())
 
     def stale(self) -> bool:
         """Time to re-read the metadata: often during a repartition, else once a minute."""
@@ -517,6 +536,10 @@ class SessionCore:
             return None
         rec = yield from self._read(digest)
         return None if rec is None else rec.session(token)
+
+    def get_many(self, tokens: list[str]) -> Flow[list[Session | None]]:
+        """get() of every token, their round trips shared (one pipeline per step)."""
+        return (yield from gather([self.get(t) for t in tokens]))
 
     def _read(self, digest: bytes) -> Flow[Record | None]:
         """The live record of a digest, payload decoded; None if missing or expired. The
@@ -805,10 +828,10 @@ class SessionCore:
         fullest = max(sizes, default=0)
         if fullest > 0.9 * limit:
             return [
-                f"the fullest partition holds {fullest} sessions of the {limit} a listpack may "
+                (f"the fullest partition holds {fullest} sessions of the {limit} a listpack may "
                 "hold: partitions are about to convert to hashtables (several times the memory); "
                 "grow the store online: `densekv repartition --partitions N` (or "
-                "store.repartition(N)) with N twice the current count or more"
+                "store.repartition(N)) with N twice the current count or more")
             ]
         return []
 
@@ -843,10 +866,8 @@ def _no_bytes(value: Any) -> None:
             _no_bytes(v)
 
 
-def facts_from_probe(client: Any) -> ServerFacts:
-    from densekv.server.probe import probe
-
-    caps = probe(client)
+def facts_of(caps: Capabilities) -> ServerFacts:
+    """What a session store needs of the probe's Capabilities (a pure projection)."""
     return ServerFacts(
         LayoutLimits(caps.hash_max_listpack_entries, caps.hash_max_listpack_value, caps.zset_max_listpack_entries),
         caps.field_ttl,
@@ -855,20 +876,8 @@ def facts_from_probe(client: Any) -> ServerFacts:
     )
 
 
-async def _afacts(ex: Any) -> ServerFacts:
-    """The few server facts an async store needs, read with CONFIG GET / COMMAND INFO."""
-    from densekv.plan import command
+def facts_from_probe(client: Any) -> ServerFacts:
+    """The facts of a sync (or cluster) client's server: facts_of(probe(client))."""
+    from densekv.server.probe import probe
 
-    def pair(reply: Any) -> int:
-        items = list(reply.items()) if isinstance(reply, dict) else list(zip(reply[::2], reply[1::2]))
-        return int(items[0][1])
-
-    entries, value, zentries, hexpire, hsetex = await ex.run_many([
-        command("CONFIG", "GET", "hash-max-listpack-entries", decode=pair),
-        command("CONFIG", "GET", "hash-max-listpack-value", decode=pair),
-        command("CONFIG", "GET", "zset-max-listpack-entries", decode=pair),
-        command("COMMAND", "INFO", "HEXPIRE", decode=lambda r: bool(r) and r[0] is not None),
-        command("COMMAND", "INFO", "HSETEX", decode=lambda r: bool(r) and r[0] is not None),
-    ])
-    field_ttl = "hsetex" if hsetex else "hexpire" if hexpire else "none"
-    return ServerFacts(LayoutLimits(entries, value, zentries), field_ttl, None, cluster=False)
+    return facts_of(probe(client))

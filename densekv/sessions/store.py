@@ -1,9 +1,10 @@
 """SessionStore and AsyncSessionStore: the session API, as thin shells over SessionCore.
 
-Every operation is a flow of densekv/sessions/core.py; the shells only drive flows (sync,
-cluster or asyncio executor), retry a flow that met a repartition tombstone, and re-read
-the store's metadata now and then. Anything with logic belongs in the core, so the two
-shells cannot drift: they expose the same operations with the same arguments.
+Every operation is a flow of densekv/sessions/core.py, run through SessionCore.guarded
+(re-read the store's metadata now and then, retry a flow that met a repartition
+tombstone); the shells only drive those flows with densekv/flows.py (sync, cluster or
+asyncio executor). Anything with logic belongs in the core, so the two shells cannot
+drift: they expose the same operations with the same arguments.
 """
 
 from __future__ import annotations
@@ -14,18 +15,18 @@ from typing import Any, TypeVar
 
 import redis
 
-from densekv.errors import WrongType
+from densekv.flows import Flow, adrive, drive
 from densekv.plan import executor_for
+from densekv.server.probe import probe_flow
 from densekv.sessions.core import (
     AUTO_TRAIN,
     DEFAULT_TTL,
     LAYOUTS,
-    Flow,
     LayoutUnavailable,
     ServerFacts,
     SessionCore,
-    _afacts,
     facts_from_probe,
+    facts_of,
     make_layout,
 )
 from densekv.sessions.layouts.partitioned import PartitionedLayout
@@ -34,7 +35,7 @@ from densekv.sessions.model import Identity, Session
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
 
 __all__ = ["LAYOUTS", "AsyncSessionStore", "LayoutUnavailable", "ServerFacts", "SessionStore",
-           "facts_from_probe", "make_layout"]
+           "facts_from_probe", "facts_of", "make_layout"]
 
 T = TypeVar("T")
 Data = dict[str, Any]
@@ -114,29 +115,11 @@ class SessionStore(_Options):
         self._drive(self._core.open())
 
     def _drive(self, flow: Flow[T]) -> T:
-        try:
-            plans = next(flow)
-            while True:
-                plans = flow.send(self._ex.run_many(plans))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+        return drive(flow, self._ex)
 
     def _run(self, make: Callable[[SessionCore], Flow[T]]) -> T:
-        """Run a flow made by `make` (core -> flow). A flow that meets a repartition
-        tombstone (WrongType) re-reads the store metadata and runs again on the new
-        partition count; the metadata is re-read every few seconds while a repartition
-        runs and once a minute otherwise, so every process sees its end (and a new
-        dictionary)."""
-        core = self._core
-        if core.stale():
-            self._drive(core.refresh())
-        for attempt in range(4):
-            try:
-                return self._drive(make(core))
-            except WrongType:
-                if attempt == 3 or not isinstance(core.layout, PartitionedLayout) or not self._drive(core.refresh()):
-                    raise
-        raise AssertionError("unreachable")
+        """Run a flow made by `make` (core -> flow) as SessionCore.guarded runs it."""
+        return drive(self._core.guarded(make), self._ex)
 
     @property
     def layout(self) -> str:
@@ -182,6 +165,11 @@ class SessionStore(_Options):
 
     def get(self, token: str) -> Session | None:
         return self._run(lambda c: c.get(token))
+
+    def get_many(self, tokens: Iterable[str]) -> list[Session | None]:
+        """get() of many tokens in one pipeline round trip per step (not one per token)."""
+        todo = list(tokens)
+        return self._run(lambda c: c.get_many(todo))
 
     def touch(self, token: str) -> bool:
         return self._run(lambda c: c.touch(token))
@@ -241,7 +229,7 @@ class SessionStore(_Options):
 
 class AsyncSessionStore(_Options):
     """The asyncio twin of SessionStore: same names, awaited. Unless `facts` is given, the
-    first operation (or `await store.ready()`) reads the server's limits with CONFIG GET."""
+    first operation (or `await store.ready()`) probes the server (server/probe.py)."""
 
     def __init__(
         self,
@@ -271,31 +259,19 @@ class AsyncSessionStore(_Options):
 
     async def ready(self) -> SessionCore:
         if self._core is None:
-            core = SessionCore(self._facts or await _afacts(self._ex), **self._args)  # type: ignore[arg-type]
+            facts = self._facts or facts_of(await adrive(probe_flow(), self._ex))
+            core = SessionCore(facts, **self._args)  # type: ignore[arg-type]
             await self._drive(core.open())
             self._core = core
         return self._core
 
     async def _drive(self, flow: Flow[T]) -> T:
-        try:
-            plans = next(flow)
-            while True:
-                plans = flow.send(await self._ex.run_many(plans))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+        return await adrive(flow, self._ex)
 
     async def _run(self, make: Callable[[SessionCore], Flow[T]]) -> T:
-        """As SessionStore._run: retried on a repartition tombstone."""
+        """As SessionStore._run."""
         core = await self.ready()
-        if core.stale():
-            await self._drive(core.refresh())
-        for attempt in range(4):
-            try:
-                return await self._drive(make(core))
-            except WrongType:
-                if attempt == 3 or not isinstance(core.layout, PartitionedLayout) or not await self._drive(core.refresh()):
-                    raise
-        raise AssertionError("unreachable")
+        return await adrive(core.guarded(make), self._ex)
 
     @property
     def layout(self) -> str:
@@ -346,6 +322,10 @@ class AsyncSessionStore(_Options):
 
     async def get(self, token: str) -> Session | None:
         return await self._run(lambda c: c.get(token))
+
+    async def get_many(self, tokens: Iterable[str]) -> list[Session | None]:
+        todo = list(tokens)
+        return await self._run(lambda c: c.get_many(todo))
 
     async def touch(self, token: str) -> bool:
         return await self._run(lambda c: c.touch(token))

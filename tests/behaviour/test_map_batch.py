@@ -22,16 +22,12 @@ import redis.asyncio
 from redis.crc import key_slot
 
 from densekv.errors import DecodeError
+from densekv.flows import drive
 from densekv.maps import AsyncCompactMap, CompactMap
 from densekv.maps.buckets import KeyTooLong, locate
-from densekv.maps.compact import (
-    GET,
-    NotAnInteger,
-    Pending,
-    TransactionError,
-    ValueTooLarge,
-    run_flows,
-)
+from densekv.maps.compact import NotAnInteger, TransactionError, ValueTooLarge
+from densekv.maps.fast import run_fast
+from densekv.maps.queue import QueuedGet
 from densekv.server.probe import probe
 from densekv.server.process import ServerProcess
 
@@ -181,7 +177,7 @@ def test_an_out_of_line_value_replaced_between_round_trips_is_read_again(client:
     m = CompactMap(client, "race", expected=5000)
     m.set("user:1", "v" * 200)
     loc = m._core.locate("user:1")
-    flow = m._core.run_fast([(GET, "user:1", Pending(), None, ())])
+    flow = run_fast(m._core, [QueuedGet("user:1")])
     replies = m._ex.run_many(next(flow))  # the bucket read: the marker
     other = CompactMap(client, "race")
     other.set("user:1", "now inline")
@@ -407,7 +403,7 @@ def test_big_batches_group_commands_and_read_back(client: redis.Redis) -> None:
     futures = [b.get(k) for k in want]
     b.execute()
     assert [f.result() for f in futures] == list(want.values())
-    assert run_flows(m._ex, [m._core.get_many(list(want))])[0] == list(want.values())
+    assert drive(m._core.get_many(list(want)), m._ex) == list(want.values())
     assert m.ttl("user:77") in (99, 100) and client.object("encoding", m._core.locate("user:1").bucket) == b"listpack"
 
 

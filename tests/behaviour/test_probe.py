@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
-import pytest
 import redis
+import redis.asyncio
 
 import densekv
 from densekv.server.cluster import LocalCluster
+from densekv.server.probe import aprobe
 
 # What each server of the matrix must report (issue 2's "done when").
 EXPECTED = {
-    "redis-7.0": dict(flavor="redis", version="7.0.", field_ttl="none", field_ttl_encoding=None,
-                      set_max_listpack_entries=None, allocator="jemalloc"),
-    "redis-7.4": dict(flavor="redis", version="7.4.", field_ttl="hexpire",
-                      field_ttl_encoding="listpackex", allocator="jemalloc"),
-    "valkey-8.0": dict(flavor="valkey", version="8.0.", field_ttl="none", field_ttl_encoding=None,
-                       allocator="jemalloc"),
-    "valkey-9.1": dict(flavor="valkey", version="9.1.", field_ttl="hsetex",
-                       field_ttl_encoding="hashtable", allocator="libc"),
+    "redis-7.0": {"flavor": "redis", "version": "7.0.", "field_ttl": "none", "field_ttl_encoding": None,
+                      "set_max_listpack_entries": None, "allocator": "jemalloc"},
+    "redis-7.4": {"flavor": "redis", "version": "7.4.", "field_ttl": "hexpire",
+                      "field_ttl_encoding": "listpackex", "allocator": "jemalloc"},
+    "valkey-8.0": {"flavor": "valkey", "version": "8.0.", "field_ttl": "none", "field_ttl_encoding": None,
+                       "allocator": "jemalloc"},
+    "valkey-9.1": {"flavor": "valkey", "version": "9.1.", "field_ttl": "hsetex",
+                       "field_ttl_encoding": "hashtable", "allocator": "libc"},
 }
 
 REQUIRED_JSON_FIELDS = {
@@ -72,15 +74,17 @@ def test_probe_on_a_cluster(cluster: LocalCluster, cluster_client: redis.RedisCl
     assert sum(n.client().dbsize() for n in cluster.nodes) == 0
 
 
-def test_server_too_old_is_refused(monkeypatch: pytest.MonkeyPatch, client: redis.Redis) -> None:
-    real_info = client.info
+def test_the_async_probe_reads_the_same_server(server_name: str, client: redis.Redis) -> None:
+    """One probe flow for both: the asyncio client sees what the sync one sees (a server
+    too old, one that forbids CONFIG, Redis 6.2's ziplist names: tests/unit/test_probe_flow.py)."""
+    port = client.connection_pool.connection_kwargs["port"]
 
-    def old_info(*args: object, **kwargs: object) -> dict[str, object]:
-        info = dict(real_info(*args, **kwargs))
-        info.pop("valkey_version", None)
-        info["redis_version"] = "6.0.9"
-        return info
+    async def main() -> densekv.Capabilities:
+        aclient = redis.asyncio.Redis(host="127.0.0.1", port=port)
+        try:
+            return await aprobe(aclient)
+        finally:
+            await aclient.aclose()
 
-    monkeypatch.setattr(client, "info", old_info)
-    with pytest.raises(densekv.ServerTooOld, match="6.2"):
-        densekv.probe(client)
+    assert asyncio.run(main()) == densekv.probe(client)
+    assert client.dbsize() == 0

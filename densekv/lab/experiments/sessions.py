@@ -9,9 +9,9 @@ points where partitions convert from listpack to hashtable/skiplist are on the c
 Then the store's own get flow is run for a sample of the created tokens, pipelined 1000
 per round trip; server time per operation comes from INFO commandstats deltas.
 
-Uses SessionStore internals read-only (`_core.layout` for partition key names,
-`_core.get` flows and `_ex` for pipelined gets): a public `partition_keys()` and
-`get_many()` on SessionStore would replace them (listed in the lab's hand-over notes).
+Only public entry points: the partition key names come from the layout the store
+explains (make_layout with its partition count), the pipelined gets are
+SessionStore.get_many (the store's own get flow, gathered 1000 per round trip).
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from densekv.lab.experiments.base import (
 from densekv.lab.observe import (
     commandstats,
     converted_share,
-    drive_flows,
     encodings,
     sample_partitions,
     stats_delta,
@@ -142,7 +141,7 @@ class Sessions(Experiment):
         client, n = ctx.target.client, ctx.n
         store = SessionStore(client, namespace=NAMESPACE, layout=variant.layout, expected_sessions=n,
                              index_identities=False, partitions=variant.partitions, facts=facts)
-        layout = store._core.layout  # read-only: key names for the encoding sample
+        layout = store_layout(store, facts, n)  # key names for the encoding sample
         partitions = layout.partitions if isinstance(layout, PartitionedLayout) else None
         result = VariantResult(variant, partitions, limits={
             "hash_max_listpack_entries": facts.limits.hash_max_listpack_entries,
@@ -202,13 +201,12 @@ class Sessions(Experiment):
 
     def _gets(self, ctx: Context, store: Any, tokens: list[str]) -> dict[str, Any]:
         client = ctx.target.client
-        core, ex = store._core, store._ex  # the store's own get flow, pipelined
         before = commandstats(client)
         t0 = time.perf_counter()
         found = 0
         for i in range(0, len(tokens), GET_BATCH):
             batch = tokens[i : i + GET_BATCH]
-            found += sum(1 for s in drive_flows(ex, [core.get(t) for t in batch]) if s is not None)
+            found += sum(1 for s in store.get_many(batch) if s is not None)
             ctx.progress.advance(len(batch))
         seconds = time.perf_counter() - t0
         usec, per = stats_delta(before, commandstats(client))
@@ -235,27 +233,27 @@ class Sessions(Experiment):
         stamp = ctx.target.stamp
         lim = facts.limits
         out.method += [
-            f"Sessions with integer identities (workloads.identities, fixed seed) and no payload were "
+            (f"Sessions with integer identities (workloads.identities, fixed seed) and no payload were "
             f"created through SessionStore.create_many, {CREATE_BATCH} per pipelined round trip, without "
             f"the identity index (the seed's setup), up to N = {ctx.n:,} in {len(marks)} log steps "
-            f"({', '.join(f'{m:,}' for m in marks)}).",
+            f"({', '.join(f'{m:,}' for m in marks)})."),
             "At each step densekv's Meter read INFO used_memory after the server settled (no lazy free "
             "pending, no rehashing, used_memory still) and divided the delta from the flushed baseline by "
             "the sessions stored; the loader's connection was closed first so its buffers do not count. "
             "Every layout starts from a flushed "
             + ("server." if stamp.scratch else "database (the lab's own, empty when it started)."),
-            f"Conversion points: at each step OBJECT ENCODING was read for up to {ENCODING_SAMPLE} "
+            (f"Conversion points: at each step OBJECT ENCODING was read for up to {ENCODING_SAMPLE} "
             "partition keys (a fixed sample); a marked point is one where some of them had left the "
             f"listpack (hash-max-listpack-entries = {lim.hash_max_listpack_entries}, "
-            f"zset-max-listpack-entries = {lim.zset_max_listpack_entries} on this server).",
-            f"The seed's 256 / 65k / 1M-partition variants are scaled to this run: seed 000 followed them "
+            f"zset-max-listpack-entries = {lim.zset_max_listpack_entries} on this server)."),
+            (f"The seed's 256 / 65k / 1M-partition variants are scaled to this run: seed 000 followed them "
             f"to about {SEED_RANGE:,} sessions, so each partition count is multiplied by "
             f"N / {SEED_RANGE:,} (nearest power of two). Sessions per partition at this N are then what "
-            "the seed had at 40M, and its conversions fall inside this run.",
-            f"Throughput: create = sessions created per second during the loads (pipelined); get = the "
+            "the seed had at 40M, and its conversions fall inside this run."),
+            (f"Throughput: create = sessions created per second during the loads (pipelined); get = the "
             f"store's own get() logic for {gets:,} of the created tokens, {GET_BATCH} per pipelined round "
             "trip. Server time per operation = the INFO commandstats usec delta of the phase divided by "
-            "the operations (EXEC / EVALSHA time where the layout wraps its commands).",
+            "the operations (EXEC / EVALSHA time where the layout wraps its commands)."),
         ]
         if not results:
             return
@@ -290,6 +288,14 @@ class Sessions(Experiment):
               "; ".join(conversion_notes(r)) or "-"] for r in results],
             "MEMORY USAGE prices keys one by one (a cross-check; it misses the main dict's buckets).",
         ))
+
+
+def store_layout(store: Any, facts: Any, n: int) -> Any:
+    """The layout a store uses (for its key names), rebuilt from what it explains."""
+    from densekv.sessions.store import make_layout
+
+    partitions = store.explain().get("partitions")
+    return make_layout(store.layout, store.namespace, facts, n, partitions)
 
 
 def conversion_notes(result: VariantResult) -> list[str]:
@@ -450,7 +456,7 @@ def replay(record: Mapping[str, Any]) -> Replay:
             raise NotReplayable(f"no sessions variant {label!r} at N = {n:,} on this server")
         store = SessionStore(client, namespace=NAMESPACE, layout=variant.layout, expected_sessions=n,
                              index_identities=False, partitions=variant.partitions, facts=facts, clock=paced)
-        layout = store._core.layout
+        layout = store_layout(store, facts, n)
         partitions = layout.partitions if isinstance(layout, PartitionedLayout) else None
         if partitions != record.get("partitions"):
             raise NotReplayable(f"{label}: {partitions} partitions here, {record.get('partitions')} in the record")
