@@ -1,0 +1,454 @@
+"""Web sessions against the peers (issue 11): bytes per session for payload profiles P0-P3,
+and the time of a request that reads its session, densekv against Flask-Session 0.8,
+Django's cache session backend and starsessions 2.2 (benchmarks/web_peers.py drives them).
+
+Memory: for each server, N, profile and store (interleaved: densekv, then each peer, for
+one (server, N, profile) before the next), a fresh child process on a freshly started
+server: 200 sessions through the same loader to warm up every command (then flushed by the
+meter), the meter's baseline, N sessions of `densekv.lab.session_profiles.session(profile,
+n)`, densekv's Meter (bytes_per_item) beside a plain used_memory delta (INFO on the fresh
+server before anything, and after the load). densekv: `SessionStore(client, namespace=
+"sess", expected_sessions=N)` (auto layout, identity index on), sessions put in batches of
+BATCH through the store's own record path (what create_many runs, with each session's own
+data); when the store has `train_dictionary`, its zstd dictionary is trained on the data
+of the first TRAIN_N sessions before any is stored, so every session is written with it
+("dictionary" in the record). Every record reads a sample back through the store's own
+load path and fails on a mismatch.
+
+Timing: per framework, on a fresh server, a child process builds two apps that differ only
+in their session backend (densekv's integration, the peer), preloads --timing-sessions P1
+sessions into each store, seeds SEEDED sessions through each app (POST /seed, the
+framework's own write path) and times GET /get/_auth_user_id through the framework's test
+client in interleaved rounds (A B, B A, ...) of --requests requests each: median and p90
+per request, densekv/peer of the medians (`ratio`) and the median of the per-round ratios
+(`ratio_paired`: each round's two halves ran back to back, so it holds up better on a busy
+machine). "flask-norefresh" is Flask with SESSION_REFRESH_EACH_REQUEST=False in both apps
+(Flask-Session then stops re-writing the session on every read). A framework whose densekv
+integration does not import yet is skipped with the reason in the record.
+
+The run copies densekv/ to a temporary directory first and every child imports that copy
+(`densekv_digest` in each record), so a run of an hour measures one state of the code.
+
+Usage: python benchmarks/web_sessions.py [--quick] [--n 100000 --n 1000000]
+       [--servers valkey-9.1,redis-7.0] [--stores densekv,flask-session,django-cache,starsessions]
+       [--profiles P0,P1,P2,P3] [--parts memory,timing]
+       [--frameworks flask,flask-norefresh,django,starlette]
+       [--requests 1000] [--rounds 12] [--timing-sessions 100000] [--out FILE]
+Tables: ... | python benchmarks/markdown_table.py                    (bytes per session)
+        ... | python benchmarks/markdown_table.py --field x_densekv   (peer / densekv)
+        ... | python benchmarks/markdown_table.py --field ratio_paired --row framework,peer
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import itertools
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
+import redis
+import web_peers
+from web_peers import Item, Sample
+
+from densekv.lab.session_profiles import NAMES, PROFILES, session
+from densekv.measure import Meter
+from densekv.server.binaries import find_servers
+from densekv.server.process import ServerProcess
+
+STORES = ("densekv", *web_peers.LOADERS)
+FRAMEWORKS = tuple(web_peers.PEER_OF)
+TTL = 30 * 24 * 3600  # every store keeps a session 30 days
+BATCH = 1000  # densekv sessions per round trip
+TRAIN_N = 2000  # sessions whose data trains the dictionary (the store's own AUTO_TRAIN)
+WARM_N = 200  # sessions written (then flushed) before the baseline
+SAMPLES = 25  # sessions read back through each store's own load path
+SEEDED = 256  # sessions per app the timed requests cycle through
+READ_KEY = "_auth_user_id"
+SCRATCH = {"slowlog-log-slower-than": "-1"}  # slowlog entries are not data (see measure.py)
+
+
+def items(profile: str, start: int, stop: int) -> Iterator[Item]:
+    for n in range(start, stop):
+        identity, data = session(profile, n)
+        yield n, identity, data
+
+
+# -- densekv ---------------------------------------------------------------------------------
+class DensekvLoader:
+    name = "densekv"
+    driven = (f"SessionStore(namespace='sess', expected_sessions=N): batches of {BATCH} records "
+              "made by the store core's new_records() (one per session, its own data) and "
+              "stored by put_records(), the path create_many() runs; verified with store.get()")
+
+    def __init__(self, url: str, n: int, ttl: int, *, train: bool = True) -> None:
+        import densekv
+
+        self.client = redis.Redis.from_url(url)
+        self.store = densekv.SessionStore(self.client, namespace="sess", expected_sessions=n,
+                                          ttl=ttl)
+        self.train = train and hasattr(self.store, "train_dictionary")
+        self.dictionary: int | None = None
+        self.trained_on = 0
+
+    def _put(self, batch: list[Item]) -> list[str]:
+        core, store = self.store._core, self.store
+        made = [core.new_records([identity], data, None)[0] for _, identity, data in batch]
+        return store._run(lambda c: c.put_records(made))  # type: ignore[no-any-return]
+
+    def load(self, stream: Iterable[Item], keep: Callable[[int], bool]) -> list[Sample]:
+        stream = iter(stream)
+        first: list[Item] = []
+        if self.train:  # on the data of the first TRAIN_N sessions, before any is stored
+            first = list(itertools.islice(stream, TRAIN_N))
+            self.dictionary = self.store.train_dictionary([data for _, _, data in first])
+            self.trained_on = len(first)
+        samples: list[Sample] = []
+        rest = itertools.chain(first, stream)
+        while batch := list(itertools.islice(rest, BATCH)):
+            for (n, _, data), token in zip(batch, self._put(batch)):
+                if keep(n):
+                    samples.append((token, data))
+        return samples
+
+    def verify(self, samples: list[Sample]) -> None:
+        for token, want in samples:
+            got = self.store.get(token)
+            if got is None or got.data != want:
+                raise AssertionError(f"densekv: session {token[:8]}... loads as {got!r}")
+
+    def stats(self) -> dict[str, Any]:
+        """What the record says of the store: layout, partitions, the dictionary and how many
+        sessions went out of line (stats() once it reports them; until then a SCAN of the
+        layout's out-of-line keys)."""
+        stats = self.store.stats()
+        out: dict[str, Any] = {k: stats.get(k) for k in ("layout", "partitions", "index_partitions",
+                                                           "refused_too_large", "sessions")}
+        out["dictionary_id"] = stats.get("dictionary")
+        counted = [k for k in stats if "out_of_line" in k]
+        if counted:
+            out.update({k: stats[k] for k in counted}, out_of_line_from="stats()")
+        elif hasattr(self.store._core.layout, "ool_key"):
+            prefix = self.store._core.layout.ool_key(bytes(16)).split(b"{")[0]
+            out["out_of_line"] = sum(1 for _ in self.client.scan_iter(match=prefix + b"*", count=1000))
+            out["out_of_line_from"] = f"SCAN {prefix.decode()}*"
+        return out
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def make_loader(store: str, url: str, n: int, ttl: int) -> Any:
+    if store == "densekv":
+        return DensekvLoader(url, n, ttl)
+    return web_peers.LOADERS[store](url, ttl)
+
+
+# -- one memory measurement (runs in a child process) ---------------------------------------
+def listpack_settings(client: redis.Redis) -> dict[str, int]:
+    names = ("hash-max-listpack-entries", "hash-max-listpack-value")
+    return {k.replace("-", "_"): int(client.config_get(k)[k]) for k in names}
+
+
+def measure_memory(server: str, store: str, profile: str, n: int, ttl: int) -> dict[str, Any]:
+    with ServerProcess(find_servers()[server], options=SCRATCH) as proc:
+        client = proc.client()
+        plain_before = int(client.info("memory")["used_memory"])
+        meter = Meter(client)
+        warm = make_loader(store, proc.url, WARM_N, ttl)
+        warm.load(items(profile, n, n + WARM_N), lambda _: False)
+        warm.close()
+        meter.reset()
+        loader = make_loader(store, proc.url, n, ttl)
+        step = max(1, n // SAMPLES)
+        t0 = time.perf_counter()
+        samples = loader.load(items(profile, 0, n), lambda i: i % step == 0)
+        load_s = time.perf_counter() - t0
+        loader.close()  # the meter wants the loading connections closed
+        delta = meter.delta()
+        plain = (int(client.info("memory")["used_memory"]) - plain_before) / n
+        usage = meter.memory_usage_per_item(n)
+        loader.verify(samples)
+        record: dict[str, Any] = {
+            "benchmark": "web_sessions", "part": "memory", "commit": gitstamp.commit(),
+            "server": server, "version": meter.version, "allocator": meter.allocator,
+            **listpack_settings(client), "store": store, "profile": profile,
+            "profile_name": NAMES[profile], "n": n, "bytes_per_item": round(delta / n, 2),
+            "plain_bytes_per_item": round(plain, 2),
+            "meter_vs_plain_pct": round(100 * (delta / n - plain) / plain, 2),
+            "memory_usage_bytes_per_item": round(usage or 0, 2), "keys": client.dbsize(),
+            "ttl": ttl, "load_s": round(load_s, 1), "create_per_s": round(n / load_s),
+            "verified": len(samples), "driven": loader.driven,
+        }
+        if isinstance(loader, DensekvLoader):
+            record.update(dictionary=loader.dictionary is not None,
+                          dictionary_trained_on=loader.trained_on or None, **loader.stats())
+        loader.close()
+        client.close()
+    return record
+
+
+# -- one timing measurement (runs in a child process) ---------------------------------------
+class Skip(Exception):
+    """The densekv integration of this framework is not there yet."""
+
+
+INTEGRATION = {"flask": ("flask", "SessionInterface"), "flask-norefresh": ("flask", "SessionInterface"),
+               "django": ("django", "SessionStore"), "starlette": ("starlette", "SessionMiddleware")}
+
+
+def integration(framework: str) -> Any:
+    """densekv's entry point for this framework, or Skip saying why it is not there."""
+    module, attr = INTEGRATION[framework]
+    try:
+        return getattr(importlib.import_module(f"densekv.integrations.{module}"), attr)
+    except (ImportError, AttributeError) as exc:
+        raise Skip(f"densekv.integrations.{module}.{attr} does not import yet: "
+                   f"{type(exc).__name__}: {exc}") from exc
+
+
+def browsers(framework: str, url: str, n: int, ttl: int) -> tuple[Any, Any, str]:
+    """(densekv's app, the peer's app, a note on how both were configured). Built after the
+    preload, so densekv's store opens a namespace that already has its dictionary."""
+    entry = integration(framework)
+    if framework in ("flask", "flask-norefresh"):
+        import densekv
+
+        refresh = framework == "flask"
+        store = densekv.SessionStore(redis.Redis.from_url(url), namespace="sess",
+                                     expected_sessions=n, ttl=ttl)
+        return (web_peers.FlaskBrowser(web_peers.flask_app(entry(store), ttl, refresh=refresh)),
+                web_peers.flask_peer_browser(url, ttl, refresh=refresh),
+                (f"SESSION_REFRESH_EACH_REQUEST={refresh} for both apps" +
+                 ("" if not refresh else " (Flask's default: Flask-Session sessions are permanent "
+                  "by default, so it re-SETs the session on every request)")))
+    if framework == "django":
+        web_peers.django_configure(url, ttl, {"url": url, "namespace": "sess",
+                                              "expected_sessions": n, "ttl": ttl})
+        return (web_peers.DjangoBrowser("densekv.integrations.django"),
+                web_peers.DjangoBrowser("django.contrib.sessions.backends.cache"),
+                ("Django defaults (a read-only request saves nothing); SessionMiddleware, "
+                 "cookie 'session', SESSION_COOKIE_AGE = ttl"))
+    if framework == "starlette":
+        from redis.asyncio import Redis as AsyncRedis
+        from starlette.middleware import Middleware
+
+        import densekv
+
+        store = densekv.AsyncSessionStore(AsyncRedis.from_url(url), namespace="sess",
+                                          expected_sessions=n, ttl=ttl)
+        app = web_peers.starlette_app(Middleware(entry, store=store), load_first=False)
+        return (web_peers.StarletteBrowser(app), web_peers.starlette_peer_browser(url, ttl),
+                ("starsessions SessionMiddleware(lifetime=ttl), load_session() in the route; "
+                 "it saves the session on every request that loaded it"))
+    raise ValueError(framework)
+
+
+def measure_timing(server: str, framework: str, n: int, requests: int, rounds: int,
+                   ttl: int) -> dict[str, Any]:
+    peer = web_peers.PEER_OF[framework]
+    record: dict[str, Any] = {"benchmark": "web_sessions", "part": "timing",
+                              "commit": gitstamp.commit(), "server": server,
+                              "framework": framework, "peer": peer, "profile": "P1",
+                              "preloaded": n, "seeded": SEEDED, "requests": requests,
+                              "rounds": rounds, "table_row": ["framework", "peer"]}
+    with ServerProcess(find_servers()[server], options=SCRATCH) as proc:
+        client = proc.client()
+        info = client.info("server")
+        record["version"] = str(info.get("valkey_version") or info["redis_version"])
+        try:
+            integration(framework)
+        except Skip as why:
+            return {**record, "skipped": str(why)}
+        for loader in (DensekvLoader(proc.url, n, ttl), make_loader(peer, proc.url, n, ttl)):
+            loader.load(items("P1", 0, n), lambda _: False)
+            if isinstance(loader, DensekvLoader):
+                record["dictionary"] = loader.dictionary is not None
+            loader.close()
+        ours, theirs, record["config"] = browsers(framework, proc.url, n, ttl)
+        seeds = [session("P1", i)[1] for i in range(n, n + SEEDED)]
+        cookies = {}
+        for label, browser in (("densekv", ours), (peer, theirs)):
+            cookies[label] = [browser.seed(data) for data in seeds]
+            for cookie, data in zip(cookies[label], seeds):  # the timed reads really read
+                got = browser.read(cookie, READ_KEY)
+                if got != data[READ_KEY]:
+                    raise AssertionError(f"{label}: a seeded session reads back {got!r}")
+        times: dict[str, list[int]] = {"densekv": [], peer: []}
+        per_round: dict[str, list[float]] = {"densekv": [], peer: []}
+
+        def run(label: str, browser: Any, count: int, keep: bool) -> None:
+            jar = cookies[label]
+            took = []
+            for i in range(count):
+                cookie = jar[i % SEEDED]
+                t0 = time.perf_counter_ns()
+                browser.read(cookie, READ_KEY)
+                took.append(time.perf_counter_ns() - t0)
+            if keep:
+                times[label] += took
+                per_round[label].append(round(statistics.median(took) / 1000, 1))
+
+        pair = [("densekv", ours), (peer, theirs)]
+        for label, browser in pair:
+            run(label, browser, min(requests, 500), keep=False)  # warm-up
+        for r in range(rounds):
+            for label, browser in pair if r % 2 == 0 else pair[::-1]:
+                run(label, browser, requests, keep=True)
+        for b in (ours, theirs):
+            b.close()
+
+    def q(label: str, p: float) -> float:
+        return round(statistics.quantiles(times[label], n=100)[int(p) - 1] / 1000, 1)
+
+    ours_us = statistics.median(times["densekv"]) / 1000
+    theirs_us = statistics.median(times[peer]) / 1000
+    paired = [a / b for a, b in zip(per_round["densekv"], per_round[peer])]
+    return {**record, "densekv_median_us": round(ours_us, 1), "peer_median_us": round(theirs_us, 1),
+            "densekv_p90_us": q("densekv", 90), "peer_p90_us": q(peer, 90),
+            "ratio": round(ours_us / theirs_us, 3),
+            "ratio_paired": round(statistics.median(paired), 3),
+            "ratio_paired_range": [round(min(paired), 3), round(max(paired), 3)],
+            "densekv_round_medians_us": per_round["densekv"], "peer_round_medians_us": per_round[peer]}
+
+
+# -- the run: a child process per measurement ----------------------------------------------
+def child(args: argparse.Namespace) -> None:
+    t0 = time.perf_counter()
+    try:
+        if args.child == "memory":
+            rec = measure_memory(args.server, args.store, args.profile, args.n[0], args.ttl)
+        else:
+            rec = measure_timing(args.server, args.framework, args.timing_sessions,
+                                 args.requests, args.rounds, args.ttl)
+    except Exception as exc:  # noqa: BLE001 - the record says what failed; the run goes on
+        traceback.print_exc()
+        rec = {"benchmark": "web_sessions", "part": args.child, "commit": gitstamp.commit(),
+               "server": args.server, "store": args.store, "profile": args.profile,
+               "n": args.n[0] if args.n else None, "framework": args.framework,
+               "error": f"{type(exc).__name__}: {exc}"[:500]}
+    if rec.get("part") == "memory":
+        rec.setdefault("table_row", ["store", "profile", "n"])
+    import densekv
+
+    rec["densekv_digest"] = os.environ.get("WEB_SESSIONS_DIGEST", "live tree")
+    rec["densekv_from"] = str(Path(densekv.__file__).parent.parent)
+    rec["duration_s"] = round(time.perf_counter() - t0, 1)
+    print(json.dumps(rec), flush=True)
+
+
+def freeze_code() -> tuple[str, str]:
+    """Copy densekv/ as it is now to a temporary directory that every child imports first
+    (PYTHONPATH), so one run measures one state of the code even while densekv/ is being
+    edited; returns (directory, digest of the copied files: `densekv_digest` in records)."""
+    import densekv
+
+    source = Path(densekv.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(source.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes())
+    top = Path(tempfile.mkdtemp(prefix="web_sessions_code_"))
+    shutil.copytree(source, top / "densekv", ignore=shutil.ignore_patterns("__pycache__"))
+    return str(top), digest.hexdigest()[:12]
+
+
+FROZEN: tuple[str, str] | None = None
+
+
+def spawn(argv: list[str]) -> dict[str, Any]:
+    env = dict(os.environ)
+    if FROZEN is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (FROZEN[0], env.get("PYTHONPATH"))))
+        env["WEB_SESSIONS_DIGEST"] = FROZEN[1]
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv],
+                          stdout=subprocess.PIPE, text=True, check=False, env=env)
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return dict(json.loads(line))
+    return {"benchmark": "web_sessions", "error": f"child {argv} exited {proc.returncode}"}
+
+
+def emit(rec: dict[str, Any], out: str | None) -> None:
+    print(json.dumps(rec), flush=True)
+    if out:
+        with open(out, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, action="append", help="sessions per store (repeatable)")
+    ap.add_argument("--quick", action="store_true", help="N=20000, short timing rounds")
+    ap.add_argument("--servers", default="valkey-9.1,redis-7.0")
+    ap.add_argument("--stores", default=",".join(STORES))
+    ap.add_argument("--profiles", default=",".join(PROFILES))
+    ap.add_argument("--parts", default="memory,timing")
+    ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    ap.add_argument("--requests", type=int, default=None, help="requests per app per round")
+    ap.add_argument("--rounds", type=int, default=None)
+    ap.add_argument("--timing-sessions", type=int, default=None, help="preloaded per store")
+    ap.add_argument("--ttl", type=int, default=TTL)
+    ap.add_argument("--out", default=None, help="also append the records to this JSONL file")
+    ap.add_argument("--child", choices=("memory", "timing"), help=argparse.SUPPRESS)
+    ap.add_argument("--server", help=argparse.SUPPRESS)
+    ap.add_argument("--store", help=argparse.SUPPRESS)
+    ap.add_argument("--profile", help=argparse.SUPPRESS)
+    ap.add_argument("--framework", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    args.requests = args.requests or (300 if args.quick else 1000)
+    args.rounds = args.rounds or (4 if args.quick else 12)
+    args.timing_sessions = args.timing_sessions or (5000 if args.quick else 100_000)
+    if args.child:
+        child(args)
+        return
+    ns = args.n or ([20_000] if args.quick else [100_000, 1_000_000])
+    present = find_servers()
+    servers = [s for s in args.servers.split(",") if s]
+    missing = [s for s in servers if s not in present]
+    if missing:
+        sys.exit(f"servers not on this machine: {', '.join(missing)} (scripts/get-servers)")
+    common = ["--ttl", str(args.ttl)]
+    global FROZEN
+    FROZEN = freeze_code()
+    print(f"web_sessions: densekv {FROZEN[1]} frozen in {FROZEN[0]}", file=sys.stderr)
+    started = time.perf_counter()
+    try:
+        if "memory" in args.parts:
+            for server in servers:
+                for n in ns:
+                    for profile in args.profiles.split(","):
+                        ours: float | None = None
+                        for store in args.stores.split(","):
+                            rec = spawn(["--child", "memory", "--server", server, "--store", store,
+                                         "--profile", profile, "--n", str(n), *common])
+                            if store == "densekv":
+                                ours = rec.get("bytes_per_item")
+                            elif ours and rec.get("bytes_per_item"):
+                                rec["x_densekv"] = round(rec["bytes_per_item"] / ours, 2)
+                            emit(rec, args.out)
+        if "timing" in args.parts:
+            for server in servers:
+                for framework in args.frameworks.split(","):
+                    emit(spawn(["--child", "timing", "--server", server, "--framework", framework,
+                                "--requests", str(args.requests), "--rounds", str(args.rounds),
+                                "--timing-sessions", str(args.timing_sessions), *common]), args.out)
+    finally:
+        shutil.rmtree(FROZEN[0], ignore_errors=True)
+    print(f"web_sessions: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
