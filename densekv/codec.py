@@ -34,7 +34,6 @@ lz4 are optional (`pip install 'densekv[codecs]'`) and imported on first use.
 
 from __future__ import annotations
 
-import re
 import threading
 import zlib
 from collections.abc import Callable, Mapping
@@ -44,6 +43,7 @@ from typing import Any
 import msgpack
 
 from densekv.errors import DecodeError, DensekvError
+from densekv.listpack import as_int64
 
 BYTES = 0x01  # raw bytes
 STR = 0x02  # UTF-8 text
@@ -66,7 +66,6 @@ KINDS = (BYTES, STR, MSGPACK)
 COMPRESSION_BASE = {"zlib": 0x10, "zstd": 0x20, "lz4": 0x40}
 SERIALIZERS = ("auto", "int", "raw", "msgpack")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-_CANONICAL_INT = re.compile(rb"-?(0|[1-9][0-9]{0,18})\Z")
 
 
 class CodecUnavailable(DensekvError):
@@ -124,10 +123,9 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def is_canonical_int(data: bytes) -> bool:
-    """True for the exact text listpack stores as an integer ("-0" and "007" are not)."""
-    if not _CANONICAL_INT.match(data) or data == b"-0":
-        return False
-    return INT64_MIN <= int(data) <= INT64_MAX
+    """True for the exact text listpack stores as an integer ("-0" and "007" are not):
+    densekv/listpack.py's as_int64."""
+    return as_int64(data) is not None
 
 
 def encode_int(value: int) -> bytes:

@@ -55,13 +55,13 @@ import zlib
 from dataclasses import dataclass
 
 from densekv.errors import DensekvError
+from densekv.listpack import as_int64
 from densekv.maps.zipkeys import ALPHABET, NO_ALIASES, Aliases, base62, unbase62, unzip_key, zip_key
 
 FORMAT = "2"  # the map format this layout writes (1: plain-q fields, "<b>.<prefix>" bucket tags)
 
 MAX_TAIL_DIGITS = 18  # longer numeric tails are hashed: a tail must fit an int64
 _TAIL = re.compile(rf"(?:0|[1-9][0-9]{{0,{MAX_TAIL_DIGITS - 1}}})\Z")  # canonical, < 10**18
-_FIELD = re.compile(rb"(?:0|-?[1-9][0-9]{0,18})\Z")  # canonical signed decimal, as listpacks store
 _BASE62 = frozenset(ALPHABET)
 
 # The signed ranges of the listpack integer entries, smallest first.
@@ -208,7 +208,7 @@ def key_of(namespace: str, bucket: bytes, field: bytes, geo: Geometry,
     if code != b"m" or not rest.startswith(b"{") or len(digits) < w or not set(digits) <= _BASE62:
         raise ValueError(f"{bucket!r} is not a bucket of map {namespace!r}")
     b = unbase62(digits)
-    if b >= geo.buckets or not _FIELD.match(field):
+    if b >= geo.buckets or as_int64(field) is None:  # a listpack integer, as locate writes
         raise ValueError(f"{bucket!r} / {field!r} is no place of a {geo.buckets}-bucket map "
                          f"in format {FORMAT}")
     n = field_index(int(field)) * geo.buckets + b

@@ -188,15 +188,6 @@ class SessionsPlanner:
 # --- sets ----------------------------------------------------------------------------
 
 
-def set_limits(caps: Capabilities) -> Any:
-    from densekv.sets.layouts import SetLimits
-
-    return SetLimits(caps.hash_max_listpack_entries, caps.hash_max_listpack_value,
-                     caps.set_max_listpack_entries, caps.set_max_listpack_value,
-                     caps.zset_max_listpack_entries, caps.zset_max_listpack_value,
-                     "libc" if caps.allocator.startswith("libc") else "jemalloc", caps.cluster)
-
-
 class SetsPlanner:
     kind = "set"
     layouts = ("dense-set", "dense-hash")
@@ -211,14 +202,15 @@ class SetsPlanner:
             raise PlannerError("--payload for a set is the item size in bytes, 1 to 64 (default 16)")
 
     def candidates(self, wl: Workload, caps: Capabilities) -> list[Candidate]:
-        from densekv.sets.layouts import (
+        from densekv.sets.compact import limits_of
+        from densekv.sets.sizing import (
             Radix,
             best_dense_partitions,
             dense_item_bytes,
             min_partitions,
         )
 
-        limits = set_limits(caps)
+        limits = limits_of(caps)
         size = self.item_size(wl)
         out = []
         for enc, limit, vlimit in (("set", limits.set_max_listpack_entries or 0, limits.set_max_listpack_value or 0),

@@ -30,7 +30,6 @@ from densekv.sessions.core import (
     make_layout,
 )
 from densekv.sessions.layouts.partitioned import PartitionedLayout
-from densekv.sessions.layouts.perkey import KeyPerSessionLayout
 from densekv.sessions.model import Identity, Session
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
 
@@ -207,13 +206,7 @@ class SessionStore(_Options):
         return self._run(lambda c: c.sweep(max_items))
 
     def count(self) -> int:
-        if isinstance(self._core.layout, PartitionedLayout):
-            return self._run(lambda c: c.count())
-        layout = self._core.layout
-        if isinstance(self.client, redis.RedisCluster) and isinstance(layout, KeyPerSessionLayout):
-            pattern = f"{layout.namespace}:{layout.code}:*"  # every node (redis-py's scan_iter)
-            return sum(1 for _ in self.client.scan_iter(match=pattern, count=1000))
-        return self._run(lambda c: c.count_keys())
+        return self._run(lambda c: c.count())
 
     def stats(self) -> dict[str, Any]:
         """Layout, sessions stored, the fullest partition, refusals, and warnings."""
@@ -304,10 +297,7 @@ class AsyncSessionStore(_Options):
         return await self._run(lambda c: c.train_dictionary(samples))
 
     async def count(self) -> int:
-        core = await self.ready()
-        if isinstance(core.layout, PartitionedLayout):
-            return await self._run(lambda c: c.count())
-        return await self._run(lambda c: c.count_keys())
+        return await self._run(lambda c: c.count())
 
     async def stats(self) -> dict[str, Any]:
         core = await self.ready()

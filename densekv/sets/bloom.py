@@ -27,8 +27,10 @@ from typing import Any, TypeVar
 
 import redis
 
-from densekv.plan import Plan, command, executor_for
-from densekv.sets.bloom_core import BloomCore, Flow
+from densekv.flows import Flow, adrive, drive
+from densekv.plan import executor_for
+from densekv.server.probe import Capabilities, probe_flow
+from densekv.sets.bloom_core import BloomCore
 from densekv.sets.bloom_errors import (
     BadBloomItem,
     BloomFull,
@@ -38,7 +40,7 @@ from densekv.sets.bloom_errors import (
     BloomParameterError,
 )
 from densekv.sets.bloom_math import BloomSpec, items_bytes
-from densekv.sets.bloom_spec import BloomFacts, Request, parse_facts
+from densekv.sets.bloom_spec import BloomFacts, Request, facts_of
 
 __all__ = [
     "AsyncBloomFilter",
@@ -55,10 +57,6 @@ T = TypeVar("T")
 DEFAULT_BATCH = 10_000  # items per round trip in add_many / contains_many
 
 
-def _facts_from_caps(caps: Any) -> BloomFacts:
-    return BloomFacts(str(caps.allocator), tuple(caps.modules))
-
-
 def _as_bytes(items: Iterable[object]) -> list[bytes]:
     """Every item as the bytes it is hashed as, before the first batch goes out: bad input
     (BadBloomItem) writes nothing."""
@@ -69,10 +67,6 @@ def _check_batch(batch: int) -> int:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise BloomParameterError(f"batch is an int >= 1, got {batch!r}")
     return batch
-
-
-_INFO: Plan[Any] = command("INFO", "memory")
-_MODULES: Plan[Any] = command("MODULE", "LIST")
 
 
 class BloomFilter:
@@ -90,14 +84,14 @@ class BloomFilter:
         growth: int | None = None,
         tightening: float | None = None,
         batch: int = DEFAULT_BATCH,
-        caps: Any = None,
+        caps: Capabilities | None = None,
         _create: bool = True,
     ) -> None:
         self.client = client
         self.batch = _check_batch(batch)
         self._core = BloomCore(name, Request(capacity, error_rate, native, shards, growth, tightening))
         self._ex = executor_for(client)
-        facts = _facts_from_caps(caps) if caps is not None else self._facts()
+        facts = facts_of(caps) if caps is not None else self._facts()
         self._run(self._core.open(facts, create=_create))
 
     @classmethod
@@ -106,20 +100,10 @@ class BloomFilter:
         return cls(client, name, None, None, None, batch=batch, _create=False)
 
     def _facts(self) -> BloomFacts:
-        info = self._ex.run(_INFO)
-        try:
-            modules = self._ex.run(_MODULES)
-        except redis.ResponseError:  # MODULE LIST refused (ACL, managed service)
-            modules = []
-        return parse_facts(info, modules)
+        return facts_of(drive(probe_flow(), self._ex))
 
     def _run(self, flow: Flow[T]) -> T:
-        try:
-            plans: list[Plan[Any]] = next(flow)
-            while True:
-                plans = flow.send(self._ex.run_many(plans))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+        return drive(flow, self._ex)
 
     # -- what it is -------------------------------------------------------------------
     @property
@@ -195,14 +179,14 @@ class AsyncBloomFilter:
         growth: int | None = None,
         tightening: float | None = None,
         batch: int = DEFAULT_BATCH,
-        caps: Any = None,
+        caps: Capabilities | None = None,
         _create: bool = True,
     ) -> None:
         self.client = client
         self.batch = _check_batch(batch)
         self._core = BloomCore(name, Request(capacity, error_rate, native, shards, growth, tightening))
         self._ex = executor_for(client)
-        self._facts = _facts_from_caps(caps) if caps is not None else None
+        self._facts = facts_of(caps) if caps is not None else None
         self._create = _create
         self._open = False
 
@@ -220,20 +204,10 @@ class AsyncBloomFilter:
         return self
 
     async def _read_facts(self) -> BloomFacts:
-        info = await self._ex.run(_INFO)
-        try:
-            modules = await self._ex.run(_MODULES)
-        except redis.ResponseError:
-            modules = []
-        return parse_facts(info, modules)
+        return facts_of(await adrive(probe_flow(), self._ex))
 
     async def _drive(self, flow: Flow[T]) -> T:
-        try:
-            plans: list[Plan[Any]] = next(flow)
-            while True:
-                plans = flow.send(await self._ex.run_many(plans))
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+        return await adrive(flow, self._ex)
 
     async def _run(self, make: Callable[[BloomCore], Flow[T]]) -> T:
         await self.ready()

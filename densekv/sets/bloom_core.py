@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Generator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from densekv.errors import WrongType
+from densekv.flows import Flow
 from densekv.keys import tag
 from densekv.lua import script
 from densekv.plan import Plan, command, script_call
@@ -65,9 +66,6 @@ from densekv.sets.bloom_spec import (
     spec_from_fields,
     text,
 )
-
-T = TypeVar("T")
-Flow = Generator[list[Plan[Any]], list[Any], T]
 
 SCRIPT_ITEMS = 500  # items per BF.MADD / BF.MEXISTS call (native: one C command, no Lua)
 

@@ -9,7 +9,8 @@ Sizing (one stage of one shard, for n items at error p):
     (k = m/n ln 2) plus the few bits an integer k needs (0.1% at p = 1%), so the stated
     error rate holds at capacity rather than "about".
   * m is then rounded up to fill the allocation the server makes for the string anyway
-    (free accuracy, not one byte more; checked with MEMORY USAGE by the tests):
+    (free accuracy, not one byte more; checked with MEMORY USAGE by the tests; the size
+    classes are densekv/allocator.py's):
       - a string value is an sds: header (3 bytes below 256, 5 below 64 KiB, 9 below
         4 GiB) + bytes + a NUL, in one allocation;
       - jemalloc (redis-7.0, redis-7.4, valkey-8.0 here) rounds a request up to its size
@@ -59,6 +60,7 @@ from functools import partial
 from operator import methodcaller
 from typing import cast
 
+from densekv.allocator import jemalloc_size_class, libc_heap_size
 from densekv.sets.bloom_errors import BadBloomItem, BloomFull, BloomParameterError
 
 Item = bytes | bytearray | memoryview | str | int | uuid.UUID
@@ -96,22 +98,9 @@ def allocator_rule(allocator: str) -> str:
     return EXACT
 
 
-def jemalloc_size_class(request: int) -> int:
-    """jemalloc's size class for a request: 16-byte steps to 128, then 4 per doubling."""
-    if request <= 0:
-        raise ValueError("a request is at least one byte")
-    if request <= 8:
-        return 8
-    if request <= 128:
-        return (request + 15) & ~15
-    lg = (request - 1).bit_length() - 1  # 2^lg < request <= 2^(lg+1)
-    delta = 1 << (lg - 2)
-    return (request + delta - 1) & ~(delta - 1)
-
-
 def glibc_usable(request: int) -> int:
     """The largest request that costs glibc no more than `request` on heap and mmap paths."""
-    heap = max(24, ((request + 8 + 15) & ~15) - 8)
+    heap = libc_heap_size(request)
     mapped = ((request + 16 + PAGE - 1) // PAGE) * PAGE - 16
     if request + 16 > GLIBC_MMAP_THRESHOLD_MAX:
         return mapped

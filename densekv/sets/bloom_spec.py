@@ -5,7 +5,8 @@ spec_fields (format 1): kind, v, capacity, error_rate, shards, growth, tightenin
 allocator rounding), native, hash. Every later client reads them back (spec_from_fields),
 so all compute the same stage geometry whatever server they talk to, and a request with
 other parameters is refused (check_request). Opening also needs two facts of the server
-(BloomFacts: its allocator, for the rounding rule, and whether RedisBloom is loaded).
+(BloomFacts: its allocator, for the rounding rule, and whether RedisBloom is loaded),
+projected from the probe's Capabilities (facts_of; densekv/server/probe.py reads them).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from densekv.errors import WrongType
+from densekv.server.probe import Capabilities
 from densekv.sets.bloom_errors import BloomMismatch, BloomParameterError
 from densekv.sets.bloom_math import EXACT, BloomSpec, allocator_rule, check_parameters, shard_count
 
@@ -40,20 +42,9 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def parse_facts(info_memory: Any, module_list: Any) -> BloomFacts:
-    """BloomFacts from raw INFO memory and MODULE LIST replies (RESP2 or RESP3)."""
-    allocator = "unknown"
-    for line in text(info_memory).splitlines():
-        if line.startswith("mem_allocator:"):
-            allocator = line.split(":", 1)[1].strip()
-    names = []
-    for entry in module_list or []:
-        if isinstance(entry, dict):
-            fields = {text(k): v for k, v in entry.items()}
-        else:
-            fields = {text(k): v for k, v in zip(entry[::2], entry[1::2])}
-        names.append(text(fields.get("name", "?")))
-    return BloomFacts(allocator, tuple(sorted(names)))
+def facts_of(caps: Capabilities) -> BloomFacts:
+    """What opening a filter needs of the probe's Capabilities (a pure projection)."""
+    return BloomFacts(caps.allocator, caps.modules)
 
 
 def check_name(name: object) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, TypeVar
@@ -36,13 +36,14 @@ from typing import Any, TypeVar
 import redis
 
 from densekv.errors import DensekvError, WrongType
+from densekv.flows import Flow, Scan, adrive, drive
 from densekv.keys import tag
 from densekv.plan import Plan, command, executor_for
+from densekv.server.probe import Capabilities, probe, probe_flow
 from densekv.sets.items import ItemCodec
 from densekv.sets.layouts import LAYOUTS, FlatKeys, SetLayout, SetLimits, make_layout
 
 T = TypeVar("T")
-Flow = Generator[list[Plan[Any]], list[Any], T]
 
 BATCH = 10_000  # least items per round trip in add_many / contains_many
 MAX_BATCH = 200_000
@@ -61,10 +62,8 @@ class SetMismatch(DensekvError):
 # --- server facts ---------------------------------------------------------------------
 
 
-def limits_from_probe(client: Any) -> SetLimits:
-    from densekv.server.probe import probe
-
-    caps = probe(client)
+def limits_of(caps: Capabilities) -> SetLimits:
+    """What the set layouts need of the probe's Capabilities (a pure projection)."""
     return SetLimits(
         caps.hash_max_listpack_entries, caps.hash_max_listpack_value,
         caps.set_max_listpack_entries, caps.set_max_listpack_value,
@@ -73,20 +72,9 @@ def limits_from_probe(client: Any) -> SetLimits:
     )
 
 
-def limits_flow() -> Flow[SetLimits]:
-    """The same facts with plain commands (for asyncio clients, which the probe does not take)."""
-
-    def config(reply: Any) -> int | None:
-        items = list(reply.items()) if isinstance(reply, dict) else list(zip(reply[::2], reply[1::2]))
-        return int(items[0][1]) if items else None
-
-    names = ["hash-max-listpack-entries", "hash-max-listpack-value", "set-max-listpack-entries",
-             "set-max-listpack-value", "zset-max-listpack-entries", "zset-max-listpack-value"]
-    replies = yield [command("CONFIG", "GET", n, decode=config) for n in names] + [command("INFO", "memory")]
-    info = replies[-1].decode() if isinstance(replies[-1], bytes) else str(replies[-1])
-    allocator = "libc" if "mem_allocator:libc" in info else "jemalloc"
-    h, hv, s, sv, z, zv = replies[:6]
-    return SetLimits(h or 128, hv or 64, s, sv, z or 128, zv or 64, allocator)
+def limits_from_probe(client: Any) -> SetLimits:
+    """The limits of a sync (or cluster) client's server: limits_of(probe(client))."""
+    return limits_of(probe(client))
 
 
 # --- the core ---------------------------------------------------------------------------
@@ -238,10 +226,34 @@ class SetCore:
             out += (yield [self.layout.plan_size(p) for p in chunk])
         return out
 
+    def flat_keys(self) -> Flow[list[bytes]]:
+        """A flat set's keys, each once (SCAN may return a key twice): a flows.Scan, so the
+        driver walks every primary of a cluster."""
+        layout = self.layout
+        assert isinstance(layout, FlatKeys)
+        scan = Scan(layout.scan_pattern(), batch=PARTITION_BATCH)
+        seen: dict[bytes, None] = {}
+        while chunk := (yield scan):
+            seen.update(dict.fromkeys(chunk))
+        return list(seen)
+
+    def count(self) -> Flow[int]:
+        """Items: the partitions' sizes summed, or a flat set's keys counted."""
+        if isinstance(self.layout, FlatKeys):
+            return len((yield from self.flat_keys()))
+        return sum((yield from self.sizes()))
+
     def clear(self) -> Flow[int]:
+        """Remove every item (the layout record stays); the keys removed."""
+        layout = self.layout
         removed = 0
+        if isinstance(layout, FlatKeys):
+            keys = yield from self.flat_keys()
+            for i in range(0, len(keys), PARTITION_BATCH):
+                removed += sum((yield [layout.plan_unlink_key(k) for k in keys[i : i + PARTITION_BATCH]]))
+            return removed
         for chunk in self.partition_batches():
-            removed += sum((yield [self.layout.plan_unlink(p) for p in chunk]))
+            removed += sum((yield [layout.plan_unlink(p) for p in chunk]))
         return removed
 
     def scan_round(self, cursors: dict[int, int]) -> list[Plan[Any]]:
@@ -266,6 +278,9 @@ class SetCore:
         return items, open_
 
     def stats(self) -> Flow[dict[str, Any]]:
+        if isinstance(self.layout, FlatKeys):
+            return {**self.explain(), "items": (yield from self.count()), "fullest_partition": None,
+                    "encodings": {}, "converted_partitions": [], "converted_count": 0, "warnings": []}
         sizes: list[int] = []
         encodings: list[str | None] = []
         for chunk in self.partition_batches():
@@ -323,24 +338,6 @@ class SetCore:
         }
 
 
-def _drive(ex: Any, flow: Flow[T]) -> T:
-    try:
-        plans = next(flow)
-        while True:
-            plans = flow.send(ex.run_many(plans))
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-
-
-async def _adrive(ex: Any, flow: Flow[T]) -> T:
-    try:
-        plans = next(flow)
-        while True:
-            plans = flow.send(await ex.run_many(plans))
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-
-
 class CompactSet:
     """A set of fixed-size IDs (16 bytes by default) kept in compact server encodings.
 
@@ -365,8 +362,8 @@ class CompactSet:
         self._ex = executor_for(client)
         facts = limits or limits_from_probe(client)
         cluster = isinstance(client, redis.RedisCluster)
-        self._core = _drive(self._ex, SetCore.open(name, layout, expected, item_size, partitions,
-                                                    spread, facts, cluster))
+        self._core = drive(SetCore.open(name, layout, expected, item_size, partitions,
+                                        spread, facts, cluster), self._ex)
 
     @property
     def layout(self) -> str:
@@ -381,45 +378,33 @@ class CompactSet:
 
     def add(self, item: object) -> bool:
         """True if the item was new (one command; atomic)."""
-        return _drive(self._ex, self._core.add(item))
+        return drive(self._core.add(item), self._ex)
 
     def add_many(self, items: Iterable[object], *, batch: int | None = None) -> list[bool]:
-        return _drive(self._ex, self._core.many(items, "add", batch))
+        return drive(self._core.many(items, "add", batch), self._ex)
 
     def contains(self, item: object) -> bool:
-        return _drive(self._ex, self._core.contains(item))
+        return drive(self._core.contains(item), self._ex)
 
     __contains__ = contains
 
     def contains_many(self, items: Iterable[object], *, batch: int | None = None) -> list[bool]:
-        return _drive(self._ex, self._core.many(items, "contains", batch))
+        return drive(self._core.many(items, "contains", batch), self._ex)
 
     def remove(self, item: object) -> bool:
         """True if the item was there."""
-        return _drive(self._ex, self._core.remove(item))
+        return drive(self._core.remove(item), self._ex)
 
     def count(self) -> int:
-        if isinstance(self._core.layout, FlatKeys):
-            return sum(1 for _ in self._flat_keys())
-        return sum(_drive(self._ex, self._core.sizes()))
+        return drive(self._core.count(), self._ex)
 
     def __len__(self) -> int:
         return self.count()
 
-    def _flat_keys(self) -> Iterator[bytes]:
-        layout = self._core.layout
-        assert isinstance(layout, FlatKeys)
-        seen: set[bytes] = set()
-        for key in self.client.scan_iter(match=layout.scan_pattern(), count=1000):
-            raw = key if isinstance(key, bytes) else str(key).encode()
-            if raw not in seen:  # SCAN may return a key twice
-                seen.add(raw)
-                yield raw
-
     def __iter__(self) -> Iterator[bytes]:
         core = self._core
         if isinstance(core.layout, FlatKeys):
-            for key in self._flat_keys():
+            for key in drive(core.flat_keys(), self._ex):
                 yield core.codec.decode(core.layout.item_of_key(key))
             return
         seen: dict[int, set[bytes]] = {}
@@ -432,19 +417,11 @@ class CompactSet:
 
     def clear(self) -> None:
         """Remove every item (the set keeps its layout record)."""
-        if isinstance(self._core.layout, FlatKeys):
-            keys = list(self._flat_keys())
-            for i in range(0, len(keys), PARTITION_BATCH):
-                self._ex.run_many([self._core.layout.plan_unlink_key(k) for k in keys[i : i + PARTITION_BATCH]])
-            return
-        _drive(self._ex, self._core.clear())
+        drive(self._core.clear(), self._ex)
 
     def stats(self) -> dict[str, Any]:
         """Layout, items, the fullest partition, encodings seen, converted partitions, warnings."""
-        if isinstance(self._core.layout, FlatKeys):
-            return {**self.explain(), "items": self.count(), "fullest_partition": None,
-                    "encodings": {}, "converted_partitions": [], "converted_count": 0, "warnings": []}
-        return _drive(self._ex, self._core.stats())
+        return drive(self._core.stats(), self._ex)
 
 
 class AsyncCompactSet:
@@ -475,14 +452,14 @@ class AsyncCompactSet:
         if self._core is None:
             limits = self._limits
             if limits is None:  # not `or`: mypy would type the result SetLimits | None
-                limits = await _adrive(self._ex, limits_flow())
+                limits = limits_of(await adrive(probe_flow(), self._ex))
             name, layout, expected, item_size, partitions, spread = self._args
-            self._core = await _adrive(self._ex, SetCore.open(name, layout, expected, item_size,
-                                                               partitions, spread, limits, False))
+            self._core = await adrive(SetCore.open(name, layout, expected, item_size,
+                                                   partitions, spread, limits, False), self._ex)
         return self._core
 
     async def _run(self, make: Callable[[SetCore], Flow[T]]) -> T:
-        return await _adrive(self._ex, make(await self.ready()))
+        return await adrive(make(await self.ready()), self._ex)
 
     async def explain(self) -> dict[str, Any]:
         return (await self.ready()).explain()
@@ -505,25 +482,12 @@ class AsyncCompactSet:
         return await self._run(lambda c: c.remove(item))
 
     async def count(self) -> int:
-        core = await self.ready()
-        if isinstance(core.layout, FlatKeys):
-            return len([k async for k in self._flat_keys()])
-        return sum(await self._run(lambda c: c.sizes()))
-
-    async def _flat_keys(self) -> AsyncIterator[bytes]:
-        core = await self.ready()
-        assert isinstance(core.layout, FlatKeys)
-        seen: set[bytes] = set()
-        async for key in self.client.scan_iter(match=core.layout.scan_pattern(), count=1000):
-            raw = key if isinstance(key, bytes) else str(key).encode()
-            if raw not in seen:
-                seen.add(raw)
-                yield raw
+        return await self._run(lambda c: c.count())
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         core = await self.ready()
         if isinstance(core.layout, FlatKeys):
-            async for key in self._flat_keys():
+            for key in await adrive(core.flat_keys(), self._ex):
                 yield core.codec.decode(core.layout.item_of_key(key))
             return
         seen: dict[int, set[bytes]] = {}
@@ -536,17 +500,7 @@ class AsyncCompactSet:
                     yield item
 
     async def clear(self) -> None:
-        core = await self.ready()
-        if isinstance(core.layout, FlatKeys):
-            keys = [k async for k in self._flat_keys()]
-            for i in range(0, len(keys), PARTITION_BATCH):
-                await self._ex.run_many([core.layout.plan_unlink_key(k) for k in keys[i : i + PARTITION_BATCH]])
-            return
         await self._run(lambda c: c.clear())
 
     async def stats(self) -> dict[str, Any]:
-        core = await self.ready()
-        if isinstance(core.layout, FlatKeys):
-            return {**core.explain(), "items": await self.count(), "fullest_partition": None,
-                    "encodings": {}, "converted_partitions": [], "converted_count": 0, "warnings": []}
         return await self._run(lambda c: c.stats())

@@ -23,21 +23,22 @@ stats() reads instead of scanning the keyspace.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import redis
 
+from densekv.flows import Flow, adrive, drive
 from densekv.keys import tag
 from densekv.lua import script
 from densekv.plan import Plan, command, executor_for, script_call
-from densekv.sets.compact import _adrive, _drive, limits_flow, limits_from_probe
+from densekv.server.probe import probe_flow
+from densekv.sets.compact import limits_from_probe, limits_of
 from densekv.sets.items import BadItem
 from densekv.sets.layouts import SetLimits
 
 T = TypeVar("T")
-Flow = Generator[list[Plan[Any]], list[Any], T]
 Parent = str | bytes | int
 Child = str | bytes | int
 
@@ -102,7 +103,7 @@ class FamilyCore:
         self.outlier_key = tag(name, "fo", 0)
 
     def key(self, parent: object) -> bytes:
-        return f"{self.name}:fm:{{".encode() + _bytes_of(parent, "parent") + b"}"
+        return tag(self.name, "fm", _bytes_of(parent, "parent"))
 
     def parent_of(self, key: bytes) -> bytes:
         return key[len(self.name) + 5 : -1]
@@ -231,7 +232,7 @@ class SetFamily:
         self._core = FamilyCore(name, ttl, choose_encoding(facts, expected_children, encoding), facts, children)
 
     def _run(self, flow: Flow[T]) -> T:
-        return _drive(self._ex, flow)
+        return drive(flow, self._ex)
 
     @property
     def encoding(self) -> str:
@@ -294,13 +295,13 @@ class AsyncSetFamily:
         if self._core is None:
             limits = self._limits
             if limits is None:  # not `or`: mypy would type the result SetLimits | None
-                limits = await _adrive(self._ex, limits_flow())
+                limits = limits_of(await adrive(probe_flow(), self._ex))
             name, ttl, expected, encoding, children = self._args
             self._core = FamilyCore(name, ttl, choose_encoding(limits, expected, encoding), limits, children)
         return self._core
 
     async def _run(self, make: Callable[[FamilyCore], Flow[T]]) -> T:
-        return await _adrive(self._ex, make(await self.ready()))
+        return await adrive(make(await self.ready()), self._ex)
 
     async def add(self, parent: Parent, child: Child) -> bool:
         return await self._run(lambda c: c.add(parent, child))

@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from densekv.allocator import alloc_size
+from densekv.listpack import int_entry_size, string_entry_size
 from densekv.sets.items import BadItem, ItemCodec
 from densekv.sets.layouts import (
     HASH_MARGIN,
@@ -17,9 +19,7 @@ from densekv.sets.layouts import (
     FlatKeys,
     Radix,
     SetLimits,
-    alloc_size,
     dense_item_bytes,
-    entry_bytes,
     plan_dense,
 )
 
@@ -131,7 +131,7 @@ def test_split_field_saves_a_byte_per_16_byte_item() -> None:
 
 
 def test_listpack_cost_model() -> None:
-    assert entry_bytes(15) == 17 and entry_bytes(0) == 2 and entry_bytes(100) == 103
+    assert string_entry_size(15) == 17 and int_entry_size(0) == 2 and string_entry_size(100) == 103
     assert alloc_size(1044, "jemalloc") == 1280 and alloc_size(1024, "jemalloc") == 1024
     assert alloc_size(1044, "libc") == 1048
 

@@ -1,0 +1,184 @@
+"""Work over every partition of a session store: sweep, repartition, sizes and counts.
+
+Flows of densekv/sessions/core.py's SessionCore (each takes the core it works for):
+  * sweep walks the partitions SWEEP_BATCH per round trip from a cursor kept by the core
+    (a bounded sweep carries on where the last one stopped), removes what expired
+    (a script per partition), then the out-of-line payloads and the identity-index
+    entries of what it removed, then index entries past their absolute expiry;
+  * repartition grows the partition count online (one split script per old partition,
+    resumable) between the metadata's "begin" and "finish";
+  * partition_sizes / count read HLEN per partition (while a repartition runs, the old
+    partitions' leftovers are added to their first child); count_keys counts a
+    one-key-per-session layout's keys with a SCAN (flows.Scan: every primary of a
+    cluster), its namespace escaped for the MATCH pattern.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from densekv.errors import DensekvError
+from densekv.flows import Flow, Scan
+from densekv.keys import glob_escape, key
+from densekv.lua import script
+from densekv.plan import Plan, command, script_call
+from densekv.sessions.layouts.partitioned import PartitionedLayout
+from densekv.sessions.layouts.perkey import KeyPerSessionLayout
+from densekv.sessions.meta import plan_meta
+from densekv.sessions.model import Identity, Record
+
+if TYPE_CHECKING:
+    from densekv.sessions.core import SessionCore
+
+SWEEP_BATCH = 64  # partitions per round trip
+
+
+def repartition(core: SessionCore, partitions: int, progress: Callable[[int, int], None] | None = None) -> Flow[dict[str, Any]]:
+    """Move the store to `partitions` (a larger power of two), online: split every old
+    partition (a script each); writers that still use the old count meet a tombstone,
+    re-read the metadata and follow. Resumable: rerun it after a crash."""
+    layout = core.layout
+    if not isinstance(layout, PartitionedLayout):
+        raise DensekvError(f"layout {layout.name} has no partitions to grow")
+    yield from core.refresh()
+    layout = core.layout
+    assert isinstance(layout, PartitionedLayout)
+    if layout.from_partitions is None:
+        if partitions <= layout.partitions:
+            return {"partitions": layout.partitions, "moved": 0, "note": "already at or above that count"}
+        if partitions & (partitions - 1) or partitions > layout.partitions * 256:
+            raise DensekvError("the new partition count is a power of two, at most 256x the current one")
+        meta = (yield [plan_meta(core.namespace, "begin", layout.partitions, partitions)])[0]
+        core.adopt(meta)
+        layout = core.layout
+        assert isinstance(layout, PartitionedLayout)
+        if layout.from_partitions is None:
+            raise DensekvError("another process changed the partition count first; try again")
+    elif partitions != layout.partitions:
+        raise DensekvError(
+            f"a repartition to {layout.partitions} is under way; finish it first (run it again "
+            f"with partitions={layout.partitions})"
+        )
+    olds = list(range(layout.from_partitions))
+    moved = 0
+    for i in range(0, len(olds), SWEEP_BATCH):
+        moved += sum((yield [layout.plan_split(p) for p in olds[i : i + SWEEP_BATCH]]))
+        if progress is not None:
+            progress(min(i + SWEEP_BATCH, len(olds)), len(olds))
+    meta = (yield [plan_meta(core.namespace, "finish", layout.partitions)])[0]
+    core.adopt(meta)
+    return {"partitions": core.layout.partitions, "moved": moved}  # type: ignore[attr-defined]
+
+
+def sweep(core: SessionCore, max_items: int | None) -> Flow[int]:
+    """Remove expired sessions partition by partition, then identity-index entries past
+    their absolute expiry. max_items=None: a full pass over both; otherwise stop near
+    max_items removals and sweep one batch of index partitions (cursors carry on)."""
+    units = list(core.layout.sweep_units())
+    removed_total = 0
+    budget = max_items if max_items is not None else float("inf")
+    if units:
+        visited = 0
+        while visited < len(units) and removed_total < budget:
+            batch = [units[(core.sweep_cursor + i) % len(units)] for i in range(min(SWEEP_BATCH, len(units) - visited))]
+            now = core.now()
+            # share what is left of the budget among this round trip's partitions
+            left = budget - removed_total
+            limit = 1 << 30 if max_items is None else max(1, -(-int(left) // len(batch)))
+            results = yield from run_on_units(core, batch, [core.layout.plan_sweep(u, now, limit) for u in batch])
+            core.sweep_cursor = (core.sweep_cursor + len(batch)) % len(units)
+            visited += len(batch)
+            gone: list[Record] = [r for rs in results for r in rs]
+            removed_total += len(gone)
+            cleanup: list[Plan[Any]] = []
+            if isinstance(core.layout, PartitionedLayout):
+                outside = [core.layout.ool_key(r.digest) for r in gone if r.outside and r.part is None]
+                cleanup += [command("DEL", k, keys=(k,)) for k in outside]
+            if core.index is not None and gone:
+                by_identity: dict[Identity, list[bytes]] = {}
+                for r in gone:
+                    if r.identity is not None:
+                        by_identity.setdefault(r.identity, []).append(r.digest)
+                cleanup += [core.index.plan_remove(i, ds) for i, ds in by_identity.items()]
+            if cleanup:
+                yield cleanup
+    if core.index is not None:
+        # a full pass visits every index partition; a bounded one, one batch of them
+        parts = list(core.index.units())
+        todo = len(parts) if max_items is None else min(SWEEP_BATCH, len(parts))
+        for i in range(0, todo, SWEEP_BATCH):
+            now = core.now()
+            batch = [parts[(core.index_cursor + i + j) % len(parts)] for j in range(min(SWEEP_BATCH, todo - i))]
+            yield [core.index.plan_sweep(p, now) for p in batch]
+        core.index_cursor = (core.index_cursor + todo) % len(parts)
+    return removed_total
+
+
+def run_on_units(core: SessionCore, units: list[int], plans: list[Plan[Any]]) -> Flow[list[Any]]:
+    """Partition-wide plans (sweep), after splitting their parents while migrating."""
+    layout = core.layout
+    splits: list[Plan[Any]] = []
+    if isinstance(layout, PartitionedLayout) and layout.from_bits is not None:
+        shift = layout.bits - layout.from_bits
+        splits = [layout.plan_split(p) for p in dict.fromkeys(u >> shift for u in units)]
+    results = yield [*splits, *plans]
+    return results[len(splits):]
+
+
+def partition_sizes(core: SessionCore) -> Flow[list[int]]:
+    """Sessions in every partition (expired-but-unswept ones included); while a
+    repartition runs, each new partition counts the sessions its parent still holds
+    for it only once the parent is split, so the parents' counts are added to the
+    first child."""
+    layout = core.layout
+    assert isinstance(layout, PartitionedLayout)
+    sizes: list[int] = []
+    keys = [layout.hash_key(p) for p in range(layout.partitions)]
+    if layout.from_bits is None:
+        for i in range(0, len(keys), 512):
+            sizes += (yield [command("HLEN", k, keys=(k,), decode=int) for k in keys[i : i + 512]])
+        return sizes
+    olds = [layout.key_at("sd", p, layout.from_bits) for p in range(layout.from_partitions or 0)]
+    counted: list[int] = []
+    every = keys + olds
+    for i in range(0, len(every), 512):
+        batch = every[i : i + 512]
+        counted += (yield [script_call(script("part_len"), (k,), (), int) for k in batch])
+    sizes = counted[: len(keys)]
+    shift = layout.bits - layout.from_bits
+    for p, n in enumerate(counted[len(keys):]):
+        sizes[p << shift] += n
+    return sizes
+
+
+def count_keys(core: SessionCore) -> Flow[int]:
+    """Sessions of a one-key-per-session layout: the keys a SCAN finds under the layout's
+    prefix (the namespace escaped; every primary of a cluster)."""
+    layout = core.layout
+    assert isinstance(layout, KeyPerSessionLayout)
+    scan = Scan(glob_escape(key(core.namespace, layout.code) + b":") + b"*", batch=1000)
+    total = 0
+    while chunk := (yield scan):
+        total += len(chunk)
+    return total
+
+
+def count(core: SessionCore) -> Flow[int]:
+    """Sessions stored (expired ones not yet swept included, for sweep-based layouts)."""
+    if not isinstance(core.layout, PartitionedLayout):
+        return (yield from count_keys(core))
+    return sum((yield from partition_sizes(core)))
+
+
+def fill_warnings(core: SessionCore, sizes: list[int]) -> list[str]:
+    limit = core.facts.limits.hash_max_listpack_entries
+    fullest = max(sizes, default=0)
+    if fullest > 0.9 * limit:
+        return [
+            (f"the fullest partition holds {fullest} sessions of the {limit} a listpack may "
+            "hold: partitions are about to convert to hashtables (several times the memory); "
+            "grow the store online: `densekv repartition --partitions N` (or "
+            "store.repartition(N)) with N twice the current count or more")
+        ]
+    return []
