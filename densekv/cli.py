@@ -271,6 +271,19 @@ def _register_lab() -> None:
 _register_lab()
 
 
+# --- analyze ------------------------------------------------------------------------
+
+
+def _register_analyze() -> None:
+    """`densekv analyze` (densekv/analyze/cli.py): what densekv would save on a live server."""
+    from densekv.analyze.cli import analyze
+
+    cli.add_command(analyze)
+
+
+_register_analyze()
+
+
 def main() -> None:
     """Entry point: run the CLI, turning densekv and connection errors into one line."""
     run_command(cli)

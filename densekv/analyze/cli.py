@@ -1,0 +1,106 @@
+"""`densekv analyze`: the analyzer from the shell (registered by densekv/cli.py).
+
+Progress (a bar with an ETA) goes to stderr; the report to stdout. Ctrl-C stops the scan
+after the batch in flight: the partial report is printed (the resume file, if given, is
+up to date) and the command exits 130; a second Ctrl-C stops at once.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+@contextmanager
+def _first_ctrl_c() -> Iterator[list[bool]]:
+    """A flag set by the first SIGINT (the second raises KeyboardInterrupt as usual)."""
+    flag = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        if flag[0]:
+            raise KeyboardInterrupt
+        flag[0] = True
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@click.command("analyze")
+@click.option("--url", envvar="DENSEKV_URL", required=True,
+              help="redis:// URL of the server to analyze (a cluster: any node, or redis+cluster://)")
+@click.option("--sample", type=int, default=10_000, show_default=True, help="keys to sample (SCAN order)")
+@click.option("--full", is_flag=True, help="look at every key (exact counts) instead of a sample")
+@click.option("--rate", type=float, default=None, help="at most this many commands per second on the server")
+@click.option("--rules", type=click.Path(dir_okay=False), default=None,
+              help="name or split patterns: JSON [{name, regex, glob}] or lines 'NAME = REGEX'")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object (schema: densekv/analyze/report.py)")
+@click.option("--html", "html_dir", type=click.Path(file_okay=False), default=None,
+              help="also write DIR/analyze.html")
+@click.option("--resume", type=click.Path(dir_okay=False), default=None,
+              help="save the scan's progress here after each batch, and go on from it when it exists")
+@click.option("--replay-keys", type=int, default=1000, show_default=True,
+              help="keys per pattern copied to the scratch server to measure the saving")
+@click.option("--no-replay", is_flag=True, help="only scan and group (no scratch server, no savings)")
+@click.option("--scratch", default=None, help="the server of the matrix to replay on (default: one like yours)")
+def analyze(url: str, sample: int, full: bool, rate: float | None, rules: str | None, as_json: bool,
+            html_dir: str | None, resume: str | None, replay_keys: int, no_replay: bool, scratch: str | None) -> None:
+    """Measure, per key pattern, what densekv would save on a live server (read-only)."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from densekv.analyze import report
+    from densekv.analyze.run import Options
+    from densekv.analyze.run import analyze as run_analysis
+
+    options = Options(url=url, sample=None if full else sample, rate=rate, rules=rules, resume=resume,
+                      replay_keys=replay_keys, replay=not no_replay, scratch=scratch)
+    err = Console(stderr=True)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f} keys"),
+                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=True,
+                   disable=not err.is_terminal)
+    task = bar.add_task("scanning", total=None)
+    started = [False]
+
+    def progress(state: Any) -> None:
+        if not started[0]:  # only once the server answered: an error stays one line
+            bar.start()
+            started[0] = True
+        bar.update(task, completed=state.taken, total=max(state.goal, state.taken) or None)
+
+    def note(text: str) -> None:
+        bar.update(task, description=text)
+
+    with _first_ctrl_c() as stopped:
+        try:
+            doc = run_analysis(options, progress, lambda: stopped[0], note)
+        finally:
+            if started[0]:
+                bar.stop()
+    if as_json:
+        click.echo(report.to_json(doc))
+    else:
+        report.print_terminal(doc)
+    if html_dir:
+        path = report.write_html(doc, Path(html_dir))
+        click.echo(f"wrote {path}", err=True)
+    if doc["interrupted"]:
+        sys.exit(130)

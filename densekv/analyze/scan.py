@@ -1,0 +1,423 @@
+"""Read-only sampling of a live server: SCAN, then pipelined per-key commands.
+
+The only commands sent to the analyzed server (and so the minimal ACL, README "Analyzer"):
+    connecting      PING; INFO server; INFO cluster; DBSIZE;
+                    CLUSTER SLOTS on a cluster (to find every primary)
+    sampling        SCAN; per key TYPE, PTTL, OBJECT ENCODING, MEMORY USAGE key SAMPLES 0
+    shapes, copies  GET; HLEN HGETALL HSCAN; SCARD SMEMBERS SSCAN; ZCARD ZRANGE; LLEN LRANGE;
+                    XLEN (the first SHAPE_SAMPLES keys of a pattern, and the replayed keys)
+Nothing else: no CONFIG, no DEBUG, no KEYS, no write (and, connecting, no HELLO or CLIENT
+SETINFO: RESP2 and no library name). Every command goes through wire.py, which refuses a
+command name outside READ_COMMANDS before sending anything, so the rule is enforced in
+one place (and tests/behaviour/test_analyze.py checks it on the server, with an ACL user
+that may run only these and with INFO commandstats).
+
+Sampling. `--sample N` takes the first N keys SCAN returns (per node: N x its share of
+DBSIZE). SCAN walks the main dictionary in bucket order, and a key's bucket is a keyed
+hash of its name, so a prefix of the walk is a uniform random sample of the keys (the
+exception: on servers that keep one dictionary per cluster slot - Valkey 8+ in cluster
+mode - the prefix is the node's first slots, which is uniform for keys without hash
+tags, and samples keys that share one hash tag all or nothing). `--full` visits every
+key. Per batch: one SCAN, then one pipeline of 4 commands per key, then one pipeline of
+value reads for keys whose pattern still needs shape samples. `--rate R` caps the
+commands per second (a token bucket across all round trips).
+
+Resuming: after every batch the node cursors and the pattern table can be saved
+(ScanState.to_json, written by run.py); a rerun with the same file continues each node
+from its cursor. SCAN's guarantee carries over: a key present from the start to the end
+of the whole scan is seen at least once (full mode may count a key twice if the server
+rehashes mid-scan, as SCAN itself may return it twice; sample mode drops duplicates).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from densekv.analyze.errors import AnalyzeError
+from densekv.analyze.shapes import MAX_DECODE, Shape, collection_shape, string_shape
+from densekv.analyze.table import KeyFacts, PatternStats, PatternTable
+from densekv.analyze.wire import READ_COMMANDS, command_name, denied, key_facts_replies, roundtrip
+from densekv.errors import ServerUnavailable
+from densekv.lab.target import redact
+
+__all__ = ["READ_COMMANDS", "Node", "RateLimiter", "ScanState", "Scanner", "Target", "command_name", "open_target",
+           "roundtrip"]
+
+SCAN_COUNT = 500  # SCAN COUNT hint per batch
+BIG_VALUE = 1 << 20  # values whose MEMORY USAGE is over this are not read whole
+COLLECTION_READ = 64  # members read from a collection too big to read whole
+
+
+class RateLimiter:
+    """A token bucket: at most `rate` commands per second on average (None: no limit)."""
+
+    def __init__(self, rate: float | None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if rate is not None and rate <= 0:
+            raise AnalyzeError("--rate is a positive number of commands per second")
+        self.rate = rate
+        self.clock, self.sleep = clock, sleep
+        self.allowance = float(rate or 0)
+        self.last = clock()
+
+    def take(self, n: int) -> None:
+        if self.rate is None:
+            return
+        now = self.clock()
+        self.allowance = min(self.rate, self.allowance + (now - self.last) * self.rate)
+        self.last = now
+        self.allowance -= n
+        if self.allowance < 0:
+            self.sleep(-self.allowance / self.rate)
+
+
+# --- the target ---------------------------------------------------------------------------
+
+
+@dataclass
+class Node:
+    addr: str
+    client: redis.Redis
+    keys: int  # DBSIZE when the analysis started
+    run_id: str
+
+
+@dataclass
+class Target:
+    label: str  # the URL without its password
+    flavor: str  # redis | valkey
+    version: str
+    cluster: bool
+    nodes: list[Node]
+    db: int
+
+    @property
+    def keys(self) -> int:
+        return sum(n.keys for n in self.nodes)
+
+    def close(self) -> None:
+        for n in self.nodes:
+            n.client.close()
+
+
+def explain(exc: BaseException, label: str) -> AnalyzeError:
+    """A connection or reply error as one line naming the problem (never the password)."""
+    text = str(exc)
+    if isinstance(exc, redis.AuthenticationError) or "WRONGPASS" in text or "NOAUTH" in text \
+            or "invalid username-password" in text:
+        return AnalyzeError(f"the server at {label} refused the credentials: wrong user name or password "
+                            "(or the user is disabled)")
+    if denied(exc):
+        import re
+
+        found = re.search(r"run the '([^']+)' command", text)
+        what = found.group(1) if found else text
+        return AnalyzeError(f"the user at {label} may not run a command the analyzer needs ({what}); "
+                            "give it the commands of the minimal ACL in the README (\"Analyzer\")")
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
+        return ServerUnavailableError(f"nothing answers at {label}: check the URL and that the server runs")
+    return AnalyzeError(f"the server at {label} refused: {text}")
+
+
+class ServerUnavailableError(AnalyzeError, ServerUnavailable):
+    """Nothing answers (or stopped answering) at the URL."""
+
+
+def _info(client: redis.Redis, section: str) -> dict[str, str]:
+    reply = roundtrip(client, [("INFO", section)])[0]
+    if isinstance(reply, Exception):
+        raise reply
+    out: dict[str, str] = {}
+    for line in bytes(reply).decode(errors="replace").splitlines():
+        if ":" in line and not line.startswith("#"):
+            k, _, v = line.partition(":")
+            out[k.strip()] = v.strip()
+    return out
+
+
+def open_target(url: str, *, timeout: float = 10.0) -> Target:
+    """Connect, check the server answers, and find its nodes (every primary of a cluster)."""
+    cluster_hint = url.startswith("redis+cluster://")
+    if cluster_hint:
+        url = "redis://" + url[len("redis+cluster://"):]
+    label = redact(url)
+    if not url.startswith(("redis://", "rediss://", "unix://")):
+        raise AnalyzeError(f"{label!r} is not a redis:// URL (redis://[user:password@]host:port/db)")
+    try:
+        # RESP2 (the replies roundtrip parses), and no HELLO or CLIENT SETINFO on connect: the
+        # connection sends only READ_COMMANDS (AUTH aside), so the minimal ACL is exact
+        seed = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=timeout, protocol=2,
+                                    **_quiet_handshake())
+    except ValueError as exc:
+        raise AnalyzeError(f"{label!r} is not a usable URL: {str(exc).replace(url, label)}") from None
+    try:
+        seed.ping()
+        server = _info(seed, "server")
+        cluster_info = _info(seed, "cluster")
+        db = int(seed.connection_pool.connection_kwargs.get("db", 0) or 0)
+        flavor = "valkey" if "valkey_version" in server else "redis"
+        version = server.get("valkey_version") or server.get("redis_version", "?")
+        if cluster_info.get("cluster_enabled") == "1" or cluster_hint:
+            nodes = _cluster_nodes(seed, url)
+            seed.close()
+        else:
+            nodes = [_node(seed, f"{seed.connection_pool.connection_kwargs.get('host', 'unix')}:"
+                                 f"{seed.connection_pool.connection_kwargs.get('port', '')}")]
+    except (redis.RedisError, OSError) as exc:
+        seed.close()
+        raise explain(exc, label) from None
+    return Target(label, flavor, version, len(nodes) > 1 or cluster_hint, nodes, db)
+
+
+def _quiet_handshake() -> dict[str, Any]:
+    """Connection options that keep redis-py from sending CLIENT SETINFO on connect."""
+    if hasattr(redis, "DriverInfo"):  # redis-py 7+
+        return {"driver_info": redis.DriverInfo(name=None, lib_version=None)}
+    return {"lib_name": None, "lib_version": None}
+
+
+def _node(client: redis.Redis, addr: str) -> Node:
+    size = roundtrip(client, [("DBSIZE",)])[0]
+    if isinstance(size, Exception):
+        raise size
+    return Node(addr, client, int(size), _info(client, "server").get("run_id", ""))
+
+
+def _cluster_nodes(seed: redis.Redis, url: str) -> list[Node]:
+    slots = roundtrip(seed, [("CLUSTER", "SLOTS")])[0]
+    if isinstance(slots, Exception):
+        raise slots
+    pool = seed.connection_pool
+    kwargs = dict(pool.connection_kwargs)
+    seen: dict[str, Node] = {}
+    for entry in slots:
+        host, port = bytes(entry[2][0]).decode(), int(entry[2][1])
+        if not host:  # a node that does not know its own address: the seed's host
+            host = str(kwargs.get("host", "127.0.0.1"))
+        addr = f"{host}:{port}"
+        if addr not in seen:
+            node_pool = redis.ConnectionPool(connection_class=pool.connection_class,
+                                             **{**kwargs, "host": host, "port": port, "db": 0})
+            client = redis.Redis.from_pool(node_pool)
+            seen[addr] = _node(client, addr)
+    return sorted(seen.values(), key=lambda n: n.addr)
+
+
+# --- scanning -----------------------------------------------------------------------------
+
+
+@dataclass
+class NodeState:
+    addr: str
+    run_id: str
+    keys: int
+    quota: int | None  # keys to sample on this node (None: every key)
+    cursor: int = 0
+    done: bool = False
+    taken: int = 0
+
+
+@dataclass
+class ScanState:
+    """Where the scan is: what the resume file holds besides the pattern table."""
+
+    mode: str  # "sample" | "full"
+    sample: int | None
+    nodes: list[NodeState]
+    vanished: int = 0  # keys gone between SCAN and TYPE
+    commands: int = 0
+    elapsed: float = 0.0
+    interrupted: bool = False
+    seen: dict[str, list[str]] = field(default_factory=dict)  # sample mode: keys taken (latin-1)
+
+    @property
+    def done(self) -> bool:
+        return all(n.done for n in self.nodes)
+
+    @property
+    def taken(self) -> int:
+        return sum(n.taken for n in self.nodes)
+
+    @property
+    def goal(self) -> int:
+        return sum(n.quota if n.quota is not None else n.keys for n in self.nodes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "sample": self.sample, "vanished": self.vanished, "commands": self.commands,
+                "elapsed": self.elapsed, "nodes": [n.__dict__ for n in self.nodes], "seen": self.seen}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ScanState:
+        return cls(data["mode"], data["sample"], [NodeState(**n) for n in data["nodes"]],
+                   int(data.get("vanished", 0)), int(data.get("commands", 0)), float(data.get("elapsed", 0.0)),
+                   False, {k: list(v) for k, v in data.get("seen", {}).items()})
+
+    @classmethod
+    def start(cls, target: Target, sample: int | None) -> ScanState:
+        total = target.keys
+        nodes = []
+        for n in target.nodes:
+            quota = None
+            if sample is not None:
+                quota = min(n.keys, max(1 if n.keys else 0, round(sample * n.keys / total))) if total else 0
+            nodes.append(NodeState(n.addr, n.run_id, n.keys, quota, done=(quota == 0)))
+        return cls("full" if sample is None else "sample", sample, nodes)
+
+    def check_target(self, target: Target) -> None:
+        """Refuse a resume file written for other nodes (or a restarted server)."""
+        mine = {(n.addr, n.run_id) for n in self.nodes}
+        theirs = {(n.addr, n.run_id) for n in target.nodes}
+        if mine != theirs:
+            raise AnalyzeError("the resume file was written for another server (or the server restarted since): "
+                               "remove it to start a new analysis")
+
+
+def _int(reply: Any, default: int = -1) -> int:
+    return int(reply) if isinstance(reply, int) else default
+
+
+def _str(reply: Any) -> str:
+    return bytes(reply).decode(errors="replace") if isinstance(reply, (bytes, bytearray)) else ""
+
+
+def key_facts(client: redis.Redis, keys: Sequence[bytes], node: int, limiter: RateLimiter) -> tuple[list[KeyFacts], int]:
+    """TYPE, PTTL, OBJECT ENCODING, MEMORY USAGE SAMPLES 0 for each key, one round trip.
+    Returns the facts of keys still there and how many had vanished."""
+    limiter.take(4 * len(keys))
+    replies = key_facts_replies(client, keys)
+    facts, vanished = [], 0
+    for i, k in enumerate(keys):
+        kind, pttl, enc, mem = replies[4 * i: 4 * i + 4]
+        kind_s = _str(kind)
+        if kind_s in ("", "none") or pttl == -2:
+            vanished += 1
+            continue
+        facts.append(KeyFacts(bytes(k), kind_s, _int(pttl), _str(enc) or "unknown", max(0, _int(mem, 0)), node))
+    return facts, vanished
+
+
+def shape_reads(f: KeyFacts, whole: bool) -> list[tuple[Any, ...]]:
+    """The commands that read a key's value for its shape (or, whole=True, to copy it)."""
+    k, big = f.key, f.memory > (BIG_VALUE if whole else MAX_DECODE)
+    if f.type == "string":
+        return [] if big else [("GET", k)]
+    n = str(COLLECTION_READ)
+    if f.type == "hash":
+        return [("HLEN", k), ("HSCAN", k, "0", "COUNT", n) if big else ("HGETALL", k)]
+    if f.type == "set":
+        return [("SCARD", k), ("SSCAN", k, "0", "COUNT", n) if big else ("SMEMBERS", k)]
+    if f.type == "zset":
+        return [("ZCARD", k), ("ZRANGE", k, "0", "-1" if whole and not big else str(COLLECTION_READ - 1), "WITHSCORES")]
+    if f.type == "list":
+        return [("LLEN", k), ("LRANGE", k, "0", "-1" if whole and not big else str(COLLECTION_READ - 1))]
+    if f.type == "stream":
+        return [("XLEN", k)]
+    return []
+
+
+def _pairs(reply: Any) -> list[tuple[bytes, bytes]]:
+    items = list(reply) if isinstance(reply, list) else []
+    return [(bytes(a), bytes(b)) for a, b in zip(items[::2], items[1::2])]
+
+
+def shape_of(f: KeyFacts, replies: list[Any], pattern: str) -> Shape | None:
+    """The value's shape from the replies of shape_reads (None: not read, or gone)."""
+    if not replies or any(isinstance(r, Exception) for r in replies):
+        return None
+    if f.type == "string":
+        return None if replies[0] is None else string_shape(bytes(replies[0]), pattern)
+    count = _int(replies[0], 0)
+    if f.type == "stream" or len(replies) < 2:
+        return Shape(f.type, count)
+    body = replies[1]
+    if f.type in ("hash", "set") and isinstance(body, list) and len(body) == 2 and isinstance(body[1], list):
+        body = body[1]  # HSCAN / SSCAN reply: [cursor, items]
+    if f.type == "hash":
+        pairs = _pairs(body)
+        return collection_shape("hash", [a for a, _ in pairs], count, [b for _, b in pairs])
+    if f.type == "zset":
+        return collection_shape("zset", [a for a, _ in _pairs(body)], count)
+    return collection_shape(f.type, [bytes(m) for m in (body or [])], count)
+
+
+Progress = Callable[[ScanState], None]
+
+
+class Scanner:
+    """Runs the scan of every node into a PatternTable (see the module docstring)."""
+
+    def __init__(self, target: Target, table: PatternTable, state: ScanState, *,
+                 rate: float | None = None, count: int = SCAN_COUNT) -> None:
+        self.target, self.table, self.state = target, table, state
+        self.limiter = RateLimiter(rate)
+        self.count = count
+
+    def run(self, progress: Progress | None = None, stop: Callable[[], bool] | None = None) -> ScanState:
+        state = self.state
+        started = time.monotonic() - state.elapsed
+        for index, (node, ns) in enumerate(zip(self.target.nodes, state.nodes)):
+            seen = {k.encode("latin-1") for k in state.seen.get(ns.addr, [])} if ns.quota is not None else set()
+            while not ns.done:
+                if stop is not None and stop():
+                    state.interrupted = True
+                    state.elapsed = time.monotonic() - started
+                    return state
+                self._batch(index, node, ns, seen)
+                state.elapsed = time.monotonic() - started
+                if ns.quota is not None:
+                    state.seen[ns.addr] = [k.decode("latin-1") for k in seen]
+                if progress is not None:
+                    progress(state)
+        state.elapsed = time.monotonic() - started
+        return state
+
+    def _batch(self, index: int, node: Node, ns: NodeState, seen: set[bytes]) -> None:
+        self.limiter.take(1)
+        reply = roundtrip(node.client, [("SCAN", str(ns.cursor), "COUNT", str(self.count))])[0]
+        if isinstance(reply, Exception):
+            raise reply
+        cursor, keys = int(reply[0]), [bytes(k) for k in reply[1]]
+        if ns.quota is not None:
+            fresh: list[bytes] = []
+            for k in keys:
+                if k not in seen and ns.taken + len(fresh) < ns.quota:
+                    fresh.append(k)
+            keys = fresh
+        facts, vanished = key_facts(node.client, keys, index, self.limiter) if keys else ([], 0)
+        self.state.commands += 1 + 4 * len(keys)
+        self.state.vanished += vanished
+        wanted: list[tuple[PatternStats, KeyFacts]] = []
+        for f in facts:
+            stats = self.table.add(f)
+            if stats.wants_shape():
+                stats.shape_pending += 1
+                wanted.append((stats, f))
+        self._shapes(node.client, wanted)
+        if ns.quota is not None:
+            seen.update(f.key for f in facts)
+            ns.taken += len(facts)
+            # keys that vanished still used up their place in the uniform prefix
+            ns.taken += vanished
+        else:
+            ns.taken += len(facts)
+        ns.cursor = cursor
+        ns.done = cursor == 0 or (ns.quota is not None and ns.taken >= ns.quota)
+
+    def _shapes(self, client: redis.Redis, wanted: Iterable[tuple[PatternStats, KeyFacts]]) -> None:
+        plans = [(stats, f, shape_reads(f, whole=False)) for stats, f in wanted]
+        cmds = [c for _, _, cs in plans for c in cs]
+        self.limiter.take(len(cmds))
+        replies = roundtrip(client, cmds)
+        self.state.commands += len(cmds)
+        at = 0
+        for stats, f, cs in plans:
+            stats.shape_pending -= 1
+            part, at = replies[at: at + len(cs)], at + len(cs)
+            shape = shape_of(f, part, stats.name) if cs else Shape("large" if f.type == "string" else f.type, f.memory)
+            if shape is not None:
+                stats.add_shape(shape, f.key)
