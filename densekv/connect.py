@@ -1,33 +1,52 @@
 """`densekv.connect(url)`: a redis-py client for a URL, checked to answer.
 
 Plain URLs give a `Redis` client; `redis+cluster://` (or `cluster=True`) a `RedisCluster`.
-A URL that does not answer raises ServerUnavailable with a one-line hint.
+A URL that does not answer, or whose credentials the server refuses, raises
+ServerUnavailable with a one-line hint; messages show the URL without its password.
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
 from densekv.errors import ServerUnavailable
 
 
+def redact(url: str) -> str:
+    """The URL without its password (for messages, reports and records)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
+
+
 def connect(url: str, *, cluster: bool = False, **kwargs: Any) -> redis.Redis | redis.RedisCluster:
     if url.startswith("redis+cluster://"):
         url, cluster = "redis://" + url[len("redis+cluster://") :], True
     if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise ServerUnavailable(f"{url!r} is not a redis:// URL")
+        raise ServerUnavailable(f"{redact(url)!r} is not a redis:// URL")
     kwargs.setdefault("socket_connect_timeout", 3)
     try:
         client: Any = (
             redis.RedisCluster.from_url(url, **kwargs) if cluster else redis.Redis.from_url(url, **kwargs)
         )
         client.ping()
+    except redis.AuthenticationError as exc:
+        raise ServerUnavailable(
+            f"the server at {redact(url)} refused the credentials: check the user and password in the URL"
+        ) from exc
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise ServerUnavailable(
-            f"nothing answers at {url}: start a server there, or leave out --url to use the embedded one"
+            f"nothing answers at {redact(url)}: start a server there, or leave out --url to use the embedded one"
         ) from exc
     except redis.RedisError as exc:
-        raise ServerUnavailable(f"the server at {url} refused us: {exc}") from exc
+        hint = ": give the password in the URL (redis://:PASSWORD@host)" if "NOAUTH" in str(exc) else f": {exc}"
+        raise ServerUnavailable(f"the server at {redact(url)} refused us{hint}") from exc
     return client  # type: ignore[no-any-return]

@@ -22,6 +22,7 @@ import time
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import quote
 
 import redis
 
@@ -79,7 +80,14 @@ class ServerProcess:
 
     # -- lifecycle -------------------------------------------------------------
     @property
+    def password(self) -> str | None:
+        """The requirepass this process was started with (its clients and URL carry it)."""
+        return self.options.get("requirepass") or None
+
+    @property
     def url(self) -> str:
+        if self.password:
+            return f"redis://:{quote(self.password, safe='')}@127.0.0.1:{self.port}/0"
         return f"redis://127.0.0.1:{self.port}/0"
 
     @property
@@ -145,7 +153,7 @@ class ServerProcess:
                 f"cannot run {self.binary.path}: {exc.strerror}; run scripts/get-servers"
             ) from exc
         deadline = time.monotonic() + timeout
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2)
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2, password=self.password)
         try:
             while True:
                 code = self.proc.poll()
@@ -218,6 +226,7 @@ class ServerProcess:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def client(self, **kwargs: object) -> redis.Redis:
+        kwargs.setdefault("password", self.password)
         return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)  # type: ignore[arg-type]
 
     def __enter__(self) -> ServerProcess:

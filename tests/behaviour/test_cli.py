@@ -115,3 +115,25 @@ def test_repartition_command_grows_a_store_and_refuses_a_missing_one(server: Ser
     assert "Traceback" not in missing.stderr
     bad = run("repartition", "--url", server.url, "--partitions", "100")
     assert bad.returncode == 2 and "power of two" in bad.stderr
+
+
+def test_a_wrong_password_is_named_and_never_echoed(fresh_server: Any) -> None:
+    import densekv
+    from densekv.errors import ServerUnavailable
+
+    proc = fresh_server(options={"requirepass": "right-one"})
+    for url, says in ((f"redis://:wrong-secret@127.0.0.1:{proc.port}/0", "refused the credentials"),
+                      (f"redis://127.0.0.1:{proc.port}/0", "refused the credentials")):
+        with pytest.raises(ServerUnavailable, match=says) as caught:
+            densekv.connect(url)
+        assert "wrong-secret" not in str(caught.value) and "right-one" not in str(caught.value)
+    densekv.connect(f"redis://:right-one@127.0.0.1:{proc.port}/0").close()
+    assert proc.client().ping()  # what densekv starts, it can talk to
+
+
+def test_an_embedded_server_with_a_password_starts_and_answers() -> None:
+    import densekv
+
+    with densekv.embedded(options={"requirepass": "s3cret"}) as srv:
+        assert srv.client().ping()
+        assert densekv.connect(srv.url).ping()
