@@ -2,7 +2,8 @@
 
 A click command the main CLI registers (`cli.add_command(lab)` in densekv/cli.py, whose
 main() turns errors into one line and exit 2); `python -m densekv.lab` runs it alone
-through `main()` below, which does the same.
+through `main()` below, which does the same. Ctrl-C ends the lab with a partial report
+(what was measured), the lab's keys removed, one line and exit 130 (`LabInterrupted`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from pathlib import Path
 import click
 
 from densekv.lab.sizing import DEFAULT_N
+from densekv.lab.target import LabError
+
+
+class LabInterrupted(LabError):
+    """Ctrl-C: the partial report is written (or could not be); one line, exit 130."""
+
+    exit_code = 130
 
 
 @click.command("lab")
@@ -39,10 +47,21 @@ def lab(url: str | None, servers: tuple[str, ...], n: int | None, only: str | No
     config = LabConfig(url=url, servers=servers, n=n, only=kinds, out=Path(out_dir),
                        allow_config=allow_config, command=_command_line())
     display = Display() if as_json else LiveDisplay()
-    result = run_lab(config, display)
+    try:
+        result = run_lab(config, display)
+    except KeyboardInterrupt:  # before anything was measured, or while the report was written
+        raise LabInterrupted("interrupted: no report written; the lab's keys were removed") from None
     if as_json:
         click.echo(json.dumps(result.doc, indent=2))
-    else:
+    if result.interrupted:
+        records = len(result.doc["runs"])
+        raise LabInterrupted(f"interrupted: partial report ({records} configurations measured) in "
+                             f"{result.paths['report']}; the lab's keys were removed")
+    if not as_json:
+        from densekv.lab.summary import headline
+
+        for line in headline(result.doc):
+            click.echo(line)
         click.echo(f"report: {result.paths['report']}  results: {result.paths['results']}  "
                    f"({result.seconds:.0f}s)")
     if result.failed:

@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
-from typing import Any
 
 import redis
-
-from densekv.flows import drive_many
 
 #: Commands the lab itself sends around a phase (readings, sampling): never server work.
 HOUSEKEEPING = frozenset({
@@ -92,9 +89,3 @@ def sample_partitions(partitions: int, k: int, seed: int = 7) -> list[int]:
     if partitions <= k:
         return list(range(partitions))
     return sorted(random.Random(seed).sample(range(partitions), k))
-
-
-def drive_flows(executor: Any, flows: list[Any]) -> list[Any]:
-    """Run many store flows in lockstep, one pipeline round trip per step for all of them:
-    densekv.flows.drive_many (kept under this name for the experiments that import it)."""
-    return drive_many(flows, executor)

@@ -78,8 +78,8 @@ class RunRecord:
 
     @classmethod
     def stamped(cls, stamp: ServerStamp, **values: Any) -> RunRecord:
-        base: dict[str, Any] = dict(server=stamp.name, version=stamp.version, allocator=stamp.allocator,
-                                    flavor=stamp.flavor, config=dict(stamp.listpack))
+        base: dict[str, Any] = {"server": stamp.name, "version": stamp.version, "allocator": stamp.allocator,
+                                "flavor": stamp.flavor, "config": dict(stamp.listpack)}
         base.update(values)
         return cls(**base)
 
@@ -145,17 +145,21 @@ DOCUMENT_FIELDS: dict[str, tuple[tuple[str, ...], bool]] = {
     "servers": (("array",), True),
     "experiments": (("array",), True),
     "runs": (("array",), True),
+    "interrupted": (("boolean",), True),
 }
 EXPERIMENT_FIELDS: dict[str, tuple[tuple[str, ...], bool]] = {
     "kind": (("string",), True),
     "title": (("string",), True),
     "seed": (("string", "null"), True),
-    "status": (("string",), True),  # ran | not available | failed | skipped
+    "status": (("string",), True),  # one of STATUSES
     "reason": (("string",), True),
     "server": (("string", "null"), True),
     "seconds": (("number", "null"), True),
+    "notes": (("array",), True),
+    "trimmed": (("string",), True),
+    "pace": (("number", "null"), True),
 }
-STATUSES = ("ran", "not available", "failed", "skipped")
+STATUSES = ("ran", "not available", "failed", "skipped", "interrupted")
 
 
 def _json_type(value: Any) -> str:
@@ -220,7 +224,8 @@ def host_facts() -> dict[str, Any]:
 
 
 def build_document(*, command: str, n: int, servers: list[ServerStamp],
-                   experiments: list[dict[str, Any]], runs: list[RunRecord]) -> dict[str, Any]:
+                   experiments: list[dict[str, Any]], runs: list[RunRecord],
+                   interrupted: bool = False) -> dict[str, Any]:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -237,6 +242,7 @@ def build_document(*, command: str, n: int, servers: list[ServerStamp],
         "servers": [s.to_dict() for s in servers],
         "experiments": experiments,
         "runs": [r.to_dict() for r in runs],
+        "interrupted": interrupted,
     }
 
 

@@ -7,10 +7,20 @@ alone; then the cross-server experiments (the matrix); then results.json, the PN
 report.html. Only one server runs at a time, so the machine's cores are not shared
 between measurements.
 
-Budgets: in the default run (no --n) each experiment has a time budget (its budget_s);
-an experiment that runs out stops *between* configurations, and what it did not
-measure is listed in the report as not measured. With an explicit --n there is no
-budget: the user asked for that size.
+Budgets: in the default run (no --n) each experiment has a time budget (its budget_s,
+less what the experiments before it on that server overran, down to half of it). Before
+it starts, the runner measures the machine's pace (densekv/lab/pace.py) and the
+experiment fits its sizing to budget and pace - N, checkpoints, repetitions; never
+which configurations, so a busy machine measures the same story as an idle one. From
+the second experiment on, the pace is the geometric mean of the probe's and of how much
+slower than predicted the experiment before it ran (its own work, over tens of seconds:
+a probe of a fraction of a second can fall into a quiet or a busy moment). With an
+explicit --n there is no budget: the user asked for that size.
+
+Ctrl-C: the experiment running stops where it is; its records measured so far (each
+one passed to the display as it was measured) go into a partial results.json and
+report.html, the targets are cleaned on the way out (a scratch server is stopped, a
+--url database flushed), and the run ends with `interrupted` set.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ from densekv.lab.target import LabError, Target, resolve_servers, scratch_target
 from densekv.server.binaries import EMBEDDED, server_binary
 
 MIN_N = 100
+#: an experiment's budget shrinks by what the ones before it overran, at most to this share
+MIN_BUDGET_SHARE = 0.5
 
 
 @dataclass
@@ -44,6 +56,8 @@ class LabConfig:
     command: str = "densekv lab"
     #: per-kind experiment knobs, e.g. {"sessions": {"layouts": ("dense",)}} (tests)
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: tests: the pace to use instead of measuring it (default run only)
+    pace: float | None = None
 
     @property
     def size(self) -> int:
@@ -56,6 +70,8 @@ class LabRun:
     outputs: list[Output]
     paths: dict[str, Path]
     seconds: float
+    interrupted: bool = False
+    cleaned: list[str] = field(default_factory=list)  # earlier runs' leftovers removed
 
     @property
     def failed(self) -> list[Output]:
@@ -93,46 +109,111 @@ def targets(config: LabConfig) -> Iterator[Iterator[contextlib.AbstractContextMa
         yield (scratch_target(b) for b in binaries)
 
 
+class Recorder(Progress):
+    """Passes progress on to the display and keeps the records of the experiment that
+    is running, so an interrupted run can report them."""
+
+    def __init__(self, display: Progress) -> None:
+        self.display = display
+        self.records: list[RunRecord] = []
+
+    def start(self, description: str, total: float) -> None:
+        self.display.start(description, total)
+
+    def advance(self, amount: float = 1.0) -> None:
+        self.display.advance(amount)
+
+    def record(self, record: RunRecord) -> None:
+        self.records.append(record)
+        self.display.record(record)
+
+
 def run_lab(config: LabConfig, display: Display | None = None) -> LabRun:
-    """Run the lab as configured; write results.json, the PNGs and report.html."""
+    """Run the lab as configured; write results.json, the PNGs and report.html (a
+    partial one, with `interrupted` set, after Ctrl-C)."""
     chosen = check(config)
     display = display or Display()
     started = time.monotonic()
     outputs: list[Output] = []
     stamps: list[ServerStamp] = []
+    cleaned: list[str] = []
     per_server = [e for e in chosen if e.per_server and e.available]
     for exp in chosen:
         if not exp.available:
             outputs.append(Output(exp.kind, None, status="not available", reason=exp.reason))
     count = 1 if config.url else len(resolve_servers(config.servers)) if config.servers else 1
-    with contextlib.ExitStack() as stack, targets(config) as opened:
-        for opening in opened:
-            with opening as target:  # a refused URL fails here, before any display
-                if not stamps:
-                    stack.enter_context(display.running(count * len(per_server)))
-                stamps.append(target.stamp)
-                for exp in per_server:
-                    outputs.append(run_one(exp, target, config, display))
+    recorder = Recorder(display)
+    current: tuple[Experiment, str] | None = None
+    interrupted = False
+    try:
+        with contextlib.ExitStack() as stack, targets(config) as opened:
+            for opening in opened:
+                with opening as target:  # a refused URL fails here, before any display
+                    if not stamps:
+                        stack.enter_context(display.running(count * len(per_server)))
+                    if target.cleaned:
+                        cleaned.append(target.cleaned)
+                        display.notice(target.cleaned)
+                    stamps.append(target.stamp)
+                    overrun, observed = 0.0, None
+                    for exp in per_server:
+                        current, recorder.records = (exp, target.name), []
+                        out = run_one(exp, target, config, recorder, overrun, observed)
+                        current = None
+                        outputs.append(out)
+                        if out.seconds is not None and config.n is None:
+                            overrun = max(0.0, overrun + out.seconds - exp.budget_s)
+                            observed = observed_pace(out) or observed
+    except KeyboardInterrupt:
+        interrupted = True
+        if current is not None:
+            exp, server = current
+            outputs.append(Output(exp.kind, server, status="interrupted", records=list(recorder.records),
+                                  reason=f"interrupted (Ctrl-C) after {len(recorder.records)} configurations"))
+        done = {(o.kind, o.server) for o in outputs}
+        for stamp in stamps:
+            for exp in per_server:
+                if (exp.kind, stamp.name) not in done:
+                    outputs.append(Output(exp.kind, stamp.name, status="skipped",
+                                          reason="not run: the lab was interrupted (Ctrl-C) before it"))
     for exp in chosen:
         if exp.available and not exp.per_server:
-            outputs.append(exp.combine([o for o in outputs if o.status == "ran"]))
+            outputs.append(exp.combine([o for o in outputs if o.status in ("ran", "interrupted")]))
     order = {e.kind: i for i, e in enumerate(chosen)}
     outputs.sort(key=lambda o: order.get(o.kind, len(order)))  # report order, servers in turn
     doc = build_document(
         command=config.command, n=config.size, servers=stamps,
         experiments=[summary(o, chosen) for o in outputs],
-        runs=[r for o in outputs for r in o.records],
+        runs=[r for o in outputs for r in o.records], interrupted=interrupted,
     )
     paths = {"results": write_results(doc, config.out)}
     from densekv.lab.report import write_report
 
-    paths.update(write_report(doc, outputs, chosen, config.out))
-    return LabRun(doc, outputs, paths, time.monotonic() - started)
+    paths.update(write_report(doc, outputs, chosen, config.out, cleaned=cleaned))
+    return LabRun(doc, outputs, paths, time.monotonic() - started, interrupted, cleaned)
 
 
-def run_one(exp: Experiment, target: Target, config: LabConfig, display: Display) -> Output:
-    budget = Budget(exp.budget_s if config.n is None else None)
-    ctx = Context(target, config.size, display, budget, dict(config.options.get(exp.kind, {})))
+def observed_pace(out: Output) -> float | None:
+    """How much slower than the reference machine an experiment actually ran: its
+    seconds / its sizing's reference cost (None if it predicted nothing)."""
+    if not out.seconds or not out.predicted or not out.pace or out.status != "ran":
+        return None
+    return out.seconds / (out.predicted / out.pace)
+
+
+def run_one(exp: Experiment, target: Target, config: LabConfig, progress: Progress,
+            overrun: float = 0.0, observed: float | None = None) -> Output:
+    """One experiment on one target; its failure is reported, the rest still run."""
+    budget = Budget(None)
+    pace = None
+    if config.n is None:
+        from densekv.lab.pace import measure_pace
+
+        pace = config.pace if config.pace is not None else measure_pace(target.client)
+        if observed is not None and config.pace is None:
+            pace = round((pace * observed) ** 0.5, 2)
+        budget = Budget(max(MIN_BUDGET_SHARE * exp.budget_s, exp.budget_s - overrun), pace)
+    ctx = Context(target, config.size, progress, budget, dict(config.options.get(exp.kind, {})))
     t0 = time.monotonic()
     try:
         out = exp.run(ctx)
@@ -143,7 +224,10 @@ def run_one(exp: Experiment, target: Target, config: LabConfig, display: Display
         with contextlib.suppress(Exception):
             target.clear()
     out.seconds = round(time.monotonic() - t0, 2)
-    display.finished(out)
+    out.pace, out.predicted = pace, budget.predicted
+    display = progress.display if isinstance(progress, Recorder) else progress
+    if isinstance(display, Display):
+        display.finished(out)
     return out
 
 
@@ -158,10 +242,30 @@ def summary(out: Output, chosen: list[Experiment]) -> dict[str, Any]:
         "server": out.server,
         "seconds": out.seconds,
         "notes": out.notes,
+        "trimmed": out.trimmed,
+        "pace": out.pace,
     }
 
 
 # -- the live display ----------------------------------------------------------------------
+
+COLUMNS = ("server", "kind", "configuration", "P", "n", "B/item", "ops/s", "µs/op")
+
+
+def table_row(r: RunRecord) -> list[str]:
+    return [r.server, r.kind, r.variant or r.layout, "-" if r.partitions is None else f"{r.partitions:,}",
+            f"{r.n:,}", _fmt(r.bytes_per_item), _fmt(r.ops_per_s, 0), _fmt(r.server_usec_per_call)]
+
+
+def plain_table(rows: list[list[str]], columns: tuple[str, ...] = COLUMNS) -> str:
+    """Rows as plain text columns, nothing cut (for a pipe or a log file)."""
+    widths = [max([len(c)] + [len(row[i]) for row in rows]) for i, c in enumerate(columns)]
+    left = {0, 1, 2}
+
+    def line(cells: list[str] | tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    return "\n".join([line(columns)] + [line(row) for row in rows]).rstrip()
 
 
 class Display(Progress):
@@ -174,10 +278,15 @@ class Display(Progress):
     def finished(self, out: Output) -> None:
         pass
 
+    def notice(self, text: str) -> None:
+        pass
+
 
 class LiveDisplay(Display):
-    """Rich progress bars (overall and current experiment) above a live table of the
-    configurations measured so far; written to stderr so stdout stays clean."""
+    """On a terminal: rich progress bars (overall and current experiment) above a live
+    table of the configurations measured so far. Piped or redirected: one line per
+    experiment as it ends, then every configuration in plain columns, nothing cut.
+    Written to stderr so stdout stays clean."""
 
     ROWS = 14
 
@@ -185,6 +294,7 @@ class LiveDisplay(Display):
         from rich.console import Console
 
         self.console = Console(stderr=True)
+        self.live = self.console.is_terminal
         self.rows: list[RunRecord] = []
         self._live: Any = None
         self._progress: Any = None
@@ -193,6 +303,11 @@ class LiveDisplay(Display):
 
     @contextlib.contextmanager
     def running(self, experiments: int) -> Iterator[None]:
+        if not self.live:
+            yield  # after Ctrl-C the one line the CLI prints is all: the table is in the report
+            if self.rows:
+                self.console.file.write(plain_table([table_row(r) for r in self.rows]) + "\n")
+            return
         from rich.live import Live
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
         from rich.progress import Progress as Bars
@@ -202,8 +317,10 @@ class LiveDisplay(Display):
         self._overall = self._progress.add_task("experiments", total=experiments)
         with Live(self._render(), console=self.console, refresh_per_second=4, transient=False) as live:
             self._live = live
-            yield
-            live.update(self._render())
+            try:
+                yield
+            finally:
+                live.update(self._render())
         self._live = None
 
     def _render(self) -> Any:
@@ -211,16 +328,16 @@ class LiveDisplay(Display):
         from rich.table import Table
 
         table = Table(title="measured so far", expand=False)
-        for col in ("server", "kind", "configuration", "P", "n", "B/item", "ops/s", "µs/op"):
-            table.add_column(col, justify="right" if col in ("P", "n", "B/item", "ops/s", "µs/op") else "left",
-                             no_wrap=True)
+        for i, col in enumerate(COLUMNS):
+            table.add_column(col, justify="left" if i < 3 else "right", no_wrap=True)
         for r in self.rows[-self.ROWS:]:
-            table.add_row(r.server, r.kind, r.variant or r.layout, "-" if r.partitions is None else f"{r.partitions:,}",
-                          f"{r.n:,}", _fmt(r.bytes_per_item), _fmt(r.ops_per_s, 0), _fmt(r.server_usec_per_call))
+            table.add_row(*table_row(r))
         parts: list[Any] = [self._progress] if self._progress is not None else []
         return Group(*parts, table)
 
     def start(self, description: str, total: float) -> None:
+        if self._progress is None:
+            return
         if self._task is not None:
             self._progress.remove_task(self._task)
         self._task = self._progress.add_task(description, total=total)
@@ -234,11 +351,18 @@ class LiveDisplay(Display):
         if self._live is not None:
             self._live.update(self._render())
 
+    def notice(self, text: str) -> None:
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
     def finished(self, out: Output) -> None:
         if self._progress is not None:
             self._progress.advance(self._overall, 1)
         if out.status != "ran":
-            self.console.print(f"[yellow]{out.kind} on {out.server}: {out.status}[/] {out.reason}")
+            self.console.print(f"[yellow]{out.kind} on {out.server}: {out.status}[/] {out.reason}", soft_wrap=True)
+        elif not self.live:
+            sized = f"; sized for this machine: {out.trimmed}" if out.trimmed else ""
+            self.console.print(f"{out.kind} on {out.server}: {len(out.records)} configurations in "
+                               f"{out.seconds or 0:.0f} s{sized}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:

@@ -7,10 +7,15 @@ Two kinds of target, one rule each:
   * url: the user's server (`--url`). The lab owns only the database the URL names, and
     only if that database is empty when the lab starts (`LabRefused` otherwise, naming
     an empty database to use instead). It flushes that database alone (FLUSHDB SYNC)
-    between measurements and at the end, so the user's other databases are never touched;
-    it never CONFIG SETs the server unless `--allow-config` was given (and then restores
-    every value it changed). Curves that need another config run on a scratch server the
-    lab starts (`with_config`), and their records say which server that was.
+    between measurements and at the end - also when the run is interrupted (Ctrl-C) or
+    fails - so the user's other databases are never touched; it never CONFIG SETs the
+    server unless `--allow-config` was given (and then restores every value it changed).
+    Curves that need another config run on a scratch server the lab starts
+    (`with_config`), and their records say which server that was.
+    While it owns the database the lab keeps its mark there (MARK_KEY, rewritten after
+    every flush, so it is in every baseline and never in a delta): a database that a lab
+    killed outright (kill -9, a lost machine) left behind is recognised by that mark as
+    the lab's own, cleaned and reused, and the run says so.
 used_memory is server-wide: on a busy user server other clients' writes land in the
 deltas (the meter waits for quiet, and gives up with a clear error if it never comes).
 """
@@ -18,8 +23,15 @@ deltas (the meter waits for quiet, and gives up with a clear error if it never c
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import signal
+import socket
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
@@ -93,6 +105,7 @@ class Target:
     binary: ServerBinary | None = None
     allow_config: bool = False
     url: str | None = None
+    cleaned: str = ""  # what the lab removed of an earlier run's before it started here
     _changed: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -124,11 +137,12 @@ class Target:
                 self.restamp()
                 yield self
             finally:
-                self.clear()
-                for key, old in before.items():
-                    if old is not None:
-                        self.client.config_set(key, old)
-                self.restamp()
+                with interrupts_deferred():  # the user's config comes back even on Ctrl-C
+                    self.clear()
+                    for key, old in before.items():
+                        if old is not None:
+                            self.client.config_set(key, old)
+                    self.restamp()
             return
         binary = self.binary or server_binary(EMBEDDED)
         with scratch_target(binary, options={k: str(v) for k, v in settings.items()}) as other:
@@ -167,8 +181,86 @@ def _empty_db_hint(client: redis.Redis, url: str) -> str:
 
 
 @contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Run the block to its end even if Ctrl-C comes (cleanup that must not be cut in
+    half); a Ctrl-C that came meanwhile is raised after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pending:
+            raise KeyboardInterrupt
+
+
+#: the lab's mark in a --url database it owns: a string key, JSON of who wrote it
+MARK_KEY = "densekv-lab:owner"
+
+
+def mark_value() -> str:
+    return json.dumps({"by": "densekv lab", "host": socket.gethostname(), "pid": os.getpid(),
+                       "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+
+
+def read_mark(client: redis.Redis) -> dict[str, Any] | None:
+    """The lab's mark in the client's database, if there is one (None otherwise)."""
+    raw = client.get(MARK_KEY)
+    if raw is None:
+        return None
+    try:
+        mark = json.loads(raw)
+    except ValueError:
+        return None
+    return mark if isinstance(mark, dict) and mark.get("by") == "densekv lab" else None
+
+
+class MarkedMeter(Meter):
+    """The Meter of a --url database: every flush puts the lab's mark back (before any
+    baseline, so the mark's few bytes are never in a delta)."""
+
+    mark = ""
+
+    def flush(self, *, remark: bool = True) -> None:
+        super().flush()
+        if remark:
+            self.client.set(MARK_KEY, self.mark or mark_value())
+
+
+def _alive_here(mark: Mapping[str, Any]) -> bool:
+    """Whether the lab that wrote `mark` runs on this machine now."""
+    from densekv.server.process import pid_alive
+
+    pid = mark.get("pid")
+    return (mark.get("host") == socket.gethostname() and isinstance(pid, int) and pid != os.getpid()
+            and pid_alive(pid))
+
+
+def _leftovers(client: redis.Redis, db: int, url: str, keys: int) -> str:
+    """Clean an earlier lab run's database and say so; LabRefused for anyone else's data."""
+    mark = read_mark(client)
+    if mark is None:
+        raise LabRefused(
+            f"db {db} at {redact(url)} holds {keys} keys: the lab flushes the database it "
+            "measures in, so it only uses an empty one; point --url at an empty database"
+            + _empty_db_hint(client, url)
+        )
+    if _alive_here(mark):
+        raise LabRefused(f"db {db} at {redact(url)} is in use by a densekv lab running now (pid {mark['pid']}); "
+                         "wait for it, or point --url at another empty database" + _empty_db_hint(client, url))
+    client.execute_command("FLUSHDB", "SYNC")  # type: ignore[no-untyped-call]  # redis-py: untyped
+    return (f"db {db} held {keys} keys left by an earlier densekv lab run (started {mark.get('started', '?')} "
+            f"on {mark.get('host', '?')}, marked {MARK_KEY}): removed before measuring")
+
+
+@contextlib.contextmanager
 def url_target(url: str, *, allow_config: bool) -> Iterator[Target]:
-    """The user's server at `url`, if the database it names is empty; LabRefused if not."""
+    """The user's server at `url`, if the database it names is empty (or holds only an
+    earlier lab run's leftovers, which are removed); LabRefused if not. The database is
+    flushed on the way out whatever happened, Ctrl-C included."""
     from densekv.connect import connect
 
     client = connect(url)
@@ -177,17 +269,16 @@ def url_target(url: str, *, allow_config: bool) -> Iterator[Target]:
             raise LabRefused("the lab measures one server: give the redis:// URL of one node, not a cluster")
         db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
         keys = int(client.dbsize())
-        if keys:
-            raise LabRefused(
-                f"db {db} at {redact(url)} holds {keys} keys: the lab flushes the database it "
-                "measures in, so it only uses an empty one; point --url at an empty database"
-                + _empty_db_hint(client, url)
-            )
+        cleaned = _leftovers(client, db, url, keys) if keys else ""
         stamp = stamp_of(client, "url", scratch=False, url=url)
-        meter = Meter(client, scope="db")  # refuses again if someone wrote in between
-        yield Target("url", client, False, stamp, meter, allow_config=allow_config, url=url)
-        with contextlib.suppress(redis.RedisError):
-            meter.flush()  # leave the database as the lab found it: empty
+        meter = MarkedMeter(client, scope="db")  # refuses again if someone wrote in between
+        meter.mark = mark_value()
+        try:
+            client.set(MARK_KEY, meter.mark)
+            yield Target("url", client, False, stamp, meter, allow_config=allow_config, url=url, cleaned=cleaned)
+        finally:
+            with interrupts_deferred(), contextlib.suppress(redis.RedisError):
+                meter.flush(remark=False)  # leave the database as the lab found it: empty
     finally:
         client.close()
 

@@ -50,7 +50,7 @@ def user(own_server: ServerProcess) -> Iterator[redis.Redis]:
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "densekv.lab", *args], capture_output=True, text=True,
-                          timeout=120, env={**os.environ})
+                          timeout=120, env={**os.environ}, check=False)
 
 
 def test_a_tiny_lab_on_the_embedded_server_writes_results_and_report(tmp_path: Path) -> None:
@@ -81,8 +81,13 @@ def test_a_tiny_lab_on_the_embedded_server_writes_results_and_report(tmp_path: P
     images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", html)
     assert len(images) == len(list(tmp_path.glob("*.png"))) >= 4
     assert not re.search(r"(src|href)=['\"]https?:", html)  # self-contained
-    assert "allocator libc" in html
+    assert "<td>libc</td>" in html  # the servers table states the allocator once
+    assert html.count("Measured on valkey-9.1") <= len(doc["experiments"])  # once per section at most
     assert f"{dense['bytes_per_item']:,.2f}" in html  # the table shows this run's number
+    # the first screen answers what to do: the summary comes before any experiment's details
+    todo, details = html.index("What to do on your server"), html.index("How it was measured")
+    assert todo < details and f"{dense['bytes_per_item']:,.1f}" in html[todo:details]
+    assert html.count("class=note") <= len(doc["experiments"])  # at most one note per output
     assert run.failed == []
 
 
@@ -148,7 +153,8 @@ def test_url_lab_uses_its_empty_db_and_never_configures_without_allow_config(
     assert {r["server"] for r in records if r["params"]["config"] == "default"} == {"url"}
     raised = [r for r in records if r["params"]["config"] == "raised"]
     assert raised and all(r["server"] == "valkey-9.1" for r in raised)  # a scratch server the lab started
-    assert any("without --allow-config" in n for e in run.doc["experiments"] for n in e["notes"])
+    notes = [n for e in run.doc["experiments"] for n in e["notes"]]
+    assert len(notes) == 1 and "needs --allow-config" in notes[0] and "budget" not in notes[0]
 
 
 def test_allow_config_configures_the_url_server_and_restores_it(user: redis.Redis, own_server: ServerProcess,

@@ -34,7 +34,7 @@ def a_document() -> dict:  # type: ignore[type-arg]
                                bytes_per_item=30.5, points=[{"n": 1000, "bytes_per_item": 30.5}])
     return build_document(command="densekv lab", n=1000, servers=[STAMP], runs=[record], experiments=[
         {"kind": "sessions", "title": "t", "seed": "000", "status": "ran", "reason": "", "server": "valkey-9.1",
-         "seconds": 1.0, "notes": []}])
+         "seconds": 1.0, "notes": [], "trimmed": "", "pace": 1.2}])
 
 
 def test_a_built_document_is_valid_and_written(tmp_path: Path) -> None:
@@ -49,6 +49,8 @@ def test_a_built_document_is_valid_and_written(tmp_path: Path) -> None:
     (lambda d: d["runs"][0]["points"][0].update(n=None), "points[0].n: null"),
     (lambda d: d["experiments"][0].update(status="faked"), "status"),
     (lambda d: d.update(schema="other/9"), "schema"),
+    (lambda d: d["experiments"][0].pop("trimmed"), "missing trimmed"),
+    (lambda d: d.update(interrupted="no"), "interrupted: string"),
 ])
 def test_validate_names_what_is_wrong(breaks, expected: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     doc = copy.deepcopy(a_document())
@@ -97,20 +99,26 @@ def test_session_variants_measure_equal_partition_counts_once() -> None:
     variants, notes = plan_variants(100_000, True, 512, 128)
     labels = [v.label for v in variants]
     assert labels[:2] == ["dense", "json"] and "fieldttl" in labels
+    assert {"zset seed 256", "zset seed 65k", "zset seed 1M", "packed", "hash"} <= set(labels)
     assert len({(v.layout, v.partitions) for v in variants}) == len(variants)
-    assert any("measured once" in n for n in notes)  # zset sized for N = seed 1M scaled
+    assert notes == []  # zset sized for N = seed 1M scaled: said in that variant's record, not as a note
+    seed_1m = next(v for v in variants if v.label == "zset seed 1M")
+    assert "zset" not in labels and "densekv's rule" in seed_1m.note
     variants, notes = plan_variants(100_000, False, 512, 128)
-    assert "fieldttl" not in [v.label for v in variants] and any("no hash field TTL" in n for n in notes)
+    assert "fieldttl" not in [v.label for v in variants] and notes == [
+        "fieldttl: not measured - this server has no hash field TTL"]
 
 
-def test_registry_lists_all_five_and_admits_the_missing_ones() -> None:
+def test_registry_lists_the_experiments_and_admits_the_missing_ones() -> None:
     reg = registry()
-    assert list(reg) == ["sessions", "sets", "small_sets", "maps", "matrix"]
+    assert [k for k in reg if k != "containers"] == ["sessions", "sets", "small_sets", "maps", "matrix"]
     assert reg["sessions"].available and reg["small_sets"].available and reg["maps"].available
     for exp in reg.values():  # whatever is missing says why
         assert exp.available or "not available" in exp.reason, exp.kind
         assert exp.kind and exp.title and exp.budget_s > 0
     assert reg["maps"].seed == "004" and reg["maps"].budget_s <= 25
+    # the default lab's budgets, with the report and the server's start, fit 3 minutes
+    assert sum(e.budget_s for e in reg.values() if e.per_server) <= 150
 
 
 def test_redact() -> None:

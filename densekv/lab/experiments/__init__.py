@@ -13,7 +13,7 @@ from typing import Any
 
 from densekv.lab.experiments.base import Experiment, NotReplayable, Replay
 
-MODULES = ("sessions", "sets", "small_sets", "maps", "matrix")
+MODULES = ("sessions", "sets", "small_sets", "maps", "containers", "matrix")
 
 
 def registry() -> dict[str, Experiment]:

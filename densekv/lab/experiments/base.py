@@ -7,6 +7,19 @@ subclass, listed in the registry (experiments/__init__.py). The runner hands it 
 and the sentences that say how it was measured. An experiment that spans servers (the
 matrix) sets `per_server = False` and gets every other experiment's outputs instead.
 Experiments do not print; they report progress through the context.
+
+Conventions every experiment keeps (the report and the budgets rely on them):
+  * The story set: whatever configurations the experiment's seed story compares are
+    measured in every run. In the default run the experiment sizes its work to its
+    budget before it starts (`ctx.budget.fit`: N, checkpoints, repetitions, from its
+    cost on the reference machine x the pace) and never drops a configuration when time
+    runs short; it sets `Output.trimmed` to what the chosen sizing gave up.
+  * Notes: at most one sentence per output, for what could not be measured here and
+    why (the server lacks a feature, a package is missing); facts about the method go
+    into `method`.
+  * Every record is passed to `ctx.progress.record` as soon as it is measured: an
+    interrupted run (Ctrl-C) reports what was measured from those.
+  * Keys: only on the target's client, never outside the database it names.
 """
 
 from __future__ import annotations
@@ -17,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from densekv.lab.results import RunRecord
+from densekv.lab.sizing import Sizing, fit
 from densekv.lab.target import LabError, Target
 
 
@@ -28,6 +42,7 @@ class FigureSpec:
     title: str
     caption: str
     draw: Callable[[Any], None]
+    size: tuple[float, float] = (10.0, 5.0)  # inches, at 100 dpi
 
 
 @dataclass
@@ -50,6 +65,9 @@ class Output:
     method: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float | None = None
+    trimmed: str = ""  # what the budget's sizing gave up ("": the full sizing)
+    pace: float | None = None  # the machine's pace when it started (default run)
+    predicted: float | None = None  # seconds its sizing was predicted to take (default run)
 
 
 class Progress:
@@ -67,16 +85,27 @@ class Progress:
 
 @dataclass
 class Budget:
-    """A soft time limit: experiments check it between configurations, never mid-curve."""
+    """The default run's time for one experiment, and the machine's pace when it started.
+
+    `fit` picks the experiment's sizing before it measures anything (see sizing.py);
+    `exceeded`/`left` are what is left of the seconds as it runs. With an explicit --n
+    there is no budget (seconds None): `fit` returns the full sizing."""
 
     seconds: float | None
+    pace: float = 1.0
     started: float = field(default_factory=time.monotonic)
+    predicted: float | None = None  # seconds the chosen sizing should take here
 
     def exceeded(self) -> bool:
         return self.seconds is not None and time.monotonic() - self.started > self.seconds
 
     def left(self) -> float | None:
         return None if self.seconds is None else self.seconds - (time.monotonic() - self.started)
+
+    def fit(self, sizings: list[Sizing], cost: Callable[[Sizing], float]) -> Sizing:
+        """The largest sizing whose reference cost x pace fits the seconds left."""
+        chosen, self.predicted = fit(sizings, cost, self.left(), self.pace)
+        return chosen
 
 
 @dataclass
@@ -95,8 +124,8 @@ class Experiment:
     available: bool = True
     reason: str = ""  # why not available
     per_server: bool = True
-    #: seconds of the default lab (valkey-9.1, 2 cores) this experiment may take; scaled
-    #: by n / DEFAULT_N. Only the default run is held to it (see runner.py).
+    #: seconds of the default lab this experiment may take (its sizing is fitted to them
+    #: at the machine's pace); an explicit --n has no budget (see runner.py)
     budget_s: float = 60.0
 
     def run(self, ctx: Context) -> Output:

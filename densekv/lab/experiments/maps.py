@@ -30,8 +30,9 @@ client throughput, and server time per operation from INFO commandstats deltas (
 CONFIG RESETSTAT: observe.py). A codec whose package is missing is skipped with a note.
 
 Item counts per case are fractions of N (text and JSON cost far more to load than
-integers, and this experiment has about 25 s of the default lab's 3 minutes): see
-SHARES. The configurations run most telling first, so a budget cut drops the tail.
+integers, and this experiment has about 12 s of the default lab's 3 minutes): see
+SHARES. Every configuration of PLAN is measured in every run; on a slow machine the
+default run loads fewer items per case (sizings) rather than leaving one out.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from densekv.lab.experiments.base import (
 )
 from densekv.lab.observe import commandstats, encodings, stats_delta
 from densekv.lab.results import RunRecord, op_stats
+from densekv.lab.sizing import Sizing
 from densekv.lab.workloads import DEFAULT_SEED, chunks, html, ints, json_objects, strings8
 from densekv.measure import Point
 
@@ -109,7 +111,7 @@ class Config:
         return f"map {self.codec}" if self.layout == "map" else self.layout.replace("-", " ")
 
 
-#: every configuration, most telling first (a budget cut drops the tail)
+#: every configuration of the story (each case's plain SET and its best map first)
 PLAN: tuple[Config, ...] = (
     Config("int_holey", "plain"), Config("int_holey", "map", "int"),
     Config("int_seq", "plain"), Config("int_seq", "map", "int"),
@@ -123,10 +125,33 @@ PLAN: tuple[Config, ...] = (
 )
 
 
-def items_for(case: str, n: int, override: dict[str, int] | None = None) -> int:
+def items_for(case: str, n: int, override: dict[str, int] | None = None, scale: float = 1.0) -> int:
     if override and case in override:
         return int(override[case])
-    return max(min(n, MIN_ITEMS), n // SHARES[case])
+    return max(min(n, MIN_ITEMS), int(n * scale) // SHARES[case])
+
+
+#: reference seconds (pace 1, see densekv/lab/pace.py; fitted on valkey 9.1, 2 cores) of
+#: one configuration: FIXED (flush, readings, samples) + ITEM[case] x items + OP x operations
+COST_FIXED_S = 0.35
+COST_ITEM_S = {"int_holey": 9e-6, "int_seq": 9e-6, "str8": 9e-6, "html": 60e-6, "json": 25e-6}
+COST_OP_S = 12e-6
+SCALES = (1.0, 0.6, 0.4, 0.25)
+
+
+def sizings(n: int, ops: int = OPS) -> list[Sizing]:
+    """Largest first: the items of SHARES, then fewer items per case, fewer operations."""
+    out = []
+    for scale in SCALES:
+        for o in dict.fromkeys((ops, ops // 2)):
+            trimmed = ([f"{scale:.0%} of the items per case"] if scale < 1 else []) + (
+                [f"{o:,} gets and sets of {ops:,}"] if o < ops else [])
+            out.append(Sizing(int(n * scale), {"ops": o, "scale_pct": int(scale * 100)}, ", ".join(trimmed)))
+    return out
+
+
+def config_cost(config: Config, items: int, ops: int) -> float:
+    return COST_FIXED_S + COST_ITEM_S[config.case] * items + COST_OP_S * 2 * min(ops, items)
 
 
 def ids(case: Case, n: int, seed: int = DEFAULT_SEED) -> Iterator[int]:
@@ -176,7 +201,7 @@ class Maps(Experiment):
     kind = "maps"
     title = "Maps: plain SET vs hash buckets vs key zipping vs codecs"
     seed = "004"
-    budget_s = 25.0
+    budget_s = 12.0
 
     def run(self, ctx: Context) -> Output:
         target = ctx.target
@@ -184,24 +209,25 @@ class Maps(Experiment):
         cases = tuple(ctx.options.get("cases", CASES))
         wanted = ctx.options.get("configs")  # short names ("map int") or labels ("json · map lz4")
         plan = [c for c in PLAN if c.case in cases and (not wanted or c.short in wanted or c.label in wanted)]
-        sizes = {c: items_for(c, ctx.n, ctx.options.get("items")) for c in CASES}
-        ops = int(ctx.options.get("ops", OPS))
         missing: dict[str, str] = {}
         for c in plan:
             if c.codec and c.codec not in missing and (why := _codec_available(c.codec)):
                 missing[c.codec] = why
         runnable = [c for c in plan if c.codec not in missing]
-        for codec, why in missing.items():
-            out.notes.append(f"codec {codec}: not measured - {why}")
+        if missing:
+            out.notes.append("not measured: " + "; ".join(f"codec {codec} - {why}" for codec, why in missing.items()))
+        override = ctx.options.get("items")
+
+        def sizes_at(z: Sizing) -> dict[str, int]:
+            return {c: items_for(c, ctx.n, override, z["scale_pct"] / 100) for c in CASES}
+
+        sizing = ctx.budget.fit(sizings(ctx.n, int(ctx.options.get("ops", OPS))),
+                                lambda z: sum(config_cost(c, sizes_at(z)[c.case], z["ops"]) for c in runnable))
+        sizes, ops, out.trimmed = sizes_at(sizing), int(sizing["ops"]), sizing.trimmed
         ctx.progress.start(f"{self.kind} on {target.name}", total=sum(sizes[c.case] for c in runnable))
         self._warm_up(ctx, zstd="zstd" not in missing)
         results: list[Result] = []
         for config in runnable:
-            left = ctx.budget.left()
-            last = results[-1].params["timing"]["total"] if results else 0.0
-            if left is not None and left < last:  # the next one would not finish in time
-                out.notes.append(f"{config.label}: not measured - the experiment's time budget ran out")
-                continue
             result = self._measure(ctx, config, sizes[config.case], min(ops, sizes[config.case]))
             results.append(result)
             record = self._record(ctx, result)
@@ -382,18 +408,18 @@ class Maps(Experiment):
             "bytes-per-item", f"Bytes per item by case and configuration ({stamp.name} {stamp.version})",
             "used_memory delta / items; one panel per case; the number on a bar is how many times less than "
             "plain SET of the same case.",
-            lambda fig: _plot_bytes(fig, results),
+            lambda fig: _plot_bytes(fig, results), size=(12, 5.5),
         ))
         out.figures.append(FigureSpec(
-            "throughput", "Get and set throughput by configuration",
-            "Operations per second from one Python process (pipelined), with the server's microseconds per "
-            "get from INFO commandstats.",
-            lambda fig: _plot_ops(fig, results),
+            "throughput", "Get and set throughput by case and configuration",
+            "Top: operations per second from one Python process (pipelined). Bottom: the server's microseconds "
+            "per operation from INFO commandstats. Bars grouped by case.",
+            lambda fig: _plot_ops(fig, results), size=(12, 7),
         ))
         plain = {r.config.case: r.point.bytes_per_item for r in results
                  if r.config.layout == "plain" and r.point is not None}
         rows = []
-        for r in results:
+        for r in by_case(results):
             assert r.point is not None
             base = plain.get(r.config.case)
             rows.append([r.config.case, r.config.short, r.n, round(r.point.bytes_per_item, 2),
@@ -534,9 +560,9 @@ def _plot_bytes(fig: Any, results: list[Result]) -> None:
         ax.bar(xs, ys, color=[COLORS.get(r.config.short, "#333333") for r in mine])
         for x, y in zip(xs, ys):
             label = f"{y:.0f}" + (f"\n{base / y:.1f}x" if base and y > 0 and base != y else "")
-            ax.text(x, y, label, ha="center", va="bottom", fontsize=6)
+            ax.text(x, y, label, ha="center", va="bottom", fontsize=8)
         ax.set_xticks(xs)
-        ax.set_xticklabels([r.config.short for r in mine], rotation=60, ha="right", fontsize=7)
+        ax.set_xticklabels([r.config.short for r in mine], rotation=60, ha="right", fontsize=8)
         ax.set_title(f"{case} (n={mine[0].n:,})" if mine else case, fontsize=8)
         ax.set_ylim(0, max(ys, default=1) * 1.25)
         ax.tick_params(axis="y", labelsize=7)
@@ -545,23 +571,46 @@ def _plot_bytes(fig: Any, results: list[Result]) -> None:
         ax.grid(True, axis="y", alpha=0.3)
 
 
+def by_case(results: list[Result]) -> list[Result]:
+    """Results grouped by case (CASES order), PLAN order within a case."""
+    order = {c: i for i, c in enumerate(PLAN)}
+    cases = list(CASES)
+    return sorted(results, key=lambda r: (cases.index(r.config.case), order.get(r.config, len(order))))
+
+
 def _plot_ops(fig: Any, results: list[Result]) -> None:
-    ax = fig.add_subplot(1, 1, 1)
-    xs = list(range(len(results)))
-    get = [r.ops["get"]["ops_per_s"] or 0 for r in results]
-    put = [r.ops["set"]["ops_per_s"] or 0 for r in results]
-    ax.bar([x - 0.2 for x in xs], get, 0.4, label="get/s", color="#2ca02c")
-    ax.bar([x + 0.2 for x in xs], put, 0.4, label="set/s", color="#1f77b4")
-    for x, r in zip(xs, results):
-        usec = r.ops["get"].get("server_usec_per_call")
-        if usec is not None:
-            ax.text(x - 0.2, r.ops["get"]["ops_per_s"] or 0, f"{usec:.2f}µs", ha="center", va="bottom",
-                    fontsize=5, rotation=90)
-    ax.set_xticks(xs)
-    ax.set_xticklabels([r.config.label for r in results], rotation=60, ha="right", fontsize=6)
-    ax.set_ylabel("operations per second (one client, pipelined)")
-    ax.legend(fontsize=8)
-    ax.grid(True, axis="y", alpha=0.3)
+    from matplotlib.transforms import blended_transform_factory
+
+    ordered = by_case(results)
+    xs: list[float] = []
+    x, last = 0.0, None
+    for r in ordered:
+        if last is not None and r.config.case != last:
+            x += 0.8  # a gap between cases
+        xs.append(x)
+        last = r.config.case
+        x += 1
+    rate_ax, usec_ax = fig.subplots(2, 1, sharex=True)
+    for ax, key, unit in ((rate_ax, "ops_per_s", "operations/s (one client)"),
+                          (usec_ax, "server_usec_per_call", "server µs per operation")):
+        for dx, op, color in ((-0.2, "get", "#2ca02c"), (0.2, "set", "#1f77b4")):
+            ys = [r.ops[op].get(key) or 0 for r in ordered]
+            ax.bar([v + dx for v in xs], ys, 0.4, label=op, color=color)
+        ax.set_ylabel(unit, fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.tick_params(axis="y", labelsize=8)
+        trans = blended_transform_factory(ax.transData, ax.transAxes)
+        cases = list(dict.fromkeys(r.config.case for r in ordered))
+        for i, case in enumerate(cases):
+            group = [v for v, r in zip(xs, ordered) if r.config.case == case]
+            if ax is rate_ax:
+                ax.text(sum(group) / len(group), 1.02, case, ha="center", va="bottom", fontsize=9,
+                        fontweight="bold", transform=trans)
+            if i < len(cases) - 1:
+                ax.axvline(group[-1] + 0.9, color="#999999", linewidth=0.6)
+    rate_ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    usec_ax.set_xticks(xs)
+    usec_ax.set_xticklabels([r.config.short for r in ordered], rotation=60, ha="right", fontsize=8)
 
 
 EXPERIMENT = Maps()

@@ -5,7 +5,7 @@ experiment) on each server given with --server (or --server all), one server at 
 and this experiment lines up their records: one row per measured configuration (kind
 and variant), one column per server, the bytes per item at the run's N. A cell is empty
 where a configuration was not measured on that server (fieldttl on a server without
-field TTL, a budget cut). With one server the table has one column, and says so.
+field TTL, an interrupted run). With one server the table has one column, and says so.
 """
 
 from __future__ import annotations

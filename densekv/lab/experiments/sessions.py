@@ -40,15 +40,23 @@ from densekv.lab.observe import (
     stats_delta,
 )
 from densekv.lab.results import RunRecord, op_stats
-from densekv.lab.sizing import SEED_PARTITIONS, SEED_RANGE, checkpoints, scaled_partitions
+from densekv.lab.sizing import (
+    SEED_PARTITIONS,
+    SEED_RANGE,
+    Sizing,
+    checkpoints,
+    n_steps,
+    scaled_partitions,
+)
 from densekv.lab.workloads import Stream, identities
 from densekv.measure import Point
 
 NAMESPACE = "lab"
 CREATE_BATCH = 2000
 GET_BATCH = 1000
-MAX_GETS = 20_000
+MAX_GETS = 10_000
 ENCODING_SAMPLE = 48
+MEMORY_SAMPLE = 64  # keys whose MEMORY USAGE is read at the last checkpoint
 
 
 @dataclass
@@ -71,23 +79,24 @@ class VariantResult:
 
 def plan_variants(n: int, field_ttl: bool, hash_limit: int, zset_limit: int,
                   only: tuple[str, ...] | None = None) -> tuple[list[Variant], list[str]]:
-    """The layouts to measure, most telling first (a budget cut drops the tail)."""
+    """The layouts to measure (the whole story, every run) and what this server cannot
+    measure. A zset partition count that two variants share is measured once, under the
+    first label, whose record note names both."""
     notes: list[str] = []
     out = [Variant("dense", "dense"), Variant("json", "json", note="the seed's JSON + SETEX baseline")]
-    seen: dict[int, str] = {}
+    seen: dict[int, Variant] = {}
     for label, seed_p in SEED_PARTITIONS.items():
         p = scaled_partitions(seed_p, n)
         if p in seen:
-            notes.append(f"zset {label}: scaled to {p} partitions, the same as {seen[p]}: measured once")
+            seen[p].note += f"; also the seed's {seed_p:,} partitions scaled to this N"
             continue
-        seen[p] = f"zset {label}"
-        out.append(Variant(f"zset {label}", "zset", p,
-                           f"the seed's {seed_p:,} partitions scaled by N/{SEED_RANGE:,} to {p:,}"))
+        seen[p] = Variant(f"zset {label}", "zset", p,
+                          f"the seed's {seed_p:,} partitions scaled by N/{SEED_RANGE:,} to {p:,}")
+        out.append(seen[p])
     out += [Variant("packed", "packed"), Variant("hash", "hash")]
     auto = partition_count(n, min(hash_limit, zset_limit))
     if auto in seen:
-        notes.append(f"zset (sized for N by densekv's rule): {auto} partitions, the same as {seen[auto]}: "
-                     "measured once")
+        seen[auto].note += "; also the partition count densekv's rule picks for N"
     else:
         out.append(Variant("zset", "zset", auto, "partitions sized for N by densekv's rule"))
     if field_ttl:
@@ -99,46 +108,86 @@ def plan_variants(n: int, field_ttl: bool, hash_limit: int, zset_limit: int,
     return out, notes
 
 
+#: Reference cost of one variant (pace 1, see densekv/lab/pace.py; fitted on valkey 9.1,
+#: 2 cores): seconds = FIXED + CHECKPOINT x checkpoints + CREATE x sessions + GET x gets
+COST_FIXED_S = 0.3
+COST_CHECKPOINT_S = 0.2
+COST_CREATE_S = 28e-6
+COST_GET_S = 40e-6
+FLOOR_N = 20_000  # the seed 1M story holds down to here (~40 sessions per partition)
+
+
+def sizings(n: int, gets: int = MAX_GETS, floor: int = FLOOR_N) -> list[Sizing]:
+    """Largest first: N with 5 checkpoints per decade, then 3, then smaller N (gets: a
+    quarter of N at most); at the smallest N also 2 checkpoints per decade."""
+    out = []
+    steps = n_steps(n, min(floor, n))
+    for step in steps:
+        for per_decade in (5, 3) if step != steps[-1] or len(steps) == 1 else (5, 3, 2):
+            trimmed = []
+            if step < n:
+                trimmed.append(f"N = {step:,} of {n:,}")
+            if per_decade < 5:
+                trimmed.append(f"{per_decade} checkpoints per decade of 5")
+            some = min(step, gets, max(2000, step // 4)) if step < n else min(step, gets)
+            if some < min(n, gets):
+                trimmed.append(f"{some:,} gets of {min(n, gets):,}")
+            out.append(Sizing(step, {"per_decade": per_decade, "gets": some}, ", ".join(trimmed)))
+    return out
+
+
+def variant_cost(sizing: Sizing) -> float:
+    """Reference seconds of one variant at this sizing."""
+    marks = len(checkpoints(sizing.n, per_decade=sizing["per_decade"]))
+    return COST_FIXED_S + COST_CHECKPOINT_S * marks + COST_CREATE_S * sizing.n + COST_GET_S * sizing["gets"]
+
+
 class Sessions(Experiment):
     kind = "sessions"
     title = "Sessions: bytes per session by layout as N grows"
     seed = "000"
-    budget_s = 70.0
+    budget_s = 50.0
 
     def run(self, ctx: Context) -> Output:
         from densekv.sessions.store import facts_from_probe
 
-        target, n = ctx.target, ctx.n
+        target = ctx.target
         client = target.client
         facts = facts_from_probe(client)
         out = Output(self.kind, target.name)
-        variants, notes = plan_variants(n, facts.field_ttl != "none", facts.limits.hash_max_listpack_entries,
-                                        facts.limits.zset_max_listpack_entries, ctx.options.get("layouts"))
+        opts = ctx.options
+
+        def plan(n: int) -> tuple[list[Variant], list[str]]:
+            return plan_variants(n, facts.field_ttl != "none", facts.limits.hash_max_listpack_entries,
+                                 facts.limits.zset_max_listpack_entries, opts.get("layouts"))
+
+        sizing = ctx.budget.fit(sizings(ctx.n, int(opts.get("gets", MAX_GETS))),
+                                lambda s: len(plan(s.n)[0]) * variant_cost(s))
+        n = sizing.n
+        out.trimmed = sizing.trimmed
+        variants, notes = plan(n)
         out.notes += notes
-        marks = checkpoints(n, per_decade=int(ctx.options.get("per_decade", 5)))
-        gets = min(n, ctx.options.get("gets", MAX_GETS))
+        marks = checkpoints(n, per_decade=int(opts.get("per_decade", sizing["per_decade"])))
+        gets = min(n, int(sizing["gets"]))
         ctx.progress.start(f"{self.kind} on {target.name}", total=len(variants) * (n + gets))
         results: list[VariantResult] = []
         for variant in variants:
-            if ctx.budget.exceeded():
-                out.notes.append(f"{variant.label}: not measured - the experiment's time budget ran out")
-                ctx.progress.advance(n + gets)
-                continue
-            result = self._measure(ctx, facts, variant, marks, gets)
+            result = self._measure(ctx, n, facts, variant, marks, gets)
             results.append(result)
             record = self._record(ctx, result)
             out.records.append(record)
             ctx.progress.record(record)
         target.clear()
-        self._describe(out, ctx, results, marks, gets, facts)
+        self._describe(out, ctx, n, results, marks, gets, facts)
         return out
 
     # -- measuring -----------------------------------------------------------------------
-    def _measure(self, ctx: Context, facts: Any, variant: Variant, marks: list[int], gets: int) -> VariantResult:
+    def _measure(self, ctx: Context, n: int, facts: Any, variant: Variant, marks: list[int],
+                 gets: int) -> VariantResult:
         from densekv.sessions import SessionStore
         from densekv.sessions.layouts.partitioned import PartitionedLayout, ZsetLayout
 
-        client, n = ctx.target.client, ctx.n
+        client = ctx.target.client
         store = SessionStore(client, namespace=NAMESPACE, layout=variant.layout, expected_sessions=n,
                              index_identities=False, partitions=variant.partitions, facts=facts)
         layout = store_layout(store, facts, n)  # key names for the encoding sample
@@ -192,7 +241,15 @@ class Sessions(Experiment):
                 entry["encodings"] = {kind: encodings(client, keys) for kind, keys in sample_keys.items()}
             result.points.append(entry)
 
-        ctx.target.meter.curve(variant.label, load, marks, on_point=on_point)
+        meter = ctx.target.meter
+        meter.reset()  # the store's metadata, written when it opened, goes with the flush
+        done = 0
+        for mark in marks:
+            load(done, mark)
+            done = mark
+            delta = meter.delta()
+            usage = meter.memory_usage_per_item(mark, samples=MEMORY_SAMPLE) if mark == marks[-1] else None
+            on_point(Point(mark, delta, delta / mark, usage))
         for v in commands.values():
             v["usec_per_call"] = round(v["usec"] / v["calls"], 3) if v["calls"] else 0
         result.create = op_stats(timing["count"], timing["seconds"], timing["usec"], commands)
@@ -225,31 +282,36 @@ class Sessions(Experiment):
             memory_usage_bytes_per_item=last["memory_usage_bytes_per_item"],
             op="get", ops_per_s=result.get["ops_per_s"], server_usec_per_call=result.get["server_usec_per_call"],
             points=result.points, ops={"create": result.create, "get": result.get}, notes=notes,
+            params={"checkpoints": [p["n"] for p in result.points]},
         )
 
     # -- describing --------------------------------------------------------------------
-    def _describe(self, out: Output, ctx: Context, results: list[VariantResult], marks: list[int],
+    def _describe(self, out: Output, ctx: Context, n: int, results: list[VariantResult], marks: list[int],
                   gets: int, facts: Any) -> None:
         stamp = ctx.target.stamp
         lim = facts.limits
+        shared = [r.variant for r in results if "also" in r.variant.note]
         out.method += [
             (f"Sessions with integer identities (workloads.identities, fixed seed) and no payload were "
             f"created through SessionStore.create_many, {CREATE_BATCH} per pipelined round trip, without "
-            f"the identity index (the seed's setup), up to N = {ctx.n:,} in {len(marks)} log steps "
+            f"the identity index (the seed's setup), up to N = {n:,} in {len(marks)} log steps "
             f"({', '.join(f'{m:,}' for m in marks)})."),
             "At each step densekv's Meter read INFO used_memory after the server settled (no lazy free "
             "pending, no rehashing, used_memory still) and divided the delta from the flushed baseline by "
             "the sessions stored; the loader's connection was closed first so its buffers do not count. "
             "Every layout starts from a flushed "
-            + ("server." if stamp.scratch else "database (the lab's own, empty when it started)."),
+            + ("server." if stamp.scratch else "database (the lab's own, empty when it started).")
+            + f" MEMORY USAGE of {MEMORY_SAMPLE} random keys, scaled to the key count, is read at the last "
+            "step as a cross-check.",
             (f"Conversion points: at each step OBJECT ENCODING was read for up to {ENCODING_SAMPLE} "
-            "partition keys (a fixed sample); a marked point is one where some of them had left the "
+            "partition keys (a fixed sample); a ringed point is one where some of them had left the "
             f"listpack (hash-max-listpack-entries = {lim.hash_max_listpack_entries}, "
             f"zset-max-listpack-entries = {lim.zset_max_listpack_entries} on this server)."),
             (f"The seed's 256 / 65k / 1M-partition variants are scaled to this run: seed 000 followed them "
             f"to about {SEED_RANGE:,} sessions, so each partition count is multiplied by "
             f"N / {SEED_RANGE:,} (nearest power of two). Sessions per partition at this N are then what "
-            "the seed had at 40M, and its conversions fall inside this run."),
+            "the seed had at 40M, and its conversions fall inside this run."
+            + "".join(f" {v.label}: {v.partitions:,} partitions ({v.note.split('; ', 1)[1]})." for v in shared)),
             (f"Throughput: create = sessions created per second during the loads (pipelined); get = the "
             f"store's own get() logic for {gets:,} of the created tokens, {GET_BATCH} per pipelined round "
             "trip. Server time per operation = the INFO commandstats usec delta of the phase divided by "
@@ -258,28 +320,29 @@ class Sessions(Experiment):
         if not results:
             return
         out.figures.append(FigureSpec(
-            "bytes-per-session", f"Bytes per session vs N ({stamp.name} {stamp.version})",
-            "used_memory delta per session at each checkpoint, every layout; a ring marks a checkpoint "
-            "where sampled partitions had converted out of the listpack encoding.",
+            "bytes-per-session", f"Bytes per session vs N, every layout ({stamp.name} {stamp.version})",
+            "used_memory delta per session at each checkpoint; a ring marks a checkpoint where sampled "
+            "partitions had converted out of the listpack encoding.",
             lambda fig: _plot_curves(fig, results, stamp),
         ))
-        zsets = [r for r in results if r.variant.layout == "zset" or r.variant.label in ("json", "dense")]
-        if any(r.variant.layout == "zset" for r in results):
+        zsets = [r for r in results if r.variant.layout == "zset"]
+        if zsets:
+            shown = [r for r in results if r.variant.layout == "zset" or r.variant.label in ("json", "dense")]
             out.figures.append(FigureSpec(
-                "zset-partitions", "The seed's partitioned HASH + ZSET at 256 / 65k / 1M partitions (scaled)",
-                "Dotted lines: N at which the average partition reaches zset-max-listpack-entries (Z) and "
-                "hash-max-listpack-entries (H); numbers beside ringed points: share of sampled ZSETs / HASHes "
-                "no longer in a listpack.",
-                lambda fig: _plot_zsets(fig, zsets, stamp),
+                "zset-partitions", zset_title(zsets, n),
+                "Dotted lines: the N at which the average partition of that variant reaches "
+                "zset-max-listpack-entries (ZSETs full) and hash-max-listpack-entries (HASHes full); the "
+                "percentage beside a ringed point is the share of sampled partitions no longer in a listpack.",
+                lambda fig: _plot_zsets(fig, shown, stamp),
             ))
         out.figures.append(FigureSpec(
             "throughput", "Create and get throughput by layout",
-            "Operations per second from one Python process (pipelined), and the server's microseconds per "
-            "operation from INFO commandstats.",
+            "Left: operations per second from one Python process (pipelined). Right: the server's "
+            "microseconds per operation (INFO commandstats), the layout's own cost.",
             lambda fig: _plot_throughput(fig, results),
         ))
         out.tables.append(TableSpec(
-            f"Sessions at N = {ctx.n:,} on {stamp.name}",
+            f"Sessions at N = {n:,} on {stamp.name}",
             ["layout", "partitions", "bytes/session", "MEMORY USAGE B/session", "create/s", "get/s",
              "server µs/get", "conversions seen"],
             [[r.variant.label, r.partitions if r.partitions is not None else "-",
@@ -288,6 +351,17 @@ class Sessions(Experiment):
               "; ".join(conversion_notes(r)) or "-"] for r in results],
             "MEMORY USAGE prices keys one by one (a cross-check; it misses the main dict's buckets).",
         ))
+
+
+def zset_title(zsets: list[VariantResult], n: int) -> str:
+    """The zset figure's title, naming the partition counts actually measured."""
+    seeds = [r for r in zsets if r.variant.label.startswith("zset seed")]
+    parts = " / ".join(f"{r.partitions:,}" for r in seeds if r.partitions)
+    names = " / ".join(r.variant.label.removeprefix("zset seed ") for r in seeds)
+    title = f"The seed's partitioned HASH + ZSET at {parts} partitions" if seeds else "Partitioned HASH + ZSET"
+    if seeds:
+        title += f" (its {names} scaled to N = {n:,})"
+    return title
 
 
 def store_layout(store: Any, facts: Any, n: int) -> Any:
@@ -339,23 +413,30 @@ def _conversions(r: VariantResult) -> list[tuple[int, float, float]]:
     return out
 
 
+def _label(r: VariantResult) -> str:
+    return r.variant.label + (f" (P={r.partitions:,})" if r.partitions else "")
+
+
+def _legend_outside(ax: Any) -> None:
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
+
+
 def _plot_curves(fig: Any, results: list[VariantResult], stamp: Any) -> None:
     ax = fig.add_subplot(1, 1, 1)
     for r in results:
         color, ls = _style(r)
         xs = [p["n"] for p in r.points]
         ys = [p["bytes_per_item"] for p in r.points]
-        label = r.variant.label + (f" (P={r.partitions:,})" if r.partitions else "")
-        ax.plot(xs, ys, ls, color=color, marker=".", label=label)
+        ax.plot(xs, ys, ls, color=color, marker=".", label=_label(r))
         conv = _conversions(r)
         if conv:
             ax.scatter([c[0] for c in conv], [c[1] for c in conv], s=70, facecolors="none", edgecolors=color)
     ax.set_xscale("log")
     ax.set_xlabel("sessions stored (N)")
     ax.set_ylabel("bytes per session (used_memory delta / N)")
-    ax.set_title(f"{stamp.flavor} {stamp.version}, {stamp.allocator}")
+    ax.set_title(f"{stamp.flavor} {stamp.version}, {stamp.allocator}", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
 
 
 def _plot_zsets(fig: Any, results: list[VariantResult], stamp: Any) -> None:
@@ -366,43 +447,42 @@ def _plot_zsets(fig: Any, results: list[VariantResult], stamp: Any) -> None:
         color, ls = _style(r)
         xs = [p["n"] for p in r.points]
         ys = [p["bytes_per_item"] for p in r.points]
-        label = r.variant.label + (f" (P={r.partitions:,})" if r.partitions else "")
-        ax.plot(xs, ys, ls, color=color, marker=".", label=label)
+        ax.plot(xs, ys, ls, color=color, marker=".", label=_label(r))
         for n, y, share in _conversions(r):
             ax.scatter([n], [y], s=70, facecolors="none", edgecolors=color)
-            ax.annotate(f"{share:.0%}", (n, y), textcoords="offset points", xytext=(4, 4), fontsize=7, color=color)
+            ax.annotate(f"{share:.0%}", (n, y), textcoords="offset points", xytext=(4, 4), fontsize=8, color=color)
         if r.variant.layout == "zset" and r.partitions:
-            for limit_key, tag in (("zset_max_listpack_entries", "Z"), ("hash_max_listpack_entries", "H")):
+            for limit_key, what in (("zset_max_listpack_entries", "ZSETs"), ("hash_max_listpack_entries", "HASHes")):
                 x = r.partitions * r.limits[limit_key]
                 if lo <= x <= hi:
-                    ax.axvline(x, color=color, linestyle=":", alpha=0.6)
-                    ax.text(x, ax.get_ylim()[1] * 0.95, f"{tag}·P", color=color, fontsize=7, ha="right")
+                    ax.axvline(x, color=color, linestyle=":", alpha=0.7)
+                    ax.text(x, 0.98, f"P={r.partitions:,}: {what} full ", color=color, fontsize=8, rotation=90,
+                            ha="right", va="top", transform=ax.get_xaxis_transform())
     ax.set_xscale("log")
     ax.set_xlabel("sessions stored (N)")
     ax.set_ylabel("bytes per session")
-    ax.set_title(f"{stamp.flavor} {stamp.version}: partition count vs listpack limits")
+    ax.set_title(f"{stamp.flavor} {stamp.version}: partition count vs listpack limits", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
 
 
 def _plot_throughput(fig: Any, results: list[VariantResult]) -> None:
-    ax = fig.add_subplot(1, 1, 1)
+    rate_ax, usec_ax = fig.subplots(1, 2)
     labels = [r.variant.label for r in results]
     xs = list(range(len(results)))
-    create = [r.create["ops_per_s"] or 0 for r in results]
-    get = [r.get["ops_per_s"] or 0 for r in results]
-    ax.bar([x - 0.2 for x in xs], create, 0.4, label="create/s", color="#1f77b4")
-    ax.bar([x + 0.2 for x in xs], get, 0.4, label="get/s", color="#2ca02c")
-    for x, r in zip(xs, results):
-        for dx, op in ((-0.2, r.create), (0.2, r.get)):
-            usec = op.get("server_usec_per_call")
-            if usec is not None:
-                ax.text(x + dx, (op["ops_per_s"] or 0), f"{usec:.2f}µs", ha="center", va="bottom", fontsize=6)
-    ax.set_xticks(xs)
-    ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("operations per second (one client, pipelined)")
-    ax.legend(fontsize=8)
-    ax.grid(True, axis="y", alpha=0.3)
+    for ax, key, unit in ((rate_ax, "ops_per_s", "operations per second (one client, pipelined)"),
+                          (usec_ax, "server_usec_per_call", "server µs per operation (commandstats)")):
+        for dx, name, color in ((-0.2, "create", "#1f77b4"), (0.2, "get", "#2ca02c")):
+            ys = [(r.create if name == "create" else r.get).get(key) or 0 for r in results]
+            ax.bar([x + dx for x in xs], ys, 0.4, label=name, color=color)
+            if key == "server_usec_per_call":
+                for x, y in zip(xs, ys):
+                    ax.text(x + dx, y, f"{y:.1f}", ha="center", va="bottom", fontsize=8)
+        ax.set_xticks(xs)
+        ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=9)
+        ax.set_ylabel(unit)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
 
 
 EXPERIMENT = Sessions()
@@ -434,7 +514,7 @@ def replay(record: Mapping[str, Any]) -> Replay:
     n = int(record["n"])
     label = str(record.get("variant") or record["layout"])
     span = float(((record.get("ops") or {}).get("create") or {}).get("seconds") or 0.0)
-    marks = checkpoints(n)
+    marks = list((record.get("params") or {}).get("checkpoints") or checkpoints(n))
     stores: list[Any] = []
     clock = {"start": time.time(), "done": 0}
 

@@ -24,10 +24,12 @@ phase's rate is the median of its rounds' rates (one phase is 10-30 ms of wall t
 busy machine that stalls the client or the server once hits one round, not the figure;
 single timings put configurations with the same server time per add five times apart),
 with server usec per call from INFO commandstats deltas summed over the rounds
-(never CONFIG RESETSTAT: see observe.py).
+(never CONFIG RESETSTAT: see observe.py). Every configuration is measured in every run;
+the default run on a slow machine takes N = 65,536 or 32,768 (the sweep still reaches
+32,768 partitions) and fewer CAS items instead (sizings, job_cost).
 
 Uses CompactSet's core read-only (`_core.add` / `_core.contains` flows, driven 1000 per
-round trip by observe.drive_flows, and `_core.layout` for partition key names):
+round trip by densekv.flows.drive_many, and `_core.layout` for partition key names):
 a public `add_flow()` / `partition_keys()` on CompactSet would replace them.
 """
 
@@ -41,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from densekv.flows import drive_many
 from densekv.keys import partition_count
 from densekv.lab.experiments.base import (
     Context,
@@ -55,12 +58,12 @@ from densekv.lab.experiments.base import (
 from densekv.lab.observe import (
     commandstats,
     converted_share,
-    drive_flows,
     encodings,
     sample_partitions,
     stats_delta,
 )
 from densekv.lab.results import RunRecord, op_stats
+from densekv.lab.sizing import Sizing
 from densekv.lab.workloads import chunks, ids16
 
 NAME = "lab-set"
@@ -137,7 +140,7 @@ def sweet_spot(layout: str, n: int, limits: Any) -> int | None:
 
 def plan_jobs(n: int, limits: Any, *, native: bool, layouts: tuple[str, ...], factor: int = SWEEP_FACTOR,
               rates: tuple[float, ...] = BLOOM_RATES, flat_cap: int = FLAT_CAP) -> list[Job]:
-    """Every configuration, most telling first (a budget cut drops the tail): dense and
+    """Every configuration of the story (all of them measured in every run): dense and
     the 1% Bloom filters, then each exact layout at 1 partition, its sweet spot and one
     per item, then the rest of the sweep middle-out, then the smaller error rates."""
     points = sweep(n, factor)
@@ -166,6 +169,45 @@ def plan_jobs(n: int, limits: Any, *, native: bool, layouts: tuple[str, ...], fa
     return first + rest + flat_tail + bloom_tail
 
 
+# -- sizing (pure) ------------------------------------------------------------------------
+
+#: the sweep's N steps in a trimmed run: 8^5 = 32,768 keeps the sweep's points
+#: 1, 8, ..., 4,096 and one partition per ID at 32,768
+SWEEP_FLOORS = (65_536, 32_768)
+#: reference seconds (pace 1, see densekv/lab/pace.py; fitted on valkey 9.1, 2 cores) of
+#: one configuration: FIXED (flush, readings, samples) + LOAD x IDs x the layout's weight
+#: (more keys load slower: one key per ID is about 4 times a listpack partition's cost)
+#: + CAS x items per phase; a Bloom filter: FIXED + BLOOM_BIT x IDs x k + ABSENT x lookups
+COST_FIXED_S = 0.35
+COST_LOAD_S = 5e-6
+COST_CAS_S = 60e-6
+COST_BLOOM_BIT_S = 1.1e-6
+COST_ABSENT_S = 3e-6
+COST_WEIGHT = {"flat": 5.5, "dense": 2.0}
+
+
+def sizings(n: int, cas: int = CAS_SAMPLE) -> list[Sizing]:
+    """Largest first: the run's N, fewer CAS items, then the sweep's smaller N steps."""
+    steps = [n] + [s for s in SWEEP_FLOORS if s < n]
+    out = []
+    for step in steps:
+        for c in dict.fromkeys((cas, cas // 2)):
+            trimmed = ([f"N = {step:,} of {n:,}"] if step < n else []) + (
+                [f"{c:,} CAS items per phase of {cas:,}"] if c < cas else [])
+            out.append(Sizing(step, {"cas": min(step, c), "absent": min(BLOOM_ABSENT, max(10_000, step))},
+                              ", ".join(trimmed)))
+    return out
+
+
+def job_cost(job: Job, n: int, cas: int, absent: int) -> float:
+    """Reference seconds of one configuration at N = n."""
+    if job.layout == "bloom":
+        k = max(1.0, -math.log2(job.error_rate or 0.01))
+        return COST_FIXED_S + COST_BLOOM_BIT_S * n * k + COST_ABSENT_S * absent
+    weight = COST_WEIGHT.get(job.layout) or 1 + 3 * math.sqrt(min(1.0, (job.partitions or 1) / n))
+    return COST_FIXED_S + COST_LOAD_S * n * weight + COST_CAS_S * cas
+
+
 # -- the experiment -----------------------------------------------------------------------
 
 
@@ -173,16 +215,16 @@ class Sets(Experiment):
     kind = "sets"
     title = "Sets: CAS of 128-bit IDs by layout and partition count, dense and Bloom"
     seed = "001"
-    budget_s = 30.0
+    budget_s = 45.0
 
     def run(self, ctx: Context) -> Output:
         from densekv.server.probe import probe
-        from densekv.sets.compact import limits_from_probe
+        from densekv.sets.compact import limits_of
 
-        target, n = ctx.target, ctx.n
+        target = ctx.target
         out = Output(self.kind, target.name)
         caps = probe(target.client)
-        limits = limits_from_probe(target.client)
+        limits = limits_of(caps)
         opts = ctx.options
         layouts = tuple(opts.get("layouts", (*EXACT, "dense", "bloom")))
         bloom_mod, why = _bloom_module()
@@ -190,53 +232,55 @@ class Sets(Experiment):
             out.notes.append(f"Bloom filter: not measured - {why}")
             layouts = tuple(x for x in layouts if x != "bloom")
         native = "bloom" in layouts and any(m.lower() in ("bf", "bloom", "rebloom") for m in caps.modules)
-        if "bloom" in layouts and not native:
-            out.notes.append("Bloom filter (native): not measured - this server has no bloom module (BF.*)")
         flat_cap = int(opts.get("flat_cap", FLAT_CAP))
-        jobs = plan_jobs(n, limits, native=native, layouts=layouts, factor=int(opts.get("factor", SWEEP_FACTOR)),
-                         rates=tuple(opts.get("error_rates", BLOOM_RATES)), flat_cap=flat_cap)
-        if "partitions" in opts:  # tests: an explicit sweep
-            wanted = set(opts["partitions"])
-            jobs = [j for j in jobs if j.partitions is None or j.partitions in wanted]
-        cas = min(n, int(opts.get("cas", CAS_SAMPLE)))
-        absent = int(opts.get("absent", min(BLOOM_ABSENT, max(10_000, n))))
+        factor = int(opts.get("factor", SWEEP_FACTOR))
+        rates = tuple(opts.get("error_rates", BLOOM_RATES))
+
+        def plan(n: int) -> list[Job]:
+            jobs = plan_jobs(n, limits, native=native, layouts=layouts, factor=factor, rates=rates,
+                             flat_cap=flat_cap)
+            if "partitions" in opts:  # tests: an explicit sweep
+                wanted = set(opts["partitions"])
+                jobs = [j for j in jobs if j.partitions is None or j.partitions in wanted]
+            return jobs
+
+        sizing = ctx.budget.fit(sizings(ctx.n, int(opts.get("cas", CAS_SAMPLE))),
+                                lambda z: sum(job_cost(j, z.n, z["cas"], z["absent"]) for j in plan(z.n)))
+        out.trimmed, n = sizing.trimmed, sizing.n
+        jobs = plan(n)
+        cas = min(n, int(sizing["cas"]))
+        absent = int(opts.get("absent", sizing["absent"]))
         sizes = {j: (min(n, flat_cap) if j.layout == "flat" else n) for j in jobs}
         ctx.progress.start(f"{self.kind} on {target.name}", total=sum(sizes.values()))
-        self._warm_up(ctx, limits, layouts, caps, native)
+        self._warm_up(ctx, n, limits, layouts, caps, native)
         results: list[Result] = []
-        spent: dict[str, list[float]] = {}  # layout -> seconds of each configuration measured
+        failed: list[str] = []
         for job in jobs:
-            if not _fits(ctx, spent.get(job.layout) or [s for v in spent.values() for s in v]):
-                out.notes.append(f"{job.label}: not measured - the experiment's time budget ran out")
-                ctx.progress.advance(sizes[job])
-                continue
-            started = time.monotonic()
             if job.layout == "bloom":
                 try:
-                    result = self._bloom(ctx, job, caps, absent)
+                    result = self._bloom(ctx, n, job, caps, absent)
                 except Exception as exc:  # noqa: BLE001 - the Bloom filter is being written beside us
-                    out.notes.append(f"{job.label}: failed - {type(exc).__name__}: {exc}")
+                    failed.append(f"{job.label}: {type(exc).__name__}: {exc}")
                     target.clear()
                     continue
             else:
-                result = self._exact(ctx, job, sizes[job], limits, cas)
-            spent.setdefault(job.layout, []).append(time.monotonic() - started)
+                result = self._exact(ctx, job, sizes[job], n, limits, cas)
             results.append(result)
             record = self._record(ctx, result)
             out.records.append(record)
             ctx.progress.record(record)
         target.clear()
-        if n > flat_cap and "flat" in layouts:
-            out.notes.append(f"flat: measured with {flat_cap:,} IDs, not {n:,} (one key per ID is slow to load; "
-                             "its bytes per ID do not depend on N beyond the main dict's power-of-two table)")
-        self._describe(out, ctx, results, limits, cas, absent, flat_cap)
+        if failed:
+            out.notes.append("failed: " + "; ".join(failed))
+        self._describe(out, ctx, n, results, limits, cas, absent, flat_cap, native)
         return out
 
     # -- measuring ---------------------------------------------------------------------
-    def _warm_up(self, ctx: Context, limits: Any, layouts: tuple[str, ...], caps: Any, native: bool) -> None:
+    def _warm_up(self, ctx: Context, n: int, limits: Any, layouts: tuple[str, ...], caps: Any,
+                 native: bool) -> None:
         """Load the scripts and give the Lua VM its working heap before any baseline:
         per server, not per item (on Redis 7.x the Lua heap is inside used_memory)."""
-        warm_up(ctx.target.client, ctx.n, limits, layouts, caps, native)
+        warm_up(ctx.target.client, n, limits, layouts, caps, native)
         ctx.target.clear()
 
     def _baseline(self, ctx: Context) -> None:
@@ -254,7 +298,7 @@ class Sets(Experiment):
     def _settle_lua(self, ctx: Context) -> None:
         ctx.target.client.eval("collectgarbage('collect') return 0", 0)
 
-    def _exact(self, ctx: Context, job: Job, n: int, limits: Any, cas: int) -> Result:
+    def _exact(self, ctx: Context, job: Job, n: int, run_n: int, limits: Any, cas: int) -> Result:
         from densekv.sets.layouts import FlatKeys
 
         target = ctx.target
@@ -289,8 +333,8 @@ class Sets(Experiment):
             info = s.explain()
             params.update(encoding=info.get("encoding"), predicted_bytes_per_item=info.get("predicted_bytes_per_item"),
                           reason=core.reason)
-        if job.layout == "flat" and n < ctx.n:
-            notes.append(f"capped at {n:,} IDs (the run's N is {ctx.n:,})")
+        if job.layout == "flat" and n < run_n:
+            notes.append(f"capped at {n:,} IDs (the run's N is {run_n:,})")
         return Result(job, n, layout.partitions, delta / n, delta, mu, found, ops, params, notes)
 
     def _cas(self, ctx: Context, s: Any, n: int, cas: int) -> dict[str, dict[str, Any]]:
@@ -316,7 +360,7 @@ class Sets(Experiment):
                 t0 = time.perf_counter()
                 answers: list[Any] = []
                 for a in range(lo, hi, CAS_BATCH):
-                    answers += drive_flows(ex, [make(x) for x in items[a : min(hi, a + CAS_BATCH)]])
+                    answers += drive_many([make(x) for x in items[a : min(hi, a + CAS_BATCH)]], ex)
                 timings[name].append((hi - lo, time.perf_counter() - t0))
                 spent, commands = stats_delta(before, commandstats(client))
                 usec[name] += spent
@@ -339,10 +383,10 @@ class Sets(Experiment):
             out[name] = stats
         return out
 
-    def _bloom(self, ctx: Context, job: Job, caps: Any, absent_count: int) -> Result:
+    def _bloom(self, ctx: Context, n: int, job: Job, caps: Any, absent_count: int) -> Result:
         bloom_mod, _ = _bloom_module()
         assert bloom_mod is not None and job.error_rate is not None
-        target, n = ctx.target, ctx.n
+        target = ctx.target
         client = target.client
         self._baseline(ctx)
         bf = open_bloom(client, job, n, caps)
@@ -402,10 +446,17 @@ class Sets(Experiment):
         )
 
     # -- describing ---------------------------------------------------------------------
-    def _describe(self, out: Output, ctx: Context, results: list[Result], limits: Any, cas: int, absent: int,
-                  flat_cap: int) -> None:
-        stamp, n = ctx.target.stamp, ctx.n
+    def _describe(self, out: Output, ctx: Context, n: int, results: list[Result], limits: Any, cas: int,
+                  absent: int, flat_cap: int, native: bool) -> None:
+        stamp = ctx.target.stamp
         factor = int(ctx.options.get("factor", SWEEP_FACTOR))
+        if n > flat_cap and any(r.job.layout == "flat" for r in results):
+            out.method.append(f"flat was measured with {flat_cap:,} IDs, not {n:,}: one key per ID is slow to "
+                              "load, and its bytes per ID do not depend on N beyond the main dict's "
+                              "power-of-two table.")
+        if any(r.job.layout == "bloom" for r in results) and not native:
+            out.method.append("Native Bloom filters (RedisBloom's BF.*) are measured where the server has the "
+                              "module; this one has not, so only the module-free filter is shown.")
         out.method += [
             (f"N = {n:,} random 16-byte IDs (workloads.ids16, fixed seed; the seed used 10M). The seed swept "
             f"2^n partitions from 1 to one per ID; scaled to this N the sweep is 1, {factor}, {factor}^2, ... "
@@ -469,7 +520,7 @@ class Sets(Experiment):
             f"Items per second, {cas:,} single-item commands per phase, {CAS_BATCH} per round trip, one Python "
             "client (the client's cost is in these numbers, as in the seed's Ruby driver). Left: add (CAS) of "
             "present IDs (hit, solid) and new IDs (miss, dashed); right: contains of present (solid) and absent "
-            "(dashed) IDs.",
+            "(dashed) IDs. " + dense_miss_sentence(results),
             lambda fig: _plot_rates(fig, results),
         ))
         out.figures.append(FigureSpec(
@@ -517,6 +568,24 @@ class Sets(Experiment):
             ))
 
 
+def dense_miss_sentence(results: list[Result]) -> str:
+    """What the dense star on the CAS figure compares, in this run's numbers."""
+    dense = next((r for r in results if r.job.layout == "dense"), None)
+    others = [r.ops["cas_miss"]["ops_per_s"] for r in results
+              if r.job.layout in EXACT and r.ops.get("cas_miss", {}).get("ops_per_s")]
+    if dense is None or not others:
+        return ""
+    miss, hit = dense.ops["cas_miss"], dense.ops["cas_hit"]
+    text = (f"dense (star): CAS miss {miss['ops_per_s']:,.0f}/s against {min(others):,.0f}-{max(others):,.0f}/s "
+            f"for the exact layouts (median {statistics.median(others):,.0f}/s).")
+    if miss.get("server_usec_per_call") and hit.get("server_usec_per_call"):
+        text += (f" On the server a dense miss takes {miss['server_usec_per_call']:.2f} µs against "
+                 f"{hit['server_usec_per_call']:.2f} µs for a hit: dense sizes its partitions to sit just under "
+                 "the listpack limit at N, so every new ID is inserted into a full listpack, a memmove of the "
+                 "whole partition (and a conversion when one overflows); a hit only searches it.")
+    return text
+
+
 def warm_up(client: Any, n: int, limits: Any, layouts: tuple[str, ...], caps: Any, native: bool) -> None:
     """The sets experiment's warm-up on `client` (the caller flushes after it): each
     layout's scripts loaded and the Lua heap grown by loads as large as the real ones."""
@@ -529,7 +598,7 @@ def warm_up(client: Any, n: int, limits: Any, layouts: tuple[str, ...], caps: An
                        partitions=1 if layout != "dense" else None, limits=limits)
         s.add_many(items[:half])
         s.contains_many(items[half:])
-        drive_flows(s._ex, [s._core.add(x) for x in items[:CAS_BATCH]])
+        drive_many([s._core.add(x) for x in items[:CAS_BATCH]], s._ex)
     bloom_mod, _ = _bloom_module()
     if "bloom" in layouts and bloom_mod is not None:
         for mode in ([False, True] if native else [False]):
@@ -572,7 +641,7 @@ def replay(record: Mapping[str, Any]) -> Replay:
     partition count, expected N, limits) and adds the record's n IDs from
     workloads.ids16 (default seed) in the same chunks. Call both with the same client."""
     from densekv.server.probe import probe
-    from densekv.sets.compact import limits_from_probe
+    from densekv.sets.compact import limits_from_probe, limits_of
 
     n, layout, params = int(record["n"]), str(record["layout"]), dict(record.get("params") or {})
     if layout == "bloom":
@@ -589,7 +658,7 @@ def replay(record: Mapping[str, Any]) -> Replay:
         native = any(m.lower() in ("bf", "bloom", "rebloom") for m in caps.modules)
         if job.native and not native:
             raise NotReplayable("this server has no bloom module (the record used BF.*)")
-        warm_up(client, n, limits_from_probe(client), (*EXACT, "dense", "bloom"), caps, native)
+        warm_up(client, n, limits_of(caps), (*EXACT, "dense", "bloom"), caps, native)
 
     def load(client: Any) -> None:
         if job.layout == "bloom":
@@ -605,15 +674,6 @@ def replay(record: Mapping[str, Any]) -> Replay:
             s.add_many(part)
 
     return Replay(n, load, warm, record_settings(record))
-
-
-def _fits(ctx: Context, seen: list[float]) -> bool:
-    """Whether the next configuration should start: the budget is not spent, and what
-    is left covers the mean time of the configurations of its layout so far."""
-    left = ctx.budget.left()
-    if left is None:
-        return True
-    return left > (sum(seen) / len(seen) if seen else 0.0)
 
 
 def _bloom_module() -> tuple[Any, str]:
@@ -645,6 +705,10 @@ _LIMIT_OF = {"hash": "hash_max_listpack_entries", "set": "set_max_listpack_entri
              "zset": "zset_max_listpack_entries"}
 
 
+def _legend_outside(ax: Any) -> None:
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
+
+
 def _series(results: list[Result], layout: str) -> list[Result]:
     return sorted((r for r in results if r.job.layout == layout), key=lambda r: r.partitions)
 
@@ -666,8 +730,8 @@ def _plot_bytes(fig: Any, results: list[Result], limits: Any, n: int) -> None:
         limit = getattr(limits, _LIMIT_OF.get(layout, ""), None)
         if limit:
             ax.axvline(n / limit, color=color, linestyle=":", alpha=0.6)
-            ax.text(n / limit, 0.99, f" {layout} {limit}/P", color=color, fontsize=7, rotation=90, va="top",
-                    transform=ax.get_xaxis_transform())
+            ax.text(n / limit, 0.99, f"{layout} partitions full ({limit:,} IDs) ", color=color, fontsize=8,
+                    rotation=90, va="top", ha="right", transform=ax.get_xaxis_transform())
     for r in _series(results, "dense"):
         ax.scatter([r.partitions], [r.bytes_per_item], marker="*", s=180, color=COLORS["dense"], zorder=5,
                    label=f"dense ({r.params.get('encoding')}, P={r.partitions:,}): {r.bytes_per_item:.1f} B")
@@ -683,7 +747,7 @@ def _plot_bytes(fig: Any, results: list[Result], limits: Any, n: int) -> None:
     ax.set_xlabel("partitions (keys the IDs are spread over)")
     ax.set_ylabel("bytes per ID (used_memory delta / N)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    _legend_outside(ax)
 
 
 def _plot_overhead(fig: Any, results: list[Result]) -> None:
@@ -705,7 +769,7 @@ def _plot_overhead(fig: Any, results: list[Result]) -> None:
     ax.set_xlabel("partitions (rings: sampled partitions not in a listpack)")
     ax.set_ylabel("overhead bytes per ID (bytes per ID - 16)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
 
 
 def _plot_rates(fig: Any, results: list[Result]) -> None:
@@ -727,7 +791,7 @@ def _plot_rates(fig: Any, results: list[Result]) -> None:
         ax.set_xlabel("partitions")
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("items per second (one client, pipelined)")
-    axes[0].legend(fontsize=7, ncol=2)
+    _legend_outside(axes[1])
 
 
 def _plot_usec(fig: Any, results: list[Result]) -> None:
@@ -746,7 +810,7 @@ def _plot_usec(fig: Any, results: list[Result]) -> None:
     ax.set_xlabel("partitions")
     ax.set_ylabel("server µs per CAS call (INFO commandstats)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    _legend_outside(ax)
 
 
 EXPERIMENT = Sets()

@@ -37,13 +37,30 @@ from densekv.lab.experiments.base import (
 )
 from densekv.lab.observe import commandstats, stats_delta
 from densekv.lab.results import RunRecord, op_stats
-from densekv.lab.sizing import sizes_around
+from densekv.lab.sizing import Sizing, sizes_around
 from densekv.lab.target import Target
 from densekv.lab.workloads import ints, words24
 
 KEYS = 32
 MEMORY_SAMPLE = 8  # keys whose MEMORY USAGE is read at every size
 RAISE = 4
+#: reference seconds (pace 1, see densekv/lab/pace.py; fitted on valkey 9.1, 2 cores) of
+#: one structure at one config: FIXED (flush, meter readings, the grid's MEMORY USAGE
+#: reads) + ENTRY x keys x entries; a scratch server for the raised limits costs SCRATCH
+COST_FIXED_S = 0.8
+COST_ENTRY_S = 6.5e-6
+COST_SCRATCH_S = 0.8
+
+
+def sizings(keys: int = KEYS) -> list[Sizing]:
+    """Largest first: `keys` keys per structure, then half, then a quarter (at least 8)."""
+    steps = list(dict.fromkeys(max(min(keys, 8), keys // d) for d in (1, 2, 4)))
+    return [Sizing(k, {"keys": k}, "" if k == keys else f"{k} keys per structure of {keys}") for k in steps]
+
+
+def run_cost(keys: int, top: int, structures: int, scratch: int) -> float:
+    """Reference seconds of the whole experiment (both configs)."""
+    return 2 * structures * (COST_FIXED_S + COST_ENTRY_S * keys * top) + COST_SCRATCH_S * scratch
 
 #: structure -> (command, the CONFIG limits that govern its encoding)
 STRUCTURES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -79,11 +96,10 @@ class SmallSets(Experiment):
     kind = "small_sets"
     title = "Small sets: one HASH vs one SET as it grows past the listpack limits"
     seed = "002"
-    budget_s = 30.0
+    budget_s = 12.0
 
     def run(self, ctx: Context) -> Output:
         target = ctx.target
-        keys = int(ctx.options.get("keys", KEYS))
         out = Output(self.kind, target.name)
         defaults = {name: v for name in ("hash-max-listpack-entries", "set-max-listpack-entries",
                                          "set-max-intset-entries") if (v := _limit(target, name))}
@@ -91,32 +107,35 @@ class SmallSets(Experiment):
         top = int(ctx.options.get("top", 2 * max(raised["hash-max-listpack-entries"],
                                                  raised.get("set-max-intset-entries", 0))))
         structures = [s for s in STRUCTURES if s in ctx.options.get("structures", STRUCTURES)]
+        scratch = 0 if target.may_configure else 1
+        sizing = ctx.budget.fit(sizings(int(ctx.options.get("keys", KEYS))),
+                                lambda z: run_cost(z["keys"], top, len(structures), scratch))
+        keys, out.trimmed = int(sizing["keys"]), sizing.trimmed
         ctx.progress.start(f"{self.kind} on {target.name}", total=2 * len(structures) * keys * top)
         series: list[Series] = []
+        grids = {"default": sorted(set(defaults.values())), "raised": sorted(set(raised.values()))}
         for config_name, settings in (("default", None), ("raised", raised)):
-            if ctx.budget.exceeded():
-                out.notes.append(f"{config_name} limits: not measured - the experiment's time budget ran out")
-                continue
             if settings is None:
-                series += self._config(ctx, target, config_name, structures, keys, top, out)
+                series += self._config(ctx, target, config_name, structures, keys, top, grids[config_name], out)
                 continue
             with target.with_config(settings) as where:
                 if where is not target:
                     out.notes.append(
-                        f"raised limits measured on a scratch {where.stamp.name} {where.stamp.version} the lab "
-                        "started: your server's config is not changed without --allow-config"
+                        f"raised limits: measured on a scratch {where.stamp.name} {where.stamp.version} the lab "
+                        "started, not on your server: measuring them there needs --allow-config (CONFIG SET, "
+                        "every value restored after)"
                     )
-                series += self._config(ctx, where, config_name, structures, keys, top, out)
+                series += self._config(ctx, where, config_name, structures, keys, top, grids[config_name], out)
         target.clear()
         self._describe(out, ctx, series, keys, top, defaults, raised)
         return out
 
     def _config(self, ctx: Context, target: Target, config: str, structures: list[str], keys: int,
-                top: int, out: Output) -> list[Series]:
+                top: int, every_limit: list[int], out: Output) -> list[Series]:
         found = []
         for structure in structures:
             limits = {n: v for n in STRUCTURES[structure][1] if (v := _limit(target, n))}
-            s = self._grow(ctx, target, structure, config, limits, keys, top)
+            s = self._grow(ctx, target, structure, config, limits, keys, top, every_limit)
             found.append(s)
             record = self._record(target, s, keys, top)
             out.records.append(record)
@@ -124,12 +143,15 @@ class SmallSets(Experiment):
         return found
 
     def _grow(self, ctx: Context, target: Target, structure: str, config: str, limits: dict[str, int],
-              keys: int, top: int) -> Series:
+              keys: int, top: int, every_limit: list[int]) -> Series:
+        """One structure grown on `keys` keys to `top` entries; the grid has every count
+        around each limit in force (not only this structure's), so the structures can be
+        compared at any of them."""
         client = target.client
         cmd = STRUCTURES[structure][0]
         names = [f"lab:ss:{structure}:{i}".encode() for i in range(keys)]
         watched = names[:MEMORY_SAMPLE]
-        grid = sizes_around(sorted(set(limits.values())), top)
+        grid = sizes_around(sorted(set(limits.values()) | set(every_limit)), top)
         meter_at = {s for v in limits.values() for s in (v, v + 1) if s <= top} | {top}
         series = Series(structure, config, limits, target.stamp.name)
         items = _items(structure, keys, top)
@@ -199,14 +221,15 @@ class SmallSets(Experiment):
                   defaults: dict[str, int], raised: dict[str, int]) -> None:
         stamp = ctx.target.stamp
         out.method += [
-            f"{keys} keys per structure grown together from 1 to {top:,} entries each: HASH fields and SET "
-            "members are 24 random lowercase letters (the seed's entries; workloads.words24, fixed seed), "
-            "the HASH value is \"1\"; the intset series adds random integers below 2^31.",
-            f"At every size of the grid MEMORY USAGE (SAMPLES 0) of {MEMORY_SAMPLE} of the keys was read and "
-            "divided by the entries per key (the seed's method; it includes each key's own overhead), and "
-            "OBJECT ENCODING of one key. At the limits (limit and limit+1) and at the largest size the Meter's "
-            "used_memory delta from the flushed start was divided by keys x entries: that is the record's "
-            "bytes_per_item and the ringed points on the figure.",
+            (f"{keys} keys per structure grown together from 1 to {top:,} entries each: HASH fields and SET "
+             "members are 24 random lowercase letters (the seed's entries; workloads.words24, fixed seed), "
+             "the HASH value is \"1\"; the intset series adds random integers below 2^31."),
+            (f"At every size of the grid (every count to 16, then steps of about 6%, and each limit in force "
+             f"-1, +0, +1) MEMORY USAGE (SAMPLES 0) of {MEMORY_SAMPLE} of the keys was read and "
+             "divided by the entries per key (the seed's method; it includes each key's own overhead), and "
+             "OBJECT ENCODING of one key. At the limits (limit and limit+1) and at the largest size the Meter's "
+             "used_memory delta from the flushed start was divided by keys x entries: that is the record's "
+             "bytes_per_item and the ringed points on the figure."),
             "Default limits: " + ", ".join(f"{k} = {v}" for k, v in defaults.items()) + f" (as {stamp.name} has them). "
             "Raised limits (x4): " + ", ".join(f"{k} = {v}" for k, v in raised.items()) + ".",
         ]
@@ -252,8 +275,8 @@ def _plot_per_entry(fig: Any, series: list[Series]) -> None:
                 if limit not in drawn:
                     drawn.add(limit)
                     ax.axvline(limit, color="#777777", linestyle=":", alpha=0.7)
-                    ax.text(limit, 0.98, name.replace("-max-", " ").replace("-entries", ""), rotation=90,
-                            fontsize=6, va="top", ha="right", transform=ax.get_xaxis_transform())
+                    ax.text(limit, 0.98, name.replace("-max-", " ").replace("-entries", " limit "), rotation=90,
+                            fontsize=8, va="top", ha="right", transform=ax.get_xaxis_transform())
         ax.set_xscale("log")
         ax.set_title(f"{config} limits", fontsize=9)
         ax.set_xlabel("entries per key")

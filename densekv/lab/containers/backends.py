@@ -1,0 +1,276 @@
+"""The harness's side of each container: fill it with sessions in the format the app
+reads, say how many bytes it holds, and run its housekeeping.
+
+Every backend fills through the container's own format code: the app's stores
+(stores.py), Flask-Session's key prefix and JSON encoding (msgspec, as its
+MsgSpecSerializer writes), densekv's SessionStore with the app's arguments. Session
+data comes from the payload profiles (densekv.lab.session_profiles): session i of a
+profile is the same bytes in every container.
+
+`fill(start, count, expires)` stores sessions start .. start+count-1, all expiring at
+`expires` (epoch seconds), and returns their cookie values. `size()` is the container's
+bytes now (None: not measurable): RSS of the app's worker for the in-process dict and of
+the memcached process, bytes on disk for files and SQL, used_memory less client buffers
+for Redis. `sweep(as_of)` removes every session that has expired by `as_of` and returns
+how many; None for containers without application-side housekeeping (memcached and
+Redis expire keys themselves).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from densekv.lab.containers.config import FLASK_SESSION_PREFIX, AppConfig
+from densekv.lab.containers.stores import FileStore, Row, SqlStore, new_sid
+from densekv.lab.session_profiles import sessions
+
+BATCH = 2000
+
+
+def profile_rows(profile: str, start: int, count: int, expires: float) -> tuple[list[str], Iterator[Row]]:
+    sids = [new_sid() for _ in range(count)]
+    data = (d for _, d in sessions(profile, count, start=start))
+    return sids, ((sid, d, expires) for sid, d in zip(sids, data))
+
+
+class Backend:
+    def __init__(self, config: AppConfig, profile: str) -> None:
+        self.config = config
+        self.profile = profile
+
+    def prepare(self) -> None:
+        """Before the app starts: schema, directories, the densekv namespace."""
+
+    def attach(self, app_url: str) -> None:
+        """After the app started (the in-process dict is reached through it)."""
+
+    def fill(self, start: int, count: int, expires: float) -> list[str]:
+        raise NotImplementedError
+
+    def size(self) -> int | None:
+        return None
+
+    def sweep(self, as_of: float) -> int | None:
+        return None
+
+    def store_pids(self) -> list[int]:
+        """The processes that keep the sessions outside the app (their CPU time per
+        request is the container's cost there); none for the app's own stores."""
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+class NoStore(Backend):
+    """The ceiling: nothing is stored; the cookies sent are well-formed but unknown."""
+
+    def fill(self, start: int, count: int, expires: float) -> list[str]:
+        return [new_sid() for _ in range(count)]
+
+
+class InProcess(Backend):
+    """The dict lives in the worker: filled, measured and swept through /_lab."""
+
+    CHUNK = 50_000
+
+    def attach(self, app_url: str) -> None:
+        self.url = app_url
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return json.loads(r.read())
+
+    def fill(self, start: int, count: int, expires: float) -> list[str]:
+        sids: list[str] = []
+        for first in range(start, start + count, self.CHUNK):
+            n = min(self.CHUNK, start + count - first)
+            sids += self._post("/_lab/fill", {"profile": self.profile, "start": first, "count": n,
+                                              "expires": expires, "tokens": True})["sids"]
+        return sids
+
+    def size(self) -> int | None:
+        with urllib.request.urlopen(self.url + "/_lab/rss", timeout=600) as r:
+            return int(json.loads(r.read())["rss"])
+
+    def sweep(self, as_of: float) -> int | None:
+        return int(self._post("/_lab/sweep", {"as_of": as_of})["removed"])
+
+
+class Files(Backend):
+    def prepare(self) -> None:
+        self.store = FileStore(self.config.files_root, hashed=self.config.container == "files-hashed",
+                               lifetime=self.config.lifetime)
+
+    def fill(self, start: int, count: int, expires: float) -> list[str]:
+        sids, rows = profile_rows(self.profile, start, count, expires)
+        self.store.fill(rows)
+        return sids
+
+    def size(self) -> int | None:
+        return self.store.size()
+
+    def sweep(self, as_of: float) -> int | None:
+        return self.store.sweep(as_of)
+
+
+class Sql(Backend):
+    def __init__(self, config: AppConfig, profile: str, connect: Callable[[], SqlStore],
+                 server_pids: Callable[[], list[int]] | None = None) -> None:
+        super().__init__(config, profile)
+        self.connect = connect
+        self.store: SqlStore | None = None
+        self.server_pids = server_pids
+
+    def store_pids(self) -> list[int]:
+        return self.server_pids() if self.server_pids else []
+
+    def prepare(self) -> None:
+        self.store = self.connect()
+        self.store.create_schema()
+
+    def fill(self, start: int, count: int, expires: float) -> list[str]:
+        assert self.store is not None
+        sids, rows = profile_rows(self.profile, start, count, expires)
+        self.store.fill(rows)
+        return sids
+
+    def size(self) -> int | None:
+        assert self.store is not None
+        return self.store.size()
+
+    def sweep(self, as_of: float) -> int | None:
+        assert self.store is not None
+        return self.store.sweep(as_of)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+
+class RedisBytes(Backend):
+    """A container in the Redis target: size = used_memory less client buffers, read
+    after the server settled (densekv's Meter)."""
+
+    def __init__(self, config: AppConfig, profile: str, client: Any, meter: Any) -> None:
+        super().__init__(config, profile)
+        self.client = client
+        self.meter = meter
+
+    def size(self) -> int | None:
+        reading = self.meter.reading()
+        return int(reading.used_memory - reading.clients_memory)
+
+    def store_pids(self) -> list[int]:
+        """The server's pid if it runs on this machine (INFO process_id, on loopback)."""
+        host = str(self.client.connection_pool.connection_kwargs.get("host", ""))
+        if host not in ("127.0.0.1", "localhost", "::1"):
+            return []
+        pid = int(self.client.info("server").get("process_id", 0))
+        return [pid] if pid and os.path.exists(f"/proc/{pid}") else []
+
+
+class FlaskSessionRedis(RedisBytes):
+    """Flask-Session's RedisSessionInterface format: key `session:<sid>`, the session as
+    JSON (msgspec), SET with EX."""
+
+    def fill(self, start: int, count: int, expires: float) -> list[str]:
+        import msgspec
+
+        encoder = msgspec.json.Encoder()
+        sids, rows = profile_rows(self.profile, start, count, expires)
+        pipe = self.client.pipeline(transaction=False)
+        for i, (sid, data, exp) in enumerate(rows, 1):
+            pipe.set(FLASK_SESSION_PREFIX + sid, encoder.encode(data), ex=max(1, int(exp - time.time())))
+            if i % BATCH == 0:
+                pipe.execute()
+        pipe.execute()
+        self.client.connection_pool.disconnect()  # the loader's buffers are not data
+        return sids
+
+
+class Densekv(RedisBytes):
+    """densekv's Flask backend format: the SessionStore the app opens (same namespace and
+    arguments), values in Flask's tagged form, the profile's user id as the identity.
+    Sessions go in through the store's record path in batches (what create_many runs,
+    with each session's own data): SessionStore has no public batch create with
+    per-session data."""
+
+    def prepare(self) -> None:
+        from densekv.lab.containers.app import densekv_store
+
+        self.store = densekv_store(self.config, self.client)
+
+    def fill(self, start: int, count: int, expires: float) -> list[str]:
+        from densekv.integrations.flask import tag_value
+
+        core = self.store._core
+        ttl = max(1, int(expires - time.time()))
+        tokens: list[str] = []
+        batch: list[Any] = []
+        for identity, data in sessions(self.profile, count, start=start):
+            batch.append(core.new_record(identity, {k: tag_value(v) for k, v in data.items()}, ttl))
+            if len(batch) == BATCH:
+                tokens += self.store._run(lambda c, b=batch: c.put_records(b))
+                batch = []
+        if batch:
+            tokens += self.store._run(lambda c, b=batch: c.put_records(b))
+        self.client.connection_pool.disconnect()
+        return tokens
+
+    def sweep(self, as_of: float) -> int | None:
+        from densekv.lab.containers.app import densekv_store
+
+        shift = as_of - time.time()
+        sweeper = densekv_store(self.config, self.client, clock=lambda: time.time() + shift)
+        return int(sweeper.sweep())
+
+    def layout(self) -> str:
+        explained = self.store.explain()
+        return f"{explained.get('layout')}, partitions {explained.get('partitions')}, " \
+               f"identity index {'on' if self.store._core.index is not None else 'off'}"
+
+
+class Memcache(Backend):
+    """Flask-Session's MemcachedSessionInterface format (key `session:<sid>`, JSON);
+    size = RSS of the memcached process."""
+
+    def __init__(self, config: AppConfig, profile: str, rss: Callable[[], int], pid: int | None = None) -> None:
+        super().__init__(config, profile)
+        self.rss = rss
+        self.pid = pid
+
+    def store_pids(self) -> list[int]:
+        return [self.pid] if self.pid else []
+
+    def fill(self, start: int, count: int, expires: float) -> list[str]:
+        import msgspec
+        from pymemcache.client.base import Client  # type: ignore[import-untyped]
+
+        host, _, port = self.config.url.rpartition(":")
+        client = Client((host, int(port)))
+        encoder = msgspec.json.Encoder()
+        sids, rows = profile_rows(self.profile, start, count, expires)
+        ttl = max(1, int(expires - time.time()))
+        chunk: dict[str, bytes] = {}
+        try:
+            for sid, data, _ in rows:
+                chunk[FLASK_SESSION_PREFIX + sid] = encoder.encode(data)
+                if len(chunk) == BATCH:
+                    client.set_many(chunk, expire=ttl, noreply=False)
+                    chunk = {}
+            if chunk:
+                client.set_many(chunk, expire=ttl, noreply=False)
+        finally:
+            client.close()
+        return sids
+
+    def size(self) -> int | None:
+        return self.rss()

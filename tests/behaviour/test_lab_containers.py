@@ -1,0 +1,271 @@
+"""Session containers (issue 12) through the real app: each container's get/set/expiry
+contract with a real gunicorn process, the harness's fills readable by the app and its
+sweeps removing exactly the expired half, every process gone after an error or Ctrl-C,
+a missing PostgreSQL as a one-line note, and the lab experiment's report."""
+
+from __future__ import annotations
+
+import contextlib
+import http.cookiejar
+import json
+import shutil
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("flask")
+pytest.importorskip("gunicorn")
+
+from densekv.lab.containers import harness
+from densekv.lab.containers.config import AppConfig
+from densekv.lab.containers.harness import Plan, Run, run_containers, why_not
+from densekv.lab.containers.load import python_load
+from densekv.lab.containers.processes import AppServer
+from densekv.lab.containers.stores import SqlStore
+from densekv.measure import Meter
+from densekv.server.binaries import find_servers
+from densekv.server.process import ServerProcess
+
+LIFETIME = 3  # seconds: short enough to watch sessions expire
+CONTRACT = ("dict", "files-hashed", "sqlite-unindexed", "redis-json", "densekv", "memcached", "postgres-indexed")
+
+
+@pytest.fixture
+def rundir() -> Iterator[Path]:
+    """A run's directory under /tmp: PostgreSQL runs as another account when we are root,
+    and pytest's own tmp_path (mode 0700) would shut it out."""
+    path = Path(tempfile.mkdtemp(prefix="densekv-test-containers-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def valkey() -> Iterator[ServerProcess]:
+    with ServerProcess(find_servers()["valkey-9.1"]) as proc:
+        yield proc
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie not yet reaped by init counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state == "Z"
+
+
+class Browser:
+    """One visitor: keeps its cookies between requests."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
+
+    def get(self, path: str, cookie: str | None = None) -> tuple[str, str | None]:
+        req = urllib.request.Request(self.base + path)
+        if cookie is not None:
+            req.add_header("Cookie", f"session={cookie}")
+        with self.opener.open(req, timeout=10) as r:
+            return r.read().decode(), r.headers.get("Set-Cookie")
+
+
+@pytest.fixture(scope="module")
+def apps(valkey: ServerProcess) -> Iterator[dict[str, Any]]:
+    """Every contract container this machine can run, each behind its own gunicorn,
+    started together; the ones it cannot run map to the reason (one line)."""
+    rundir = Path(tempfile.mkdtemp(prefix="densekv-test-containers-"))
+    out: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, rundir, True)
+        client = valkey.client()
+        stack.callback(client.close)
+        plan = Plan(CONTRACT, (0,), lifetime=LIFETIME)
+        run = Run(plan, rundir, redis_url=valkey.url, client=client, meter=None)
+        started = []
+        for name in CONTRACT:
+            reason = why_not(name, valkey.url)
+            if reason:
+                out[name] = reason
+                continue
+            home = rundir / name
+            home.mkdir()
+            backend, config = run._backend(stack, harness.container(name), AppConfig(name, home, lifetime=LIFETIME))
+            stack.callback(backend.close)
+            backend.prepare()
+            started.append((name, stack.enter_context(AppServer(config, home).start(wait=False))))
+        for name, app in started:
+            app.ready()
+            out[name] = app
+        yield out
+
+
+def app_of(apps: dict[str, Any], name: str) -> AppServer:
+    app = apps[name]
+    if isinstance(app, str):
+        pytest.skip(f"{name}: not measured here - {app}")
+    return app  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("name", CONTRACT)
+def test_a_session_is_set_read_back_and_kept_apart(apps: dict[str, Any], name: str) -> None:
+    app = app_of(apps, name)
+    alice, bob = Browser(app.url), Browser(app.url)
+    assert alice.get("/r") == ("miss", None)  # reading no session creates none
+    body, cookie = alice.get("/w")
+    assert body == "new 1" and cookie is not None and cookie.startswith("session=")
+    assert alice.get("/w")[0] == "hit 2"
+    assert alice.get("/set?color=blue")[0] == "ok"
+    assert alice.get("/r")[0] == "hit"
+    assert json.loads(alice.get("/dump")[0]) == {"hits": 2, "color": "blue"}
+    assert bob.get("/w")[0] == "new 1"  # another visitor, another session
+    assert json.loads(alice.get("/dump")[0]) == {"hits": 2, "color": "blue"}
+
+
+@pytest.mark.parametrize("junk", ["x", "../../../../etc/passwd", "A" * 43 + "/", "%00" * 20])
+@pytest.mark.parametrize("name", ("dict", "files-hashed", "densekv"))
+def test_a_junk_cookie_is_no_session(apps: dict[str, Any], name: str, junk: str) -> None:
+    app = app_of(apps, name)
+    assert Browser(app.url).get("/r", cookie=junk) == ("miss", None)
+
+
+@pytest.fixture(scope="module")
+def expiring(apps: dict[str, Any]) -> dict[str, tuple[Browser, float]]:
+    """One session per running container, created together (and read back at once), and when."""
+    out = {}
+    for name, app in apps.items():
+        if isinstance(app, AppServer):
+            browser = Browser(app.url)
+            assert browser.get("/w")[0] == "new 1"
+            out[name] = (browser, time.monotonic())
+    for name, (browser, _) in out.items():
+        assert browser.get("/r")[0] == "hit", name
+    return out
+
+
+@pytest.mark.parametrize("name", CONTRACT)
+def test_a_session_expires_after_its_lifetime(apps: dict[str, Any], expiring: dict[str, tuple[Browser, float]],
+                                              name: str) -> None:
+    app_of(apps, name)
+    browser, created = expiring[name]
+    time.sleep(max(0.0, created + LIFETIME + 1.2 - time.monotonic()))
+    assert browser.get("/r")[0] == "miss"
+
+
+def test_the_harness_fills_what_the_app_reads_and_sweeps_exactly_the_expired_half(
+        valkey: ServerProcess, rundir: Path) -> None:
+    names = ("none", "dict", "files-flat", "sqlite-indexed", "redis-json", "densekv", "memcached",
+             "postgres-unindexed")
+    client = valkey.client()
+    client.execute_command("FLUSHALL", "SYNC")  # the module's other apps share this server
+    plan = Plan(names, (0, 40), active=20, requests=40, warmup=5, rounds=1, housekeeping="last",
+                sweep_window_s=0.05)
+    out = run_containers(plan, rundir, redis_url=valkey.url, client=client, meter=Meter(client, clear=True))
+    measured = {r["container"] for r in out.records}
+    assert measured | set(out.unmeasured) == set(names)
+    assert {"none", "dict", "files-flat", "sqlite-indexed", "redis-json", "densekv"} <= measured
+    for r in out.records:
+        assert r["ro"]["requests"] >= 40 and r["ro"]["errors"] == 0, r
+        if r["container"] != "none":
+            assert r["ro"]["misses"] == 0, r  # every request found the session it named
+        if r["n"] == 40 and r["container"] not in ("none", "dict", "memcached"):  # RSS is page-coarse
+            assert r["bytes_per_session"] and r["bytes_per_session"] > 0, r
+        hk = r["housekeeping"]
+        if r["n"] == 40 and r["container"] in ("dict", "files-flat", "sqlite-indexed", "densekv", "postgres-unindexed"):
+            assert hk is not None and hk["removed"] == 20 and hk["expired"] == 20, r
+        else:
+            assert hk is None, r
+    assert len(out.notes) == len(out.unmeasured)
+    client.close()
+
+
+def test_the_python_fallback_load_counts_requests_and_misses(tmp_path: Path) -> None:
+    with AppServer(AppConfig("dict", tmp_path), tmp_path) as app:
+        result = python_load(app.url + "/r", ["A" * 43], 30, 10.0, 3, seed=1)
+    assert result.generator == "python" and result.requests == 30 and result.misses == 30 and result.errors == 0
+
+
+def test_an_error_inside_the_app_server_block_stops_gunicorn_and_its_worker(tmp_path: Path) -> None:
+    pids: list[int] = []
+    with pytest.raises(RuntimeError, match="boom"), AppServer(AppConfig("dict", tmp_path), tmp_path) as app:
+        assert app.pid is not None
+        pids = [app.pid, *app.worker_pids()]
+        assert len(pids) == 2
+        raise RuntimeError("boom")
+    deadline = time.monotonic() + 5
+    while not all(gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(gone(p) for p in pids), pids
+
+
+def test_ctrl_c_in_the_middle_of_a_run_stops_every_process_it_started(valkey: ServerProcess, rundir: Path) -> None:
+    names = ("dict", "sqlite-indexed", "densekv", "memcached", "postgres-indexed")
+    client = valkey.client()
+    run = Run(Plan(names, (0, 10), active=10, requests=20, warmup=0, rounds=1), rundir,
+              redis_url=valkey.url, client=client, meter=Meter(client, clear=True))
+    seen: list[int] = []
+
+    def interrupt(message: str) -> None:
+        if "round" in message:
+            for slot in run.slots:
+                assert slot.app is not None and slot.app.pid is not None
+                seen.extend([slot.app.pid, *slot.app.worker_pids()])
+            seen.extend(h.pid for h in run.helpers if h.pid is not None)
+            raise KeyboardInterrupt
+
+    run.say = interrupt
+    with pytest.raises(KeyboardInterrupt):
+        run.run()
+    assert len(seen) >= 2 * 3
+    deadline = time.monotonic() + 10
+    while not all(gone(p) for p in seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [p for p in seen if not gone(p)] == []
+    client.close()
+
+
+def test_a_missing_postgresql_is_a_one_line_note(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    real = harness.find_component
+    monkeypatch.setattr(harness, "find_component", lambda name: None if name == "postgresql" else real(name))
+    out = run_containers(Plan(("postgres-indexed", "none"), (0,), active=5, requests=10, warmup=0, rounds=1),
+                         tmp_path)
+    note = "postgres-indexed: not measured - no PostgreSQL on this machine (scripts/get-components fetches it)"
+    assert out.notes == [note]
+    assert out.unmeasured == ["postgres-indexed"]
+    assert [r["container"] for r in out.records] == ["none"]
+
+
+def test_sql_sweep_deletes_by_expiry_with_and_without_the_index(tmp_path: Path) -> None:
+    for indexed in (True, False):
+        store = SqlStore.sqlite(tmp_path / f"s{indexed}.sqlite3", indexed=indexed)
+        store.create_schema()
+        now = time.time()
+        store.fill([(f"{'a' if i % 2 else 'b'}{i:042d}", {"i": i}, now + (10 if i % 2 else 1000)) for i in range(10)])
+        assert store.sweep(now + 100) == 5
+        assert store.load(f"b{0:042d}", now) == {"i": 0} and store.load(f"a{1:042d}", now) is None
+        store.close()
+
+
+def test_the_lab_experiment_draws_its_four_figures(valkey: ServerProcess, tmp_path: Path) -> None:
+    from densekv.lab.runner import LabConfig, run_lab
+
+    config = LabConfig(n=1000, url=valkey.url + "", out=tmp_path, only=("containers",), options={
+        "containers": {"containers": ("none", "dict", "densekv"),
+                       "ns": (0, 60), "requests": 40, "rounds": 1, "warmup": 5, "active": 20}})
+    with valkey.client() as c:
+        c.execute_command("FLUSHALL", "SYNC")
+    run = run_lab(config)
+    assert not run.failed, [o.reason for o in run.failed]
+    doc = json.loads((tmp_path / "results.json").read_text())
+    runs = [r for r in doc["runs"] if r["kind"] == "containers"]  # one record per (container, N)
+    assert {r["layout"] for r in runs} == {"none", "dict", "densekv"}
+    assert sorted(p["n"] for r in runs if r["layout"] == "densekv" for p in r["points"]) == [0, 60]
+    html = (tmp_path / "report.html").read_text()
+    for name in ("rps", "p99", "bytes", "housekeeping"):
+        assert (tmp_path / f"containers-url-{name}.png").is_file()
+    assert "req/s" in html and "Bytes per stored session" in html
