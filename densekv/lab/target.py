@@ -36,6 +36,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
+from densekv.connect import redact as redact  # re-exported: the lab, planner and analyzer import it here
 from densekv.errors import DensekvError
 from densekv.lab.results import LISTPACK_SETTINGS, ServerStamp
 from densekv.measure import Meter
@@ -49,18 +50,6 @@ class LabError(DensekvError):
 
 class LabRefused(LabError):
     """The lab will not measure there: the target holds data it was not given."""
-
-
-def redact(url: str) -> str:
-    """The URL without its password (for the report and results.json)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}:***@" if parts.username else ":***@"
-    return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
 
 
 def _config_get(client: redis.Redis, name: str) -> str | None:

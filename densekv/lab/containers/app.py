@@ -119,15 +119,15 @@ def install_container(app: Flask, config: AppConfig) -> Store | None:
         return None  # Flask's cookie session without a secret key: a null session, unused
     if name == "redis-json":
         import redis
-        from flask_session.redis import RedisSessionInterface  # type: ignore[import-untyped]
+        from flask_session.redis import RedisSessionInterface
 
         app.session_interface = RedisSessionInterface(
             app, client=redis.Redis.from_url(config.url), key_prefix=FLASK_SESSION_PREFIX,
             serialization_format="json")
         return None
     if name == "memcached":  # TCP_NODELAY: without it each write waits ~40 ms (delayed ACK)
-        from flask_session.memcached import MemcachedSessionInterface  # type: ignore[import-untyped]
-        from pymemcache.client.base import Client  # type: ignore[import-untyped]
+        from flask_session.memcached import MemcachedSessionInterface
+        from pymemcache.client.base import Client
 
         host, _, port = config.url.rpartition(":")
         app.session_interface = MemcachedSessionInterface(

@@ -252,7 +252,7 @@ class Memcache(Backend):
 
     def fill(self, start: int, count: int, expires: float) -> list[str]:
         import msgspec
-        from pymemcache.client.base import Client  # type: ignore[import-untyped]
+        from pymemcache.client.base import Client
 
         host, _, port = self.config.url.rpartition(":")
         client = Client((host, int(port)))

@@ -279,7 +279,7 @@ class Memcached(Child):
         return self
 
     def _answers(self) -> bool:
-        from pymemcache.client.base import Client  # type: ignore[import-untyped]
+        from pymemcache.client.base import Client
 
         client = Client(("127.0.0.1", self.port), connect_timeout=1, timeout=1)
         try:
