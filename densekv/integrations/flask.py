@@ -41,6 +41,7 @@ from flask.sessions import SessionInterface as FlaskSessionInterface
 from flask.sessions import SessionMixin, session_json_serializer
 
 from densekv.errors import DensekvError, ServerUnavailable
+from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, digest_of
 from densekv.sessions.store import SessionStore
 
@@ -75,7 +76,7 @@ def untag_value(value: Any) -> Any:
     return value
 
 
-class DensekvSession(dict[str, Any], SessionMixin):
+class DensekvSession(TrackedDict, SessionMixin):
     """Flask's `session` for one request: a dict that knows what the request changed.
 
     `stored` is the data as loaded (tagged form); at save time the changed top-level keys
@@ -181,41 +182,7 @@ class DensekvSession(dict[str, Any], SessionMixin):
         self.set_keys.discard(key)
         self.modified = True
 
-    def __setitem__(self, key: str, value: Any) -> None:
-        super().__setitem__(key, value)
-        self._set(key)
-
-    def __delitem__(self, key: str) -> None:
-        super().__delitem__(key)
-        self._deleted(key)
-
-    def pop(self, key: str, *default: Any) -> Any:
-        if key in self:
-            self._deleted(key)
-        return super().pop(key, *default)
-
-    def popitem(self) -> tuple[str, Any]:
-        key, value = super().popitem()
-        self._deleted(key)
-        return key, value
-
-    def setdefault(self, key: str, default: Any = None) -> Any:
-        if key not in self:
-            self[key] = default
-        return self[key]
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
-
-    def __ior__(self, other: Any) -> Any:  # type: ignore[misc]
-        self.update(other)
-        return self
-
-    def clear(self) -> None:
-        for key in list(self):
-            self._deleted(key)
-        super().clear()
+    def _on_clear(self) -> None:
         self.cleared = True
         self.modified = True
 

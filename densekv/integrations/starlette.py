@@ -51,12 +51,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from starlette.datastructures import MutableHeaders
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import (
     Identity,
     Session,
@@ -66,16 +67,13 @@ from densekv.sessions.model import (
 )
 from densekv.sessions.store import AsyncSessionStore
 
-if TYPE_CHECKING:
-    from typing_extensions import Self  # typing.Self from Python 3.11
-
 __all__ = ["DenseSession", "SessionMiddleware", "StarsessionsRedis", "login",
            "logout_everywhere", "regenerate"]
 
 _EXPIRED = "expires=Thu, 01 Jan 1970 00:00:00 GMT; "
 
 
-class DenseSession(dict[str, Any]):
+class DenseSession(TrackedDict):
     """request.session: a dict that records which top-level keys this request set or
     deleted. `accessed` and `modified` mean what they mean on Starlette's Session;
     `identity` is the session's owner (None while anonymous)."""
@@ -114,42 +112,11 @@ class DenseSession(dict[str, Any]):
         self._changed.discard(key)
         self._removed.add(key)
 
-    def __setitem__(self, key: str, value: Any) -> None:
-        super().__setitem__(key, value)
+    def _set(self, key: str) -> None:
         self.mark_modified(key)
 
-    def __delitem__(self, key: str) -> None:
-        super().__delitem__(key)
-        self._deleted(key)
-
-    def clear(self) -> None:
-        for key in tuple(self):
-            self._deleted(key)
-        super().clear()
+    def _on_clear(self) -> None:
         self._cleared = self.accessed = self.modified = True
-
-    def pop(self, key: str, *default: Any) -> Any:
-        if key in self:
-            self._deleted(key)
-        return super().pop(key, *default)
-
-    def popitem(self) -> tuple[str, Any]:
-        key, value = super().popitem()
-        self._deleted(key)
-        return key, value
-
-    def setdefault(self, key: str, default: Any = None) -> Any:
-        if key not in self:
-            self[key] = default
-        return self[key]
-
-    def update(self, *args: Any, **kwargs: Any) -> None:
-        for key, value in dict(*args, **kwargs).items():
-            self[key] = value
-
-    def __ior__(self, other: Any) -> Self:  # type: ignore[override,misc]
-        self.update(other)
-        return self
 
     # -- what the module functions do --------------------------------------------
     def _end(self) -> None:
