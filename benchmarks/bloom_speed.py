@@ -28,11 +28,26 @@ busy machine shows it too: RedisBloom's figures in the same phase are the gauge.
 says what each filter is: k, bits per item, false positives among the N absent items, and
 with a baseline whether the two module-free filters hold the very same bits.
 
+With --bit-ops (any server of the matrix, no module needed) it measures instead what one
+bit costs the server from Lua, the floor under the module-free filter: --bit-items items of
+k = 7 random bits in a 2 MiB string, the items in calls of BIT_OPS_ITEMS (what bloom_add.lua's
+budget of SCRIPT_BITS bit calls gives at k = 7), each variant's server usec per item (INFO
+commandstats usec of EVALSHA; for "client", which sends BITFIELD with no script, the server's
+CPU time, which also holds the argument parsing the others do not pay), the variants taking
+turns in 4 passes (median) and each one's ratio to setbit's time in the same run:
+  walk          the scripts' own arithmetic only: decode a, b and walk a + i b mod m, no bit
+  setbit        one SETBIT per bit (what bloom_add.lua does)   getbit: one GETBIT per bit
+  bitfield      one BITFIELD SET u1 x k per item (4k + 2 arguments: redis.call's cached
+                argument objects), bitfield_ro: BITFIELD_RO GET u1 x k per item
+  bitfield_call one BITFIELD of every SET u1 of the call (4k x items arguments)
+  client        BITFIELD SET u1 x k x 140 items sent by the client, pipelined (no Lua)
+
 Prints one JSON record per operation and appends them to benchmarks/results/bloom_speed.jsonl.
 
 Usage: python benchmarks/bloom_speed.py [--server redis-7.4] [--n 200000] [--p 0.01]
        [--chunk 10000] [--single 4000] [--slowlog-usec 50] [--baseline REV] [--out PATH]
        [--no-save]
+       python benchmarks/bloom_speed.py --bit-ops [--server NAME] [--bit-items 10000]
 """
 
 from __future__ import annotations
@@ -289,6 +304,97 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     return records
 
 
+BIT_OPS_K = 7
+BIT_OPS_ITEMS = 140  # items per script call: bloom_add.lua's 1000 bit calls at k = 7
+BIT_OPS_BYTES = 1 << 21
+BIT_OPS_PASSES = 5
+_WALK = """
+local w, n, m, k = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local byte, call, key, out = string.byte, redis.call, KEYS[1], 0
+local args = {}
+for i = 0, k - 1 do args[4 * i + 1] = 'SET'; args[4 * i + 2] = 'u1'; args[4 * i + 4] = 1 end
+local ro = {}
+for i = 0, k - 1 do ro[3 * i + 1] = 'GET'; ro[3 * i + 2] = 'u1' end
+local big = {}
+for j = 0, n - 1 do
+  local p1, p2, p3, p4, q1, q2, q3, q4 = byte(w, 8 * j + 1, 8 * j + 8)
+  local pos = p1 + p2 * 256 + p3 * 65536 + p4 * 16777216
+  local step = q1 + q2 * 256 + q3 * 65536 + q4 * 16777216
+  %s
+end
+%s
+return out"""
+_STEP = "pos = pos + step; if pos >= m then pos = pos - m end"
+_BIT_VARIANTS = {  # name: (Lua per item, Lua after the items)
+    "walk": (f"for _ = 1, k do out = out + pos % 2; {_STEP} end", ""),
+    "setbit": (f"for _ = 1, k do out = out + call('SETBIT', key, pos, 1); {_STEP} end", ""),
+    "getbit": (f"for _ = 1, k do out = out + call('GETBIT', key, pos); {_STEP} end", ""),
+    "bitfield": (f"for i = 0, k - 1 do args[4 * i + 3] = pos; {_STEP} end "
+                 + "local r = call('BITFIELD', key, unpack(args, 1, 4 * k)) for i = 1, k do out = out + r[i] end",
+                 ""),
+    "bitfield_ro": (f"for i = 0, k - 1 do ro[3 * i + 3] = pos; {_STEP} end "
+                    + "local r = call('BITFIELD_RO', key, unpack(ro, 1, 3 * k)) for i = 1, k do out = out + r[i] end",
+                    ""),
+    "bitfield_call": ("for _ = 1, k do local b = #big; big[b + 1] = 'SET'; big[b + 2] = 'u1'; "
+                      + f"big[b + 3] = pos; big[b + 4] = 1; {_STEP} end",
+                      "local r = call('BITFIELD', key, unpack(big)) for i = 1, #r do out = out + r[i] end"),
+}
+
+
+def bit_ops(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """What one bit costs the server from Lua, by mechanism (see the module docstring):
+    BIT_OPS_PASSES passes in which every variant takes its turn (the first pass warms up),
+    each variant's figure the median of its turns, its ratio to setbit's in the same run."""
+    binary = find_servers()[args.server]
+    rnd = random.Random(7)
+    m, k, n = 8 * BIT_OPS_BYTES, BIT_OPS_K, args.bit_items
+    walks = [(rnd.randrange(m), rnd.randrange(1, m)) for _ in range(n)]
+    packed = b"".join(a.to_bytes(4, "little") + b.to_bytes(4, "little") for a, b in walks)
+    raw = [[("SET", "u1", (a + i * b) % m, 1) for a, b in walks[lo : lo + BIT_OPS_ITEMS] for i in range(k)]
+           for lo in range(0, n, BIT_OPS_ITEMS)]
+    base = {"benchmark": "bloom_speed", "op": "bit_ops", "commit": gitstamp.commit(), "server": args.server,
+            "version": binary.version, "items": n, "k": k, "bits": m, "items_per_call": BIT_OPS_ITEMS,
+            "passes": BIT_OPS_PASSES - 1}
+    usec: dict[str, list[float]] = {name: [] for name in (*_BIT_VARIANTS, "client")}
+    with ServerProcess(binary) as proc:
+        client = proc.client()
+        shas = {name: client.script_load(_WALK % code) for name, code in _BIT_VARIANTS.items()}
+
+        def fresh() -> None:
+            client.delete("bits")
+            client.setrange("bits", BIT_OPS_BYTES - 1, b"\0")
+
+        def scripted(name: str) -> float:  # commandstats: the script's own time
+            before = commandstats(client)
+            for lo in range(0, n, BIT_OPS_ITEMS):
+                hi = min(n, lo + BIT_OPS_ITEMS)
+                client.evalsha(shas[name], 1, "bits", packed[8 * lo : 8 * hi], hi - lo, m, k)
+            return commandstats(client)["evalsha"][1] - before.get("evalsha", (0, 0))[1]
+
+        def sent() -> float:  # no script: the server's CPU time, argument parsing included
+            pipe = client.pipeline(transaction=False)
+            for ops in raw:
+                pipe.execute_command("BITFIELD", "bits", *(x for op in ops for x in op))
+            cpu = client.info("cpu")
+            t0 = cpu["used_cpu_user"] + cpu["used_cpu_sys"]
+            pipe.execute()
+            cpu = client.info("cpu")
+            return 1e6 * (cpu["used_cpu_user"] + cpu["used_cpu_sys"] - t0)
+
+        for turn in range(BIT_OPS_PASSES):
+            names = list(usec)
+            for name in names[turn % len(names) :] + names[: turn % len(names)]:
+                fresh()
+                spent = sent() if name == "client" else scripted(name)
+                if turn:
+                    usec[name].append(spent)
+    setbit = median(usec["setbit"])
+    return [{**base, "variant": name, "server_usec_per_item": round(median(got) / n, 4),
+             "server_usec_per_bit": round(median(got) / n / k, 4), "ratio_to_setbit": round(median(got) / setbit, 3),
+             "measure": "used_cpu_user + used_cpu_sys" if name == "client" else "commandstats evalsha usec",
+             "load_average_1m": round(os.getloadavg()[0], 2)} for name, got in usec.items()]
+
+
 def _script_bits() -> int | None:
     try:
         from densekv.sets.bloom_batch import SCRIPT_BITS
@@ -308,8 +414,10 @@ def main() -> None:
     ap.add_argument("--baseline", help="also measure densekv as of this commit (git archive)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--no-save", action="store_true", help="print the records only")
+    ap.add_argument("--bit-ops", action="store_true", help="measure one bit's server cost by mechanism instead")
+    ap.add_argument("--bit-items", type=int, default=10_000)
     args = ap.parse_args()
-    for record in run(args):
+    for record in (bit_ops(args) if args.bit_ops else run(args)):
         line = json.dumps(record)
         print(line, flush=True)
         if not args.no_save:

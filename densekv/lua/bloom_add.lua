@@ -1,17 +1,20 @@
 -- bloom_add: add items to one shard of a densekv Bloom filter (densekv/sets/bloom_core.py).
 -- A shard is a state hash (t = stages made, n = items added, c = items in the last stage)
 -- and one bitmap string per stage, all under one hash tag (one slot). An item is new
--- unless all k of its bits are set in some stage; a new item's bits go into the last
--- stage, which gets a successor once it holds its capacity. Every key is checked before
+-- unless all k of its bits are set in some stage (GETBIT, stopping at the first 0); a new
+-- item's bits go into the last stage (SETBIT, or BITFIELD SET u1: both return the old
+-- bits), which gets a successor once it holds its capacity. Every key is checked before
 -- anything is written: a key of another type (WRONGTYPE from HMGET / STRLEN), a string of
 -- the wrong length, or a key where this call may start a stage, is left untouched and
 -- the call fails.
 -- KEYS[1]  the shard's state hash     KEYS[1+i]  the bitmap of stage i-1, i = 1..T
 -- ARGV[1]  T: stages given (their keys and parameters; the last ones may not exist yet)
--- ARGV[2]  N: items   ARGV[3] budget: GETBIT/SETBIT calls after which the call stops
+-- ARGV[2]  N: items   ARGV[3] budget: bits read or set after which the call stops
 --          (checked before each item, so at most budget + one item's calls; the first
---          item is always handled)   ARGV[4..] T triples (bytes, k, capacity)
--- ARGV[3T+4] the walks: per item, per given stage, a = h1 mod m (first bit) and
+--          item is always handled)   ARGV[4] 1: set bits with BITFIELD, 0: with SETBIT
+--          (the same bits either way; bloom_spec.set_rule picks the cheaper per server)
+-- ARGV[5..] T triples (bytes, k, capacity)
+-- ARGV[3T+5] the walks: per item, per given stage, a = h1 mod m (first bit) and
 --          b = h2 mod m (step) as little-endian u32 (8 bytes a pair, N * T pairs)
 -- Reply:   {stages, items added to the shard so far, items in its last stage, results}:
 --          results has one char per item handled, "1" new, "0" probably present; fewer
@@ -21,16 +24,28 @@
 local T = tonumber(ARGV[1])
 local N = tonumber(ARGV[2])
 local budget = tonumber(ARGV[3])
+local bitfield = ARGV[4] == '1'
 local bytes, bits, ks, caps = {}, {}, {}, {}
 for s = 1, T do
-  bytes[s] = tonumber(ARGV[3 * s + 1])
+  bytes[s] = tonumber(ARGV[3 * s + 2])
   bits[s] = 8 * bytes[s]
-  ks[s] = tonumber(ARGV[3 * s + 2])
-  caps[s] = tonumber(ARGV[3 * s + 3])
+  ks[s] = tonumber(ARGV[3 * s + 3])
+  caps[s] = tonumber(ARGV[3 * s + 4])
 end
-local walks = ARGV[3 * T + 4]
+local walks = ARGV[3 * T + 5]
 local byte = string.byte
 local call = redis.call
+-- with BITFIELD, the last stage's bits are set by SET u1 <bit> 1, up to SET_OPS to a call
+-- (the old bits come back, one per op, in order): 2 + 4 * 7 = 30 arguments stay within
+-- the 32 argument objects redis.call keeps cached
+local SET_OPS = 7
+local set_args
+if bitfield then
+  set_args = {}
+  for i = 0, SET_OPS - 1 do
+    set_args[4 * i + 1] = 'SET'; set_args[4 * i + 2] = 'u1'; set_args[4 * i + 4] = 1
+  end
+end
 
 local state = call('HMGET', KEYS[1], 't', 'n', 'c') -- WRONGTYPE unless a hash or nothing
 local stages, n, c = 0, 0, 0
@@ -90,13 +105,31 @@ for j = 0, N - 1 do
     local p1, p2, p3, p4, q1, q2, q3, q4 = byte(walks, at + 8 * stages - 7, at + 8 * stages)
     local pos = p1 + p2 * 256 + p3 * 65536 + p4 * 16777216
     local step = q1 + q2 * 256 + q3 * 65536 + q4 * 16777216
-    local key, m = KEYS[1 + stages], bits[stages]
-    for _ = 1, ks[stages] do
-      if call('SETBIT', key, pos, 1) == 0 then new = 1 end
-      pos = pos + step
-      if pos >= m then pos = pos - m end
+    local key, m, k = KEYS[1 + stages], bits[stages], ks[stages]
+    if bitfield then
+      local left = k
+      while left > 0 do
+        local cnt = left
+        if cnt > SET_OPS then cnt = SET_OPS end
+        for i = 0, cnt - 1 do
+          set_args[4 * i + 3] = pos
+          pos = pos + step
+          if pos >= m then pos = pos - m end
+        end
+        local old = call('BITFIELD', key, unpack(set_args, 1, 4 * cnt))
+        for i = 1, cnt do
+          if old[i] == 0 then new = 1 end
+        end
+        left = left - cnt
+      end
+    else
+      for _ = 1, k do
+        if call('SETBIT', key, pos, 1) == 0 then new = 1 end
+        pos = pos + step
+        if pos >= m then pos = pos - m end
+      end
     end
-    ops = ops + ks[stages]
+    ops = ops + k
   end
   if new == 1 then
     n = n + 1

@@ -19,11 +19,14 @@ from collections.abc import Sequence
 
 from densekv.sets.bloom_math import Stage, hash_many, interleave_walks, walk_columns
 
-#: GETBIT/SETBIT calls one script call may make: the scripts stop before the next item once
-#: they have made this many (so at most this plus one item's k per stage sent). One such
-#: call from Lua costs about 0.25 us on redis-7.4 here on an idle machine (0.3-0.8 us on the
-#: other servers), so a call holds the server about 0.25 ms (up to ~0.8 ms on redis-7.0);
-#: benchmarks/bloom_speed.py measures the longest. Larger calls are cheaper per item (the
+#: Bits one script call may read or set: the scripts stop before the next item once they
+#: have touched this many (so at most this plus one item's k per stage sent). One bit from
+#: Lua costs about 0.3 us on redis-7.4 here on an idle machine (0.3-0.7 us on the other
+#: servers) whichever way it is touched - GETBIT/SETBIT, BITFIELD of 7, BITFIELD of a whole
+#: call's bits (dearer: arguments past redis.call's 32 cached ones are allocated one by one)
+#: - and sent as BITFIELD with no script it costs the server's CPU the same
+#: (benchmarks/bloom_speed.py --bit-ops), so a call holds the server about 0.3 ms (up to
+#: ~0.7 ms on redis-7.0); benchmarks/bloom_speed.py measures the longest. Larger calls are cheaper per item (the
 #: fixed part of a call is spread wider): 1000 costs a few per cent against 1500 and buys
 #: a third off the longest call. The client sizes its calls so the budget rarely stops one.
 SCRIPT_BITS = 1000

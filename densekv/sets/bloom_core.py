@@ -17,9 +17,15 @@ fewer stages than the shard has answers "stale" without touching anything and th
 sends that shard's items again with the right keys (a second round trip, only then).
 
 How long one call may hold the server: each bloom_add / bloom_has call stops before its
-next item once it has made bloom_batch.SCRIPT_BITS GETBIT/SETBIT calls (a hard cap in the
-script, whatever the client sends; the rest of its items go in the next round trip), plus
-a fixed part per call (the state hash, one STRLEN per stage, HSET). The client sizes its
+next item once it has read or set bloom_batch.SCRIPT_BITS bits (a hard cap in the script,
+whatever the client sends; the rest of its items go in the next round trip), plus a fixed
+part per call (the state hash, one STRLEN per stage, HSET): about 0.3 ms at k = 7 on
+redis-7.4 (add_many's median call 308 us in the SLOWLOG of `python benchmarks/
+bloom_speed.py --baseline HEAD`, 2026-11-24; its multi-ms tail is the shared machine, load
+average 5 on 2 cores: SLOWLOG times a preempted call whole). An add sets a new
+item's bits with SETBIT or with BITFIELD SET u1 x 7, whichever bloom_spec.set_rule found
+cheaper on the server for a batch (SETBIT for calls under BITFIELD_MIN_ITEMS items); the
+same bits either way. The client sizes its
 calls to that budget from the k of the stages it sends, and sends an add the next stage
 only when its items may fill the last one (as far as its cached count knows).
 """
@@ -56,6 +62,7 @@ from densekv.sets.bloom_math import (
     string_allocation,
 )
 from densekv.sets.bloom_spec import (
+    SET_BITFIELD,
     BloomFacts,
     Request,
     check_name,
@@ -68,6 +75,11 @@ from densekv.sets.bloom_spec import (
 )
 
 SCRIPT_ITEMS = 500  # items per BF.MADD / BF.MEXISTS call (native: one C command, no Lua)
+#: Fewer items than this to a call set their bits with SETBIT whatever bloom_spec.set_rule
+#: says: BITFIELD's per-call set-up (its argument table) costs a single add 3-19% more
+#: server time on all four servers of the matrix, where a batch call saves 14-17% on
+#: valkey-9.1 and redis-7.0 (benchmarks/bloom_speed.py --baseline).
+BITFIELD_MIN_ITEMS = 8
 
 
 def _decode_add(reply: Any) -> tuple[int, int, int, bytes]:
@@ -101,6 +113,7 @@ class BloomCore:
         self.request = request
         self.spec: BloomSpec | None = None
         self.native = False
+        self.set_bits = SET_BITFIELD  # how bloom_add.lua sets bits (bloom_spec.set_rule)
         self.stages: list[int] = []  # cached stage count per shard
         self.counts: list[int] = []  # last seen items per shard
         self.lasts: list[int] = []  # last seen items in the last stage per shard
@@ -154,6 +167,8 @@ class BloomCore:
         if native and facts is not None and not facts.has_bloom_module:
             raise BloomModuleMissing(f"Bloom filter {self.name!r} is native but this server has no RedisBloom module")
         self.spec, self.native = spec, native
+        if facts is not None:
+            self.set_bits = facts.set_bits
         self.stages = [0] * spec.shards
         self.counts = [0] * spec.shards
         self.lasts = [0] * spec.shards
@@ -217,7 +232,8 @@ class BloomCore:
         return self._stage_list(made + 1)
 
     def _plan_add(self, shard: int, stages: list[Stage], walks: bytes, count: int) -> Plan[tuple[int, int, int, bytes]]:
-        args: list[int | bytes] = [len(stages), count, SCRIPT_BITS]
+        bitfield = self.set_bits == SET_BITFIELD and count >= BITFIELD_MIN_ITEMS
+        args: list[int | bytes] = [len(stages), count, SCRIPT_BITS, int(bitfield)]
         for s in stages:
             args += (s.bytes, s.k, s.capacity)
         args.append(walks)

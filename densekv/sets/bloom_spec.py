@@ -6,12 +6,13 @@ allocator rounding), native, hash. Every later client reads them back (spec_from
 so all compute the same stage geometry whatever server they talk to, and a request with
 other parameters is refused (check_request). Opening also needs two facts of the server
 (BloomFacts: its allocator, for the rounding rule, and whether RedisBloom is loaded),
-projected from the probe's Capabilities (facts_of; densekv/server/probe.py reads them).
+projected from the probe's Capabilities (facts_of; densekv/server/probe.py reads them),
+and how bloom_add.lua sets bits there (set_rule: no part of the format, the same bits).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from densekv.errors import WrongType
@@ -25,6 +26,14 @@ HASH_NAME = "blake2b-192"
 NATIVE_MODULES = ("bf", "bloom", "rebloom")
 NATIVE_TYPE = "MBbloom--"
 
+# How bloom_add.lua sets a new item's k bits in the last stage. Both leave the same bits and
+# return the old ones; what differs is the server's time per bit from Lua (benchmarks/
+# bloom_speed.py --bit-ops, k = 7, 140 items a call; the ratio is BITFIELD's time / SETBIT's,
+# measured in one run: redis-7.4 1.06-1.14, redis-7.0 0.84-0.91, valkey-8.0 0.64-0.91,
+# valkey-9.1 0.81-0.87).
+SET_BITFIELD = "bitfield"  # one BITFIELD SET u1 x 7 (30 arguments: redis.call's cached ones)
+SET_SETBIT = "setbit"  # one SETBIT per bit
+
 
 @dataclass(frozen=True)
 class BloomFacts:
@@ -32,6 +41,9 @@ class BloomFacts:
 
     allocator: str
     modules: tuple[str, ...] = ()
+    # SET_BITFIELD or SET_SETBIT (set_rule): how fast, not what is stored, so two facts that
+    # differ only here describe the same filters (not compared)
+    set_bits: str = field(default=SET_BITFIELD, compare=False)
 
     @property
     def has_bloom_module(self) -> bool:
@@ -42,9 +54,14 @@ def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def set_rule(flavor: str, version: tuple[int, ...]) -> str:
+    """SETBIT where it measured cheaper than BITFIELD (Redis 7.4 on), BITFIELD elsewhere."""
+    return SET_SETBIT if flavor == "redis" and version >= (7, 4) else SET_BITFIELD
+
+
 def facts_of(caps: Capabilities) -> BloomFacts:
     """What opening a filter needs of the probe's Capabilities (a pure projection)."""
-    return BloomFacts(caps.allocator, caps.modules)
+    return BloomFacts(caps.allocator, caps.modules, set_rule(caps.flavor, caps.version_tuple))
 
 
 def check_name(name: object) -> str:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from densekv.allocator import jemalloc_size_class
 from densekv.sets.bloom_errors import BadBloomItem, BloomFull, BloomParameterError
 from densekv.sets.bloom_math import (
     EXACT,
@@ -28,7 +29,6 @@ from densekv.sets.bloom_math import (
     interleave_walks,
     item_bytes,
     items_bytes,
-    jemalloc_size_class,
     min_bits,
     pack_walks,
     positions,
@@ -87,8 +87,12 @@ def test_jemalloc_classes_are_four_per_doubling(n: int) -> None:
 @given(st.integers(min_value=1, max_value=64 << 20))
 def test_glibc_rounding_is_free_on_heap_and_mmap_paths(request_: int) -> None:
     usable = glibc_usable(request_)
-    heap = lambda r: max(24, ((r + 8 + 15) & ~15) - 8)
-    mmap = lambda r: ((r + 16 + 4095) // 4096) * 4096 - 16
+    def heap(r: int) -> int:
+        return max(24, ((r + 8 + 15) & ~15) - 8)
+
+    def mmap(r: int) -> int:
+        return ((r + 16 + 4095) // 4096) * 4096 - 16
+
     assert usable >= request_
     assert mmap(usable) == mmap(request_)
     if request_ + 16 <= 32 << 20:
