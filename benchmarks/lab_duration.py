@@ -33,7 +33,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="densekv-lab-") as out:
         t0 = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "densekv.lab", "--json", "--out", out, *args.extra],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, check=False)
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
             print(json.dumps({"benchmark": "lab_duration", "error": proc.stderr.strip()[-500:],

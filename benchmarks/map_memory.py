@@ -52,7 +52,7 @@ ITEM_TTL = 86_400  # --ttl-mode: every item's TTL in seconds
 
 def make_doc(rng: random.Random, i: int) -> str:
     doc = {
-        "id": i, "uuid": "%032x" % rng.getrandbits(128), "name": f"{rng.choice(FIRST)} {rng.choice(LAST)}",
+        "id": i, "uuid": f"{rng.getrandbits(128):032x}", "name": f"{rng.choice(FIRST)} {rng.choice(LAST)}",
         "email": f"user{rng.randrange(10**7)}@{rng.choice(['example.com', 'mail.org', 'corp.net'])}",
         "active": rng.random() < 0.8, "age": rng.randrange(18, 90), "balance": round(rng.uniform(0, 10**5), 2),
         "created_at": f"20{rng.randrange(10, 25)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}T"

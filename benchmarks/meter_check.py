@@ -40,7 +40,7 @@ def main() -> None:
             client = proc.client()
             load(client, 0, args.n // 4)  # dirty it: the meter must recover a true baseline
             meter = Meter(client, clear=True)
-            curve = meter.curve("set-8b", lambda a, b: load(client, a, b), [args.n // 10, args.n])
+            curve = meter.curve("set-8b", lambda a, b, client=client: load(client, a, b), [args.n // 10, args.n])
         measured = curve.final.bytes_per_item
         print(json.dumps({
             "benchmark": "meter_check", "server": name, "version": curve.version,

@@ -144,7 +144,7 @@ def run_family(name: str, binary: Any, encoding: str, parents: int, children: in
         n = parents * children
         curve = Meter(client).curve(encoding, load, [n // 10 // children * children, n])
         return {**base, "n": n, "bytes_per_child": round(curve.final.bytes_per_item, 2),
-                "encoding_seen": client.object("encoding", fam._core.key("parent-0")).decode()}
+                "encoding_seen": client.object("encoding", fam.key_of("parent-0")).decode()}
 
 
 def main() -> None:

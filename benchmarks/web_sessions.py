@@ -104,9 +104,8 @@ class DensekvLoader:
         self.trained_on = 0
 
     def _put(self, batch: list[Item]) -> list[str]:
-        core, store = self.store._core, self.store
-        made = [core.new_records([identity], data, None)[0] for _, identity, data in batch]
-        return store._run(lambda c: c.put_records(made))  # type: ignore[no-any-return]
+        return self.store.create_each(((identity, data) for _, identity, data in batch),
+                                      batch=max(1, len(batch)))
 
     def load(self, stream: Iterable[Item], keep: Callable[[int], bool]) -> list[Sample]:
         stream = iter(stream)
@@ -140,8 +139,8 @@ class DensekvLoader:
         counted = [k for k in stats if "out_of_line" in k]
         if counted:
             out.update({k: stats[k] for k in counted}, out_of_line_from="stats()")
-        elif hasattr(self.store._core.layout, "ool_key"):
-            prefix = self.store._core.layout.ool_key(bytes(16)).split(b"{")[0]
+        elif self.store.explain().get("partitions"):  # out-of-line keys: {ns}:so:{R}:<digest>
+            prefix = b"sess:so:"
             out["out_of_line"] = sum(1 for _ in self.client.scan_iter(match=prefix + b"*", count=1000))
             out["out_of_line_from"] = f"SCAN {prefix.decode()}*"
         return out

@@ -10,10 +10,13 @@ from densekv.errors import (
     BinaryMissing,
     DecodeError,
     DensekvError,
+    InvalidArgument,
+    NotDurable,
     PortInUse,
     ServerStartFailed,
     ServerTooOld,
     ServerUnavailable,
+    WriteInDoubt,
     WrongType,
 )
 from densekv.maps import (
@@ -25,7 +28,13 @@ from densekv.maps import (
     ValueTooLarge,
 )
 from densekv.maps.buckets import KeyTooLong
-from densekv.maps.compact import FieldTtlUnavailable, MapConfigError, NotAnInteger
+from densekv.maps.compact import (
+    FieldTtlUnavailable,
+    MapConfigError,
+    MapKeyInvalid,
+    MapValueInvalid,
+    NotAnInteger,
+)
 from densekv.measure import Curve, Meter, Point
 from densekv.plan import AsyncExecutor, ClusterExecutor, Plan, SyncExecutor, executor_for
 from densekv.planner import Recommendation
@@ -39,6 +48,7 @@ from densekv.sessions import (
     Session,
     SessionDataInvalid,
     SessionDataTooLarge,
+    SessionIdentityInvalid,
     SessionStore,
 )
 from densekv.sets import (
@@ -53,7 +63,7 @@ from densekv.sets.bloom import AsyncBloomFilter, BloomFilter
 
 __version__ = "0.1.0"
 
-__all__ = [
+__all__ = [  # noqa: RUF022  # plain sorted(), as tests/unit/test_public_api.py asserts
     "AsyncBloomFilter",
     "AsyncCompactMap",
     "AsyncCompactSet",
@@ -75,13 +85,17 @@ __all__ = [
     "DensekvError",
     "EmbeddedServer",
     "FieldTtlUnavailable",
+    "InvalidArgument",
     "KeyTooLong",
     "LayoutUnavailable",
     "MATRIX",
     "MapBatch",
     "MapConfigError",
+    "MapKeyInvalid",
+    "MapValueInvalid",
     "Meter",
     "NotAnInteger",
+    "NotDurable",
     "Plan",
     "Point",
     "PortInUse",
@@ -93,12 +107,14 @@ __all__ = [
     "Session",
     "SessionDataInvalid",
     "SessionDataTooLarge",
+    "SessionIdentityInvalid",
     "SessionStore",
     "SetFamily",
     "SetMismatch",
     "SyncExecutor",
     "TransactionError",
     "ValueTooLarge",
+    "WriteInDoubt",
     "WrongType",
     "__version__",
     "bulk_load",

@@ -22,12 +22,21 @@ from typing import Any
 import click
 import redis
 
+from densekv.cli_params import COUNT, PORT, POWER_OF_TWO, REDIS_URL
 from densekv.errors import DensekvError, ServerUnavailable
-from densekv.server.binaries import EMBEDDED, MATRIX, find_servers, server_binary, servers_dir
+from densekv.server.binaries import (
+    EMBEDDED,
+    MATRIX,
+    NEWER,
+    find_servers,
+    server_binary,
+    servers_dir,
+)
 from densekv.server.process import ServerProcess, pid_alive
+from densekv.sessions.meta import LAYOUTS
 
 url_option = click.option(
-    "--url", envvar="DENSEKV_URL", default=None, help="redis:// URL of the server to use "
+    "--url", envvar="DENSEKV_URL", default=None, type=REDIS_URL, help="redis:// URL of the server to use "
     "(default: a throwaway embedded Valkey). redis+cluster:// for a cluster."
 )
 server_option = click.option(
@@ -109,8 +118,10 @@ def servers(as_json: bool) -> None:
             "modules": list(found[name].modules) if name in found else [],
             "path": str(found[name].path) if name in found else None,
         }
-        for name in MATRIX
+        for name in (*MATRIX, *NEWER)
+        if name in MATRIX or name in found
     ]
+    hint = _servers_hint()
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -118,7 +129,22 @@ def servers(as_json: bool) -> None:
         if row["present"]:
             click.echo(f"{row['name']:<11} {row['version']:<8} {row['allocator']:<16} {row['path']}")
         else:
-            click.echo(f"{row['name']:<11} missing  (run scripts/get-servers; looked in {servers_dir()})")
+            click.echo(f"{row['name']:<11} missing  ({hint})")
+    newer = [n for n in NEWER if n not in found]
+    if newer and not as_json:
+        click.echo(f"(also: {', '.join(newer)} from Debian trixie, with scripts/get-servers --all)")
+
+
+def _servers_hint() -> str:
+    """Where `densekv servers` looked, and how to get the servers there (never a made-up
+    path: an installed densekv has no checkout, so no .servers beside its package)."""
+    root = servers_dir()
+    if os.environ.get("DENSEKV_SERVERS"):
+        return f"not in DENSEKV_SERVERS={root}: run scripts/get-servers of a densekv checkout and point it there"
+    if (root.parent / "scripts" / "get-servers").is_file():
+        return f"not in {root}: run {root.parent / 'scripts' / 'get-servers'}"
+    return ("not in ./.servers: run scripts/get-servers in a densekv checkout, then run densekv there "
+            "or set DENSEKV_SERVERS to its .servers")
 
 
 # --- server start|stop|status -------------------------------------------------------
@@ -149,7 +175,7 @@ def server() -> None:
 
 @server.command("start")
 @server_option
-@click.option("--port", type=int, default=None, help="loopback port (default: a free one)")
+@click.option("--port", type=PORT, default=None, help="loopback port, 1-65535 (default: a free one)")
 @click.option("--aof", is_flag=True, help="turn on AOF persistence (appendfsync always)")
 def server_start(server_name: str, port: int | None, aof: bool) -> None:
     """Start a server in the background and print its URL."""
@@ -198,19 +224,26 @@ def server_status() -> None:
 @url_option
 @server_option
 @click.option("--namespace", default="sess", show_default=True)
-@click.option("--layout", default="auto", show_default=True, help="the store's layout (as the app made it)")
-@click.option("--expected-sessions", type=int, default=100_000, show_default=True,
-              help="only for a namespace without a store yet (a store's count is on the server)")
-@click.option("--partitions", type=int, default=None, help="the partition count, if the app set it")
-@click.option("--max-items", type=int, default=None, help="stop after removing this many (default: a full pass)")
-@click.option("--every", type=float, default=None, help="repeat every SECONDS until interrupted")
-@click.option("--count", "repeat", type=int, default=None, help="with --every: stop after this many passes")
+@click.option("--layout", type=click.Choice(("auto", *LAYOUTS)), default="auto", show_default=True,
+              help="the store's layout (as the app made it; checked against the store's)")
+@click.option("--expected-sessions", type=COUNT, default=100_000, show_default=True,
+              help="ignored: the store's partition count is on the server (kept for old scripts)")
+@click.option("--partitions", type=POWER_OF_TWO, default=None,
+              help="the partition count, if the app set it (checked against the store's)")
+@click.option("--max-items", type=COUNT, default=None, help="stop after removing this many (default: a full pass)")
+@click.option("--every", type=click.FloatRange(0, 86_400, min_open=True), default=None,
+              help="repeat every SECONDS until interrupted")
+@click.option("--count", "repeat", type=COUNT, default=None, help="with --every: stop after this many passes")
 def sweep(url: str | None, server_name: str, namespace: str, layout: str, expected_sessions: int,
           partitions: int | None, max_items: int | None, every: float | None, repeat: int | None) -> None:
-    """Remove expired sessions (and stale identity-index entries), once or periodically."""
+    """Remove expired sessions (and stale identity-index entries), once or periodically.
+
+    Only a store the app made: a namespace without one is an error (exit 2) and nothing is
+    written, so a mistyped --namespace or --url is never taken for "nothing expired"."""
     from densekv.sessions import SessionStore
 
     with target_client(url, server_name) as client:
+        _require_store(client, namespace, url)
         store = SessionStore(client, namespace=namespace, layout=layout,
                              expected_sessions=expected_sessions, partitions=partitions)
         passes = 0
@@ -229,7 +262,8 @@ def sweep(url: str | None, server_name: str, namespace: str, layout: str, expect
 @url_option
 @server_option
 @click.option("--namespace", default="sess", show_default=True)
-@click.option("--partitions", type=int, required=True, help="the new partition count (a larger power of two)")
+@click.option("--partitions", type=POWER_OF_TWO, required=True,
+              help="the new partition count: a power of two, 2 to 256 times the current one")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
 def repartition(url: str | None, server_name: str, namespace: str, partitions: int, as_json: bool) -> None:
     """Grow a partitioned session store to more partitions, online.
@@ -243,8 +277,7 @@ def repartition(url: str | None, server_name: str, namespace: str, partitions: i
     from densekv.sessions import SessionStore
 
     with target_client(url, server_name) as client:
-        if not client.exists(f"{namespace}:meta"):
-            raise click.ClickException(f"no session store in namespace {namespace!r} on this server")
+        _require_store(client, namespace, url)
         store = SessionStore(client, namespace=namespace)
         before = store.explain()["partitions"]
         with Progress(transient=True, disable=as_json) as bar:
@@ -256,6 +289,26 @@ def repartition(url: str | None, server_name: str, namespace: str, partitions: i
         else:
             click.echo(f"{namespace}: {before} -> {result['partitions']} partitions, "
                        f"{result['moved']} sessions moved")
+
+
+def _require_store(client: Any, namespace: str, url: str | None) -> None:
+    """A UsageError (exit 2, nothing written) unless the namespace holds a session store:
+    opening a SessionStore on an empty namespace would write its metadata."""
+    from densekv.sessions.meta import meta_key
+
+    where = "this server" if url else "a throwaway embedded server (give --url of your server)"
+    meta = meta_key(namespace)
+    kind = client.type(meta)
+    if kind == b"none":
+        raise click.UsageError(
+            f"no session store in namespace {namespace!r} on {where}: check --namespace and --url "
+            "(the app's first SessionStore makes it)"
+        )
+    if kind != b"hash":
+        raise click.UsageError(
+            f"{meta.decode(errors='replace')} holds a {kind.decode()}, not a densekv session store's "
+            "metadata: check --namespace and --url"
+        )
 
 
 def _register_lab() -> None:

@@ -21,8 +21,13 @@ def redact(url: str) -> str:
     if parts.password is None:
         return url
     host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number from 0 to 65535: cut at the last '@'
+        head, _, rest = url.partition("//")
+        return f"{head}//{rest.rpartition('@')[0].split(':', 1)[0]}:***@{rest.rpartition('@')[2]}"
+    if port:
+        host = f"{host}:{port}"
     user = f"{parts.username}:***@" if parts.username else ":***@"
     return urlunsplit((parts.scheme, user + host, parts.path, parts.query, parts.fragment))
 
@@ -33,6 +38,10 @@ def connect(url: str, *, cluster: bool = False, **kwargs: Any) -> redis.Redis | 
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise ServerUnavailable(f"{redact(url)!r} is not a redis:// URL")
     kwargs.setdefault("socket_connect_timeout", 3)
+    try:
+        _ = urlsplit(url).port
+    except ValueError as exc:
+        raise ServerUnavailable(f"the port of {redact(url)} is not a number from 1 to 65535") from exc
     try:
         client: Any = (
             redis.RedisCluster.from_url(url, **kwargs) if cluster else redis.Redis.from_url(url, **kwargs)

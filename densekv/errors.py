@@ -31,6 +31,11 @@ class PortInUse(DensekvError):
     """The loopback port asked for is taken by another process."""
 
 
+class InvalidArgument(DensekvError, ValueError):
+    """An argument densekv refuses before doing anything (a port outside 1-65535, a
+    partition count that is not a power of two, ...); nothing was started or written."""
+
+
 class ServerStartFailed(DensekvError):
     """A server process started but never answered, or exited at once."""
 
@@ -53,3 +58,14 @@ class DecodeError(DensekvError):
     def __init__(self, message: str, *, key: bytes | str | None = None) -> None:
         super().__init__(message)
         self.key = key
+
+
+class NotDurable(DensekvError):
+    """A store opened with durable=True wrote, but no replica acknowledged the write
+    (WAIT) in time: it is on the primary, and a failover now could lose it."""
+
+
+class WriteInDoubt(ServerUnavailable):
+    """The server was lost after a write was sent and before its reply came back: it may
+    or may not have been applied. densekv never sends it again by itself (see
+    densekv/cluster_executor.py); read back, or repeat it if the operation is idempotent."""

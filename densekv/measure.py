@@ -259,7 +259,7 @@ def log_checkpoints(n: int, per_decade: int = 3, start: int = 1000) -> list[int]
     points, value = [], float(start)
     factor = 10 ** (1 / per_decade)
     while value < n:
-        points.append(int(round(value)))
+        points.append(round(value))
         value *= factor
     points.append(n)
-    return sorted(set(p for p in points if p <= n))
+    return sorted({p for p in points if p <= n})

@@ -7,7 +7,8 @@ build plans; they never touch a socket. Executors run plans:
   * SyncExecutor   - a redis-py `Redis` client: run(plan), run_many(plans) in one round trip
   * AsyncExecutor  - a redis-py asyncio client: the same, awaited
   * ClusterExecutor - a redis-py `RedisCluster`: plans grouped by slot, one pipeline per
-    node, MOVED/ASK answered by refreshing the slot map and re-sending only what moved
+    node; MOVED, ASK, TRYAGAIN, a dead master and a failover are handled there
+    (densekv/cluster_executor.py, which states the rules)
 
 So the logic of an operation is written once and sync, async, batch and cluster cannot
 drift apart. Invariants kept here:
@@ -20,25 +21,30 @@ drift apart. Invariants kept here:
     uses a script once its pool has it (SCRIPT LOAD on first use); a NOSCRIPT reply
     (SCRIPT FLUSH, restart) reloads and re-sends that one call, which did not run;
   * an error reply raises after the whole batch was read (the connection stays usable):
-    WRONGTYPE as WrongType, a script error as ScriptError, others as redis.ResponseError.
+    WRONGTYPE as WrongType, a script error as ScriptError, others as redis.ResponseError;
+  * durable (`executor_for(client, durable=True)`): a round trip that holds a write (any
+    command not in READS, any script) ends with WAIT 1 <DURABLE_TIMEOUT_MS> on the same
+    connection (no extra round trip), and a reply below 1 raises NotDurable instead of
+    returning: the write is on the primary, no replica confirmed it. A round trip of reads
+    only sends no WAIT.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, Union, cast
+from typing import Any, Generic, TypeVar, cast
 
 import redis
 import redis.asyncio
 from redis.crc import key_slot
-from redis.exceptions import AskError, MovedError, NoScriptError, ResponseError, TryAgainError
+from redis.exceptions import NoScriptError, ResponseError
 
-from densekv.errors import PlanError, ScriptError, ServerUnavailable, WrongType
+from densekv.errors import NotDurable, PlanError, ScriptError, ServerUnavailable, WrongType
 from densekv.lua import Script
 
 T = TypeVar("T")
-Key = Union[bytes, str]
+Key = bytes | str
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +66,7 @@ class ScriptCall:
         return ("EVALSHA", self.script.sha, len(self.keys), *self.keys, *self.args)
 
 
-Step = Union[Command, ScriptCall]
+Step = Command | ScriptCall
 
 
 def _identity(replies: list[Any]) -> Any:
@@ -74,6 +80,10 @@ class Plan(Generic[T]):
     steps: tuple[Step, ...]
     decode: Callable[[list[Any]], T] = field(default=_identity)
     atomic: bool = False  # wrap the steps in MULTI/EXEC
+    # gives up something a client held (a session token: destroy, regenerate): on a
+    # cluster whose slot has replicas the round trip waits for one even without durable,
+    # so a failover cannot bring it back (densekv/cluster_executor.py)
+    revokes: bool = False
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -110,6 +120,59 @@ def script_call(
     return Plan((ScriptCall(script, tuple(keys), tuple(args)),), lambda replies: fn(replies[0]))
 
 
+# --- writes and durability -----------------------------------------------------------
+
+#: commands that never write: a round trip of these only needs no WAIT, and a lost reply
+#: can be asked again. Anything else (and every script) counts as a write.
+READS = frozenset({
+    "GET", "MGET", "STRLEN", "GETRANGE", "EXISTS", "TYPE", "TTL", "PTTL", "EXPIRETIME",
+    "PEXPIRETIME", "HGET", "HMGET", "HGETALL", "HLEN", "HEXISTS", "HKEYS", "HVALS", "HSTRLEN",
+    "HSCAN", "HRANDFIELD", "HTTL", "HPTTL", "HEXPIRETIME", "HPEXPIRETIME", "SISMEMBER",
+    "SMISMEMBER", "SMEMBERS", "SCARD", "SSCAN", "SRANDMEMBER", "ZSCORE", "ZMSCORE", "ZCARD",
+    "ZRANGE", "ZRANGEBYSCORE", "ZCOUNT", "ZSCAN", "ZRANK", "SCAN", "DBSIZE", "RANDOMKEY",
+    "MEMORY", "OBJECT", "INFO", "COMMAND", "CLUSTER", "CONFIG", "MODULE", "PING", "SCRIPT",
+    "XLEN", "XRANGE", "XREVRANGE", "XREAD", "BF.EXISTS", "BF.MEXISTS", "BF.INFO", "BF.CARD",
+    "WAIT",
+})
+#: how long a durable write waits for a replica's acknowledgement (WAIT's timeout)
+DURABLE_TIMEOUT_MS = 2000
+
+
+def plan_writes(plan: Plan[Any]) -> bool:
+    """True if the plan may write: a script, or a command not in READS."""
+    return any(isinstance(s, ScriptCall) or str(_name(s.args[0])).upper() not in READS for s in plan.steps)
+
+
+def _name(arg: Any) -> str:
+    return arg.decode() if isinstance(arg, bytes) else str(arg)
+
+
+@dataclass(frozen=True)
+class Durability:
+    """WAIT `replicas` `timeout_ms` after each round trip that writes; fewer acks: NotDurable."""
+
+    replicas: int = 1
+    timeout_ms: int = DURABLE_TIMEOUT_MS
+
+    def wait_for(self, plans: Sequence[Plan[Any]]) -> tuple[Any, ...] | None:
+        return ("WAIT", self.replicas, self.timeout_ms) if any(plan_writes(p) for p in plans) else None
+
+    def check(self, reply: Any, where: str = "the server") -> None:
+        if isinstance(reply, Exception) or not isinstance(reply, int) or reply < self.replicas:
+            got = reply if isinstance(reply, int) else f"an error ({reply})"
+            raise NotDurable(
+                f"no replica of {where} acknowledged the write within {self.timeout_ms} ms "
+                f"(WAIT {self.replicas} {self.timeout_ms} answered {got}): it is on the primary "
+                f"only and a failover could lose it; check the replicas' links"
+            )
+
+
+def durability(durable: bool | Durability | None) -> Durability | None:
+    if isinstance(durable, Durability):
+        return durable
+    return Durability() if durable else None
+
+
 # --- wire: plans -> flat command list -> replies -> per-plan replies ------------------
 
 
@@ -120,27 +183,46 @@ class _Wire:
     plans: Sequence[Plan[Any]]
     commands: list[tuple[Any, ...]] = field(default_factory=list)
     spans: list[tuple[int, int]] = field(default_factory=list)  # reply slice per plan
+    asking: frozenset[int] = frozenset()  # plans sent after ASKING (an ASK redirection)
+    wait_at: int | None = None  # where WAIT's reply is (durable)
 
     @classmethod
-    def build(cls, plans: Sequence[Plan[Any]], preload: Sequence[Script]) -> _Wire:
-        wire = cls(plans)
+    def build(cls, plans: Sequence[Plan[Any]], preload: Sequence[Script], *,
+              asking: frozenset[int] = frozenset(), wait: tuple[Any, ...] | None = None) -> _Wire:
+        """ASKING goes before each command of a plan in `asking` (before MULTI for an
+        atomic one: the flag holds for the whole transaction); WAIT, if given, last."""
+        wire = cls(plans, asking=asking)
         for s in preload:
             wire.commands.append(("SCRIPT", "LOAD", s.source))
-        for plan in plans:
+        for i, plan in enumerate(plans):
             start = len(wire.commands)
+            ask = i in asking
             if plan.atomic:
+                if ask:
+                    wire.commands.append(("ASKING",))
                 wire.commands.append(("MULTI",))
             for step in plan.steps:
+                if ask and not plan.atomic:
+                    wire.commands.append(("ASKING",))
                 wire.commands.append(step.evalsha if isinstance(step, ScriptCall) else step.args)
             if plan.atomic:
                 wire.commands.append(("EXEC",))
             wire.spans.append((start, len(wire.commands)))
+        if wait is not None:
+            wire.wait_at = len(wire.commands)
+            wire.commands.append(wait)
         return wire
+
+    def wait_reply(self, replies: list[Any]) -> Any:
+        assert self.wait_at is not None
+        return replies[self.wait_at]
 
     def replies_of(self, replies: list[Any]) -> list[list[Any]]:
         out = []
-        for plan, (start, end) in zip(self.plans, self.spans):
+        for i, (plan, (start, end)) in enumerate(zip(self.plans, self.spans)):
             chunk = replies[start:end]
+            if i in self.asking:  # drop ASKING's +OK replies
+                chunk = chunk[1:] if plan.atomic else chunk[1::2]
             if plan.atomic:
                 exec_reply = chunk[-1]
                 if isinstance(exec_reply, Exception):
@@ -209,21 +291,26 @@ def _roundtrip(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     """Send all commands in one write, read every reply raw; errors come back as values."""
     conn = pool.get_connection()
     try:
-        if _hiredis is not None and getattr(conn, "_sock", None) is not None and len(commands) > 1:
-            return _hiredis_roundtrip(conn, commands)
-        conn.send_packed_command(conn.pack_commands(commands))
-        replies: list[Any] = []
-        for _ in commands:
-            try:
-                replies.append(conn.read_response(disable_decoding=True))
-            except ResponseError as exc:
-                replies.append(exc)
-        return replies
+        return _exchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         conn.disconnect()
         raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
     finally:
         pool.release(conn)
+
+
+def _exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """The commands on one connection taken from its pool: one write, every reply read."""
+    if _hiredis is not None and getattr(conn, "_sock", None) is not None and len(commands) > 1:
+        return _hiredis_roundtrip(conn, commands)
+    conn.send_packed_command(conn.pack_commands(commands))
+    replies: list[Any] = []
+    for _ in commands:
+        try:
+            replies.append(conn.read_response(disable_decoding=True))
+        except ResponseError as exc:
+            replies.append(exc)
+    return replies
 
 
 try:
@@ -241,7 +328,7 @@ def _hiredis_roundtrip(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     connection's socket (redis-py's per-command packer and per-reply reader cost about half
     the client time of a big batch). The connection is idle and its parser empty here (the
     pool hands out connections between whole round trips), so nothing else reads it."""
-    sock = conn._sock
+    sock = conn._sock  # noqa: SLF001  # redis-py keeps the socket private; hiredis reads it directly
     sock.sendall(b"".join([_hiredis.pack_command(c) for c in commands]))
     reader = _hiredis.Reader(replyError=_ErrorText)
     # hiredis's stub says str | bytes; its C reader takes any buffer (no copy of `buf`)
@@ -314,10 +401,11 @@ class _ScriptMemory:
 class SyncExecutor:
     """Runs plans on a redis-py `Redis` client (its connection pool, raw replies)."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, durable: bool | Durability | None = None) -> None:
         self.client = client
         self.pool = client.connection_pool
         self._scripts = _ScriptMemory()
+        self.durable = durability(durable)
 
     def run(self, plan: Plan[T]) -> T:
         result: T = self.run_many([plan])[0]
@@ -328,11 +416,14 @@ class SyncExecutor:
         if not plans:
             return []
         preload = self._scripts.missing(plans)
-        wire = _Wire.build(plans, preload)
+        wait = self.durable.wait_for(plans) if self.durable else None
+        wire = _Wire.build(plans, preload, wait=wait)
         replies = _roundtrip(self.pool, wire.commands)
         self._scripts.mark(preload)
         per_plan = wire.replies_of(replies)
         self._retry_noscript(wire, per_plan)
+        if self.durable and wait is not None:
+            self.durable.check(wire.wait_reply(replies))
         return _finish(plans, per_plan)
 
     def _retry_noscript(self, wire: _Wire, per_plan: list[list[Any]]) -> None:
@@ -341,19 +432,24 @@ class SyncExecutor:
             return
         self._scripts.loaded.clear()
         scripts, commands = _reload_commands(wire, failed)
-        replies = _roundtrip(self.pool, commands)[len(scripts) :]
+        if self.durable:  # the calls sent again write too
+            commands.append(("WAIT", self.durable.replicas, self.durable.timeout_ms))
+        replies = _roundtrip(self.pool, commands)
         self._scripts.mark(scripts)
-        for (p, s), reply in zip(failed, replies):
+        if self.durable:
+            self.durable.check(replies.pop())
+        for (p, s), reply in zip(failed, replies[len(scripts) :]):
             per_plan[p][s] = reply
 
 
 class AsyncExecutor:
     """Runs plans on a redis-py asyncio `Redis` client."""
 
-    def __init__(self, client: redis.asyncio.Redis) -> None:
+    def __init__(self, client: redis.asyncio.Redis, durable: bool | Durability | None = None) -> None:
         self.client = client
         self.pool = client.connection_pool
         self._scripts = _ScriptMemory()
+        self.durable = durability(durable)
 
     async def run(self, plan: Plan[T]) -> T:
         result: T = (await self.run_many([plan]))[0]
@@ -363,7 +459,8 @@ class AsyncExecutor:
         if not plans:
             return []
         preload = self._scripts.missing(plans)
-        wire = _Wire.build(plans, preload)
+        wait = self.durable.wait_for(plans) if self.durable else None
+        wire = _Wire.build(plans, preload, wait=wait)
         replies = await _aroundtrip(self.pool, wire.commands)
         self._scripts.mark(preload)
         per_plan = wire.replies_of(replies)
@@ -371,79 +468,34 @@ class AsyncExecutor:
         if failed:
             self._scripts.loaded.clear()
             scripts, commands = _reload_commands(wire, failed)
-            retry = (await _aroundtrip(self.pool, commands))[len(scripts) :]
+            if self.durable:
+                commands.append(("WAIT", self.durable.replicas, self.durable.timeout_ms))
+            retry = await _aroundtrip(self.pool, commands)
             self._scripts.mark(scripts)
-            for (p, s), reply in zip(failed, retry):
+            if self.durable:
+                self.durable.check(retry.pop())
+            for (p, s), reply in zip(failed, retry[len(scripts) :]):
                 per_plan[p][s] = reply
+        if self.durable and wait is not None:
+            self.durable.check(wire.wait_reply(replies))
         return _finish(plans, per_plan)
 
 
-class ClusterExecutor:
-    """Runs plans on a redis-py `RedisCluster`: grouped by slot, one pipeline per node."""
-
-    MAX_REDIRECTS = 5
-
-    def __init__(self, client: redis.RedisCluster) -> None:
-        self.client = client
-        self._scripts: dict[str, _ScriptMemory] = {}
-
-    def run(self, plan: Plan[T]) -> T:
-        result: T = self.run_many([plan])[0]
-        return result
-
-    def run_many(self, plans: Sequence[Plan[Any]]) -> list[Any]:
-        if not plans:
-            return []
-        per_plan: list[list[Any] | None] = [None] * len(plans)
-        pending = list(range(len(plans)))
-        for _ in range(self.MAX_REDIRECTS):
-            by_node: dict[str, tuple[Any, list[int]]] = {}
-            for i in pending:
-                slot = plans[i].slot()
-                node = (
-                    self.client.nodes_manager.get_node_from_slot(slot)
-                    if slot is not None
-                    else self.client.get_default_node()  # type: ignore[no-untyped-call]  # redis-py: untyped
-                )
-                by_node.setdefault(node.name, (node, []))[1].append(i)
-            redirected: list[int] = []
-            for name, (node, indexes) in by_node.items():
-                memory = self._scripts.setdefault(name, _ScriptMemory())
-                group = [plans[i] for i in indexes]
-                pool = self.client.get_redis_connection(node).connection_pool
-                preload = memory.missing(group)
-                wire = _Wire.build(group, preload)
-                replies = _roundtrip(pool, wire.commands)
-                memory.mark(preload)
-                for i, replies_i in zip(indexes, wire.replies_of(replies)):
-                    if any(isinstance(r, (MovedError, AskError, TryAgainError)) for r in replies_i):
-                        redirected.append(i)
-                    elif any(isinstance(r, NoScriptError) for r in replies_i):
-                        memory.loaded.clear()
-                        redirected.append(i)
-                    else:
-                        per_plan[i] = replies_i
-            if not redirected:
-                break
-            # Slots moved (resharding) or a script vanished: refresh, re-send what failed.
-            self.client.nodes_manager.initialize()
-            pending = redirected
-        else:
-            raise ServerUnavailable("cluster kept redirecting: slots are still moving")
-        return _finish(plans, [r for r in per_plan if r is not None])
-
-
-Executor = Union[SyncExecutor, ClusterExecutor]
-
-
-def executor_for(client: Any) -> Any:
-    """The executor that fits a redis-py client (sync, cluster or asyncio)."""
+def executor_for(client: Any, *, durable: bool = False) -> Any:
+    """The executor that fits a redis-py client (sync, cluster or asyncio). `durable`:
+    every round trip that writes waits for a replica (WAIT), or raises NotDurable."""
     if isinstance(client, redis.RedisCluster):
-        return ClusterExecutor(client)
+        return ClusterExecutor(client, durable=durable)
     if isinstance(client, redis.asyncio.Redis):
-        return AsyncExecutor(client)
+        return AsyncExecutor(client, durable=durable)
     if isinstance(client, redis.asyncio.RedisCluster):
         raise TypeError("asyncio cluster clients are not supported yet: use redis.RedisCluster")
     if isinstance(client, redis.Redis):
-        return SyncExecutor(client)
+        return SyncExecutor(client, durable=durable)
     raise TypeError(f"densekv needs a redis-py client, got {type(client).__name__}")
+
+
+# the cluster executor builds on the wire above; importing it last keeps one import path
+from densekv.cluster_executor import ClusterExecutor as ClusterExecutor  # noqa: PLC0414  # re-export (mypy)
+
+Executor = SyncExecutor | ClusterExecutor

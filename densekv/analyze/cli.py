@@ -17,6 +17,9 @@ from typing import Any
 
 import click
 
+from densekv.cli_params import COUNT, REDIS_URL, writable_file
+from densekv.server.binaries import MATRIX
+
 
 @contextmanager
 def _first_ctrl_c() -> Iterator[list[bool]]:
@@ -39,22 +42,22 @@ def _first_ctrl_c() -> Iterator[list[bool]]:
 
 
 @click.command("analyze")
-@click.option("--url", envvar="DENSEKV_URL", required=True,
+@click.option("--url", envvar="DENSEKV_URL", required=True, type=REDIS_URL,
               help="redis:// URL of the server to analyze (a cluster: any node, or redis+cluster://)")
-@click.option("--sample", type=int, default=10_000, show_default=True, help="keys to sample (SCAN order)")
+@click.option("--sample", type=COUNT, default=10_000, show_default=True, help="keys to sample (SCAN order)")
 @click.option("--full", is_flag=True, help="look at every key (exact counts) instead of a sample")
-@click.option("--rate", type=float, default=None, help="at most this many commands per second on the server")
+@click.option("--rate", type=click.FloatRange(0, min_open=True), default=None, help="at most this many commands per second on the server")
 @click.option("--rules", type=click.Path(dir_okay=False), default=None,
               help="name or split patterns: JSON [{name, regex, glob}] or lines 'NAME = REGEX'")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object (schema: densekv/analyze/report.py)")
 @click.option("--html", "html_dir", type=click.Path(file_okay=False), default=None,
               help="also write DIR/analyze.html")
-@click.option("--resume", type=click.Path(dir_okay=False), default=None,
+@click.option("--resume", type=click.Path(dir_okay=False), default=None, callback=writable_file,
               help="save the scan's progress here after each batch, and go on from it when it exists")
-@click.option("--replay-keys", type=int, default=1000, show_default=True,
+@click.option("--replay-keys", type=COUNT, default=1000, show_default=True,
               help="keys per pattern copied to the scratch server to measure the saving")
 @click.option("--no-replay", is_flag=True, help="only scan and group (no scratch server, no savings)")
-@click.option("--scratch", default=None, help="the server of the matrix to replay on (default: one like yours)")
+@click.option("--scratch", type=click.Choice(MATRIX), default=None, help="the server of the matrix to replay on (default: one like yours)")
 def analyze(url: str, sample: int, full: bool, rate: float | None, rules: str | None, as_json: bool,
             html_dir: str | None, resume: str | None, replay_keys: int, no_replay: bool, scratch: str | None) -> None:
     """Measure, per key pattern, what densekv would save on a live server (read-only)."""

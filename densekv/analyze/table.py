@@ -135,6 +135,12 @@ class PatternStats:
     # -- derived ---------------------------------------------------------------------------
     _regex: re.Pattern[str] | None = field(default=None, repr=False, compare=False)
 
+    def rename(self, name: str, tokens: tuple[Token, ...]) -> None:
+        """Become the pattern `name` of `tokens` (a merge): its glob and regex follow."""
+        from densekv.analyze.patterns import glob_of
+
+        self.name, self.glob, self.tokens, self._regex = name, glob_of(tokens), tokens, None
+
     def variable_parts(self, key: bytes) -> list[tuple[str, str]] | None:
         """(placeholder, text) for each placeholder of the pattern in this key."""
         if self.rule is not None:
@@ -284,9 +290,7 @@ class PatternTable:
             renamed[old] = new
             target = self.patterns.get(new)
             if target is None:
-                from densekv.analyze.patterns import glob_of
-
-                stats.name, stats.glob, stats.tokens, stats._regex = new, glob_of(tokens), tokens, None
+                stats.rename(new, tokens)
                 self.patterns[new] = stats
             else:
                 target.merge(stats, self.rng)

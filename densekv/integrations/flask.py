@@ -345,7 +345,9 @@ class SessionInterface(FlaskSessionInterface):
             if dropped:
                 self._drop_cookie(app, response)
             return
-        ttl = int(app.permanent_session_lifetime.total_seconds()) if session.permanent else None
+        # A lifetime under a second (Flask allows 0) is the store's ttl, as it always was: the
+        # store refuses a session that would be dead at once.
+        ttl = (int(app.permanent_session_lifetime.total_seconds()) or None) if session.permanent else None
         token = self.store.create(session.login_as, session.tagged(), ttl)
         self._set_cookie(app, session, response, token)
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from starlette.datastructures import MutableHeaders
@@ -67,10 +68,26 @@ from densekv.sessions.model import (
 )
 from densekv.sessions.store import AsyncSessionStore
 
-__all__ = ["DenseSession", "SessionMiddleware", "StarsessionsRedis", "login",
+__all__ = ["DenseSession", "SessionMiddleware", "SessionState", "StarsessionsRedis", "login",
            "logout_everywhere", "regenerate"]
 
 _EXPIRED = "expires=Thu, 01 Jan 1970 00:00:00 GMT; "
+
+
+@dataclass
+class SessionState:
+    """What the middleware and the module functions keep about a request's session beside
+    its data: where it is stored and what to write back. Theirs to change, not the app's."""
+
+    store: AsyncSessionStore
+    found: Session | None  # as loaded when the request began (for due_for_touch)
+    token: str | None
+    identity: Identity | None
+    changed: set[str] = field(default_factory=set)
+    removed: set[str] = field(default_factory=set)
+    cleared: bool = False  # clear() was called: an empty result ends the session
+    new_cookie: bool = False  # login/regenerate drew a token the browser lacks
+    ended: bool = False  # the session ended during the request: clear the cookie
 
 
 class DenseSession(TrackedDict):
@@ -82,19 +99,12 @@ class DenseSession(TrackedDict):
         super().__init__(found.data if found is not None and found.data else {})
         self.accessed = False
         self.modified = False
-        self._store = store
-        self._found = found  # as loaded when the request began (for due_for_touch)
-        self._token: str | None = found.token if found else None
-        self._identity: Identity | None = found.identity if found else None
-        self._changed: set[str] = set()
-        self._removed: set[str] = set()
-        self._cleared = False  # clear() was called: an empty result ends the session
-        self._new_cookie = False  # login/regenerate drew a token the browser lacks
-        self._ended = False  # the session ended during the request: clear the cookie
+        self.state = SessionState(store, found, found.token if found else None,
+                                  found.identity if found else None)
 
     @property
     def identity(self) -> Identity | None:
-        return self._identity
+        return self.state.identity
 
     # -- change tracking -------------------------------------------------------
     def mark_accessed(self) -> None:
@@ -104,31 +114,32 @@ class DenseSession(TrackedDict):
         """Count `keys` (every key, if none is named) as changed by this request."""
         self.accessed = self.modified = True
         for key in keys or tuple(self):
-            self._changed.add(key)
-            self._removed.discard(key)
+            self.state.changed.add(key)
+            self.state.removed.discard(key)
 
     def _deleted(self, key: str) -> None:
         self.accessed = self.modified = True
-        self._changed.discard(key)
-        self._removed.add(key)
+        self.state.changed.discard(key)
+        self.state.removed.add(key)
 
     def _set(self, key: str) -> None:
         self.mark_modified(key)
 
     def _on_clear(self) -> None:
-        self._cleared = self.accessed = self.modified = True
+        self.state.cleared = self.accessed = self.modified = True
 
-    # -- what the module functions do --------------------------------------------
-    def _end(self) -> None:
-        """The stored session is gone: forget it here too, and clear the cookie."""
-        super().clear()
-        self._token = None
-        self._identity = None
-        self._found = None
-        self._changed.clear()
-        self._removed.clear()
-        self._cleared = self._new_cookie = False
-        self._ended = self.accessed = self.modified = True
+
+def _end(session: DenseSession) -> None:
+    """The stored session is gone: forget it here too, and clear the cookie."""
+    session.clear()
+    state = session.state
+    state.token = None
+    state.identity = None
+    state.found = None
+    state.changed.clear()
+    state.removed.clear()
+    state.cleared = state.new_cookie = False
+    state.ended = session.accessed = session.modified = True
 
 
 def _session_of(request: HTTPConnection) -> DenseSession:
@@ -146,14 +157,15 @@ async def login(request: HTTPConnection, identity: Identity) -> None:
     request without a stored session (or whose session ended meanwhile) gets a new one
     holding its current data, written now even if empty: a login is worth a session."""
     session = _session_of(request)
-    store = session._store
-    token = await store.login(session._token, identity) if session._token else None
+    state = session.state
+    store = state.store
+    token = await store.login(state.token, identity) if state.token else None
     if token is None:
         token = await store.create(identity, dict(session))
-        session._changed.clear()
-        session._removed.clear()
-    session._token, session._identity = token, identity
-    session._new_cookie, session._cleared, session._ended = True, False, False
+        state.changed.clear()
+        state.removed.clear()
+    state.token, state.identity = token, identity
+    state.new_cookie, state.cleared, state.ended = True, False, False
 
 
 async def regenerate(request: HTTPConnection) -> None:
@@ -161,25 +173,26 @@ async def regenerate(request: HTTPConnection) -> None:
     stored needs none (its first save draws one); a session that ended meanwhile ends
     here too (empty, cookie cleared)."""
     session = _session_of(request)
-    if session._token is None:
+    state = session.state
+    if state.token is None:
         return
-    token = await session._store.regenerate(session._token)
+    token = await state.store.regenerate(state.token)
     if token is None:
-        session._end()
+        _end(session)
     else:
-        session._token, session._new_cookie = token, True
+        state.token, state.new_cookie = token, True
 
 
 async def logout_everywhere(request: HTTPConnection) -> None:
     """End every session of this session's identity (this one too); an anonymous
     session ends alone. The session is empty afterwards and its cookie is cleared."""
     session = _session_of(request)
-    store = session._store
-    if session._identity is not None:
-        await store.destroy_all(session._identity)
-    elif session._token is not None:
-        await store.destroy(session._token)
-    session._end()
+    state = session.state
+    if state.identity is not None:
+        await state.store.destroy_all(state.identity)
+    elif state.token is not None:
+        await state.store.destroy(state.token)
+    _end(session)
 
 
 class MoveInSource(Protocol):
@@ -305,22 +318,23 @@ class SessionMiddleware:
         """Write what the request changed (see the module docstring); return the
         Set-Cookie value to send, if any."""
         store = self.store
-        token = session._token
+        state = session.state
+        token = state.token
         if token is None:
             if not session:
-                return self._cleared_cookie() if session._ended else None
-            session._token = await store.create(None, dict(session))
-            return self._cookie(session._token)
-        if not session and session.modified and (session._cleared or session._identity is None):
+                return self._cleared_cookie() if state.ended else None
+            state.token = await store.create(None, dict(session))
+            return self._cookie(state.token)
+        if not session and session.modified and (state.cleared or state.identity is None):
             await store.destroy(token)
             return self._cleared_cookie()
-        if session._changed or session._removed:
-            changes = {key: session[key] for key in session._changed}
-            merged = await store.apply(token, changes, sorted(session._removed))
+        if state.changed or state.removed:
+            changes = {key: session[key] for key in state.changed}
+            merged = await store.apply(token, changes, sorted(state.removed))
             return self._cleared_cookie() if merged is None else self._cookie(token)
-        if session._new_cookie:
+        if state.new_cookie:
             return self._cookie(token)
-        if session._found is not None and store.due_for_touch(session._found):
+        if state.found is not None and store.due_for_touch(state.found):
             await store.touch(token)
         return None
 

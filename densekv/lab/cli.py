@@ -15,8 +15,13 @@ from pathlib import Path
 
 import click
 
+from densekv.cli_params import REDIS_URL
 from densekv.lab.sizing import DEFAULT_N
 from densekv.lab.target import LabError
+
+#: The most items per experiment the lab takes (10x the largest run in the README); more
+#: would run for days and fill the server before any report.
+MAX_N = 100_000_000
 
 
 class LabInterrupted(LabError):
@@ -26,11 +31,11 @@ class LabInterrupted(LabError):
 
 
 @click.command("lab")
-@click.option("--url", envvar="DENSEKV_URL", default=None,
+@click.option("--url", envvar="DENSEKV_URL", default=None, type=REDIS_URL,
               help="redis:// URL of your server; the lab uses only the (empty) database it names")
 @click.option("--server", "servers", multiple=True,
               help="a server of the matrix to start and measure (repeat, comma-separate, or 'all')")
-@click.option("--n", type=int, default=None,
+@click.option("--n", type=click.IntRange(max=MAX_N), default=None,
               help=f"items per experiment (default {DEFAULT_N:,}, sized to finish in 3 minutes)")
 @click.option("--only", default=None, help="comma-separated experiments: sessions,sets,small_sets,maps,matrix")
 @click.option("--out", "out_dir", default="densekv-lab", show_default=True, type=click.Path(file_okay=False),

@@ -36,11 +36,18 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
-from densekv.connect import redact as redact  # re-exported: the lab, planner and analyzer import it here
+from densekv.connect import redact as redact  # noqa: PLC0414  # re-exported: the lab, planner and analyzer import it here
 from densekv.errors import DensekvError
 from densekv.lab.results import LISTPACK_SETTINGS, ServerStamp
 from densekv.measure import Meter
-from densekv.server.binaries import EMBEDDED, MATRIX, ServerBinary, find_servers, server_binary
+from densekv.server.binaries import (
+    EMBEDDED,
+    MATRIX,
+    NEWER,
+    ServerBinary,
+    find_servers,
+    server_binary,
+)
 from densekv.server.process import ServerProcess
 
 
@@ -282,7 +289,7 @@ def resolve_servers(names: tuple[str, ...]) -> list[ServerBinary]:
         return list(present.values())
     out: list[ServerBinary] = []
     for name in dict.fromkeys(wanted):
-        if name not in MATRIX:
-            raise LabError(f"unknown server {name!r}: choose one of {', '.join(MATRIX)} or all")
+        if name not in MATRIX and name not in NEWER:
+            raise LabError(f"unknown server {name!r}: choose one of {', '.join((*MATRIX, *NEWER))} or all")
         out.append(server_binary(name))
     return out

@@ -10,6 +10,8 @@ from densekv.maps.compact import (
     FieldTtlUnavailable,
     MapBatch,
     MapConfigError,
+    MapKeyInvalid,
+    MapValueInvalid,
     TransactionError,
     ValueTooLarge,
 )
@@ -21,6 +23,8 @@ __all__ = [
     "FieldTtlUnavailable",
     "MapBatch",
     "MapConfigError",
+    "MapKeyInvalid",
+    "MapValueInvalid",
     "TransactionError",
     "ValueTooLarge",
 ]

@@ -44,6 +44,8 @@ from densekv.maps.core import MISSING, MapCore, key_str, open_map, plain_bytes, 
 from densekv.maps.errors import (
     FieldTtlUnavailable,
     MapConfigError,
+    MapKeyInvalid,
+    MapValueInvalid,
     NotAnInteger,
     TransactionError,
     ValueTooLarge,
@@ -58,7 +60,7 @@ T = TypeVar("T")
 
 # The names other modules import from here (the stable import path of the map's API).
 __all__ = ["AsyncCompactMap", "AsyncMapBatch", "CompactMap", "FieldTtlUnavailable", "MapBatch",
-           "MapConfigError", "MapFacts", "NotAnInteger", "Pending", "TransactionError", "ValueTooLarge",
+           "MapConfigError", "MapFacts", "MapKeyInvalid", "MapValueInvalid", "NotAnInteger", "Pending", "TransactionError", "ValueTooLarge",
            "meta_key", "plain_bytes", "plain_value"]
 
 
@@ -78,11 +80,11 @@ class CompactMap:
     def __init__(self, client: Any, namespace: str, codec: str | Codec = "auto", expected: int = 100_000,
                  ttl: float | None = None, *, aliases: Mapping[str, str] | None = None,
                  out_of_line: bool = True, ttl_mode: str = "auto", facts: MapFacts | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, durable: bool = False) -> None:
         check_namespace(namespace)
         self.client = client
         self.namespace = namespace
-        self._ex = executor_for(client)
+        self._ex = executor_for(client, durable=durable)
         facts = facts or facts_of(drive(probe_flow(), self._ex))
         self._core = drive(open_map(namespace, facts, expected, aliases, ttl_mode, Codec.named(codec), ttl,
                                     clock, out_of_line), self._ex)
@@ -231,13 +233,13 @@ class AsyncCompactMap:
     def __init__(self, client: Any, namespace: str, codec: str | Codec = "auto", expected: int = 100_000,
                  ttl: float | None = None, *, aliases: Mapping[str, str] | None = None,
                  out_of_line: bool = True, ttl_mode: str = "auto", facts: MapFacts | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, durable: bool = False) -> None:
         check_namespace(namespace)
         if ttl_mode not in TTL_MODES:
             raise ValueError(f"ttl_mode is one of {', '.join(TTL_MODES)}, not {ttl_mode!r}")
         self.client = client
         self.namespace = namespace
-        self._ex = executor_for(client)
+        self._ex = executor_for(client, durable=durable)
         self._args = (codec, expected, ttl, aliases, out_of_line, ttl_mode, facts, clock)
         self._core: MapCore | None = None
 

@@ -19,12 +19,12 @@ from typing import Any
 
 from densekv import codec as cd
 from densekv.codec import Codec, ZstdDictionary
-from densekv.errors import DecodeError
+from densekv.errors import DecodeError, InvalidArgument
 from densekv.flows import Flow, Scan, step
 from densekv.lua import script
 from densekv.maps.buckets import Geometry, Location, Locator, bucket_patterns, key_of
 from densekv.maps.dictionaries import DictionaryCache, plan_load, plan_store, train_dictionary
-from densekv.maps.errors import NotAnInteger, ValueTooLarge
+from densekv.maps.errors import MapKeyInvalid, MapValueInvalid, NotAnInteger, ValueTooLarge
 from densekv.maps.meta import init_flow, meta_key, ttl_mode_reason
 from densekv.maps.settings import MapFacts
 from densekv.maps.zipkeys import Aliases
@@ -44,8 +44,34 @@ def key_str(key: Any) -> str:
     if isinstance(key, bytes):
         return key.decode("utf-8", "surrogateescape")
     if not isinstance(key, str):
-        raise TypeError(f"map keys are str (or bytes), not {type(key).__name__}")
+        raise MapKeyInvalid(f"map keys are str (or bytes), not {type(key).__name__}")
     return key
+
+
+#: Value types the codec stores exactly as given (a str as UTF-8 with surrogatepass).
+_EXACT = (int, str, bytes, bytearray, memoryview)
+
+
+def check_round_trip(codec: Codec, key: str, value: Any) -> None:
+    """MapValueInvalid unless `value` decodes back equal: msgpack turns a tuple into a list,
+    NaN never equals itself, a dict with tuple keys does not decode at all. Checked on the
+    uncompressed framing, before anything is written (the codec's own decode, not a copy)."""
+    try:
+        kind, payload = codec.payload(value)
+    except cd.CodecError as exc:
+        raise MapValueInvalid(f"the value of {key!r}: {exc}") from None
+    try:
+        back = cd.decode(bytes([kind]) + payload, key=key)
+    except DecodeError:
+        back = _UNREADABLE
+    if back != value:
+        raise MapValueInvalid(
+            f"the value of {key!r} would not come back equal (a tuple reads back as a list, NaN "
+            "never equals itself, tuple dict keys do not decode): store lists, dicts, str, bytes, numbers"
+        )
+
+
+_UNREADABLE = object()
 
 
 def plain_value(raw: bytes) -> Any:
@@ -100,14 +126,21 @@ class MapCore:
         ttl = self.ttl if ttl is None else ttl
         if ttl is None:
             return None
-        if ttl <= 0:
-            raise ValueError("ttl is a positive number of seconds")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl < 2**32:
+            raise InvalidArgument(f"ttl is a positive number of seconds (or None), not {ttl!r}")
         return self.now() + max(1, round(ttl))
 
     def frame(self, key: str, value: Any, expires: int | None) -> tuple[bytes, bytes | None]:
         """(what the bucket stores, the out-of-line value or None). Raises before writing.
         The expiry is packed before the value in ttl_mode "packed" only."""
-        framed = self.codec.encode(value)
+        try:
+            framed = self.codec.encode(value)
+        except MapValueInvalid:
+            raise
+        except cd.CodecError as exc:  # a set, a datetime, an int past 2**64: one public error
+            raise MapValueInvalid(f"the value of {key!r}: {exc}") from None
+        if type(value) not in _EXACT:
+            check_round_trip(self.codec, key, value)
         if self.field_ttl:
             expires = None
         stored = cd.with_expiry(framed, expires)
@@ -355,7 +388,7 @@ class MapCore:
 
     def incrby(self, key: str, delta: int) -> Flow[int]:
         if isinstance(delta, bool) or not isinstance(delta, int) or not cd.INT64_MIN <= delta <= cd.INT64_MAX:
-            raise TypeError("incrby takes a 64-bit integer delta")
+            raise NotAnInteger(f"incrby takes a 64-bit integer delta, not {delta!r:.40}")
         loc = self.locate(key)
         expires = self.expiry_of(None)
         yield from self.adopt(key)

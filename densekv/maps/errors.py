@@ -3,6 +3,7 @@ exports them). KeyTooLong lives with the key layout, in maps/buckets.py."""
 
 from __future__ import annotations
 
+from densekv.codec import CodecError
 from densekv.errors import DensekvError
 
 
@@ -10,8 +11,19 @@ class ValueTooLarge(DensekvError):
     """A value that cannot be stored compactly (a map with out_of_line=False)."""
 
 
+class MapValueInvalid(CodecError, ValueError):
+    """A value that would not come back equal (a tuple, which reads back as a list; NaN;
+    a dict with tuple keys), or that msgpack cannot write (a set, a datetime, an int past
+    2**64); raised before anything is written."""
+
+
+class MapKeyInvalid(DensekvError, TypeError):
+    """A map key that is neither str nor bytes; raised before anything is sent."""
+
+
 class NotAnInteger(DensekvError):
-    """incr/incrby on an item that does not hold an integer (or would overflow int64)."""
+    """incr/incrby on an item that does not hold an integer (or would overflow int64), or
+    with a delta that is not a 64-bit integer."""
 
 
 class MapConfigError(DensekvError):

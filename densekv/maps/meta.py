@@ -126,6 +126,9 @@ def init_flow(namespace: str, facts: MapFacts, expected: int, aliases: Mapping[s
     stored_meta, stored_aliases = yield from step(script_call(
         script("map_init"), [meta_key(namespace), alias_key(namespace)], args))
     got_meta, got_aliases = _flat(stored_meta), Aliases(_flat(stored_aliases))
+    if got_meta.get("format") is None:
+        raise MapConfigError(f"{meta_key(namespace).decode()} holds a hash densekv did not write: use another "
+                             "namespace for the map (or delete that key)")
     if got_meta.get("format") != FORMAT:
         raise MapConfigError(f"map {namespace!r} in this server has format {got_meta.get('format')!r}, not {FORMAT}")
     if aliases is not None and got_aliases != wanted:

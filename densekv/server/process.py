@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 import redis
 
-from densekv.errors import PortInUse, ServerStartFailed
+from densekv.errors import InvalidArgument, PortInUse, ServerStartFailed
 from densekv.server.binaries import ServerBinary
 
 _LIVE: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
@@ -68,6 +68,8 @@ class ServerProcess:
         detached: bool = False,
         workdir: Path | None = None,
     ) -> None:
+        if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535):
+            raise InvalidArgument(f"port {port!r} is not a TCP port: give 1-65535 (or none for a free one)")
         self.binary = binary
         self.requested_port = port
         self.port = port or 0
@@ -146,7 +148,7 @@ class ServerProcess:
                     stderr=stderr,
                     cwd=self.dir,
                     start_new_session=self.detached,
-                    preexec_fn=None if self.detached else _die_with_parent,
+                    preexec_fn=None if self.detached else _die_with_parent,  # noqa: PLW1509  # one prctl call, no locks
                 )
         except OSError as exc:
             raise ServerStartFailed(
@@ -229,7 +231,7 @@ class ServerProcess:
         kwargs.setdefault("password", self.password)
         return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)  # type: ignore[arg-type]
 
-    def __enter__(self) -> ServerProcess:
+    def __enter__(self) -> ServerProcess:  # noqa: PYI034  # typing.Self needs 3.11
         return self if self.proc is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:

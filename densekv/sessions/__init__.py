@@ -3,7 +3,12 @@
 Public names are re-exported from densekv/__init__.py.
 """
 
-from densekv.sessions.model import Session, SessionDataInvalid, SessionDataTooLarge
+from densekv.sessions.model import (
+    Session,
+    SessionDataInvalid,
+    SessionDataTooLarge,
+    SessionIdentityInvalid,
+)
 from densekv.sessions.store import (
     LAYOUTS,
     AsyncSessionStore,
@@ -13,4 +18,4 @@ from densekv.sessions.store import (
 )
 
 __all__ = ["LAYOUTS", "AsyncSessionStore", "LayoutUnavailable", "ServerFacts", "Session", "SessionDataInvalid",
-           "SessionDataTooLarge", "SessionStore"]
+           "SessionDataTooLarge", "SessionIdentityInvalid", "SessionStore"]

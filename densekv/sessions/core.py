@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from densekv.errors import DensekvError
+from densekv.errors import DensekvError, InvalidArgument
 from densekv.flows import Flow, gather, retrying
 from densekv.keys import partition_count
 from densekv.plan import Plan
@@ -94,8 +94,8 @@ class SessionCore:
         max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,
         auto_train: int | None = AUTO_TRAIN,
     ) -> None:
-        if ttl <= 0 or (idle_ttl is not None and idle_ttl <= 0):
-            raise ValueError("ttl and idle_ttl are positive numbers of seconds")
+        if not 1 <= ttl < 2**31 or (idle_ttl is not None and not 1 <= idle_ttl < 2**31):
+            raise InvalidArgument("ttl and idle_ttl are numbers of seconds from 1 to 2**31 - 1")
         if not namespace or "{" in namespace or "}" in namespace:
             raise ValueError("namespace is a non-empty string without braces")
         self.facts = facts
@@ -234,7 +234,7 @@ class SessionCore:
         identity = check_owner(identity)
         packed, framed = payloads.encode(self, data)
         now = self.now()
-        absolute = now + int(ttl or self.ttl)
+        absolute = now + self.ttl_of(ttl, now)
         expires = min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute
         if token is None:
             token = new_token()
@@ -242,6 +242,21 @@ class SessionCore:
         if digest is None:
             raise ValueError("token= takes a session token: 22 to 86 URL-safe characters")
         return Record(digest, identity, expires, absolute, data, framed), token, packed
+
+    def ttl_of(self, ttl: object, now: int) -> int:
+        """A create's ttl in seconds (None: the store's), or InvalidArgument: a session
+        that would be dead at once, or whose expiry a record cannot hold (u32 seconds,
+        2106), is refused before anything is written."""
+        if ttl is None:
+            seconds = self.ttl
+        elif isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 1 <= ttl < 2**32:
+            raise InvalidArgument(f"ttl is a number of seconds from 1 (or None for the store's {self.ttl}), "
+                                  f"not {ttl!r}")
+        else:
+            seconds = int(ttl)
+        if now + seconds >= 2**32:
+            raise InvalidArgument(f"a ttl of {seconds} s ends after 2106, past what a session record holds")
+        return seconds
 
     def _token_in_group(self, old: bytes) -> tuple[str, bytes]:
         """A fresh token whose keys share the old one's slot (needed for one-step rename)."""

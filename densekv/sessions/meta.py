@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from densekv.errors import DensekvError
+from densekv.errors import DecodeError, DensekvError
 from densekv.keys import key, partition_count
 from densekv.lua import script
 from densekv.plan import Plan, script_call
@@ -99,12 +99,20 @@ class StoreMeta:
 
     @classmethod
     def from_reply(cls, reply: Any) -> StoreMeta | None:
-        fields = {reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply), 2)}
-        if not fields:
-            return None
-        return cls(fields["layout"], int(fields["partitions"]), int(fields["base"]),
-                   int(fields["from"]) if "from" in fields else None,
-                   int(fields["dict"]) if "dict" in fields else None)
+        try:
+            fields = {reply[i].decode(): reply[i + 1].decode() for i in range(0, len(reply), 2)}
+            if not fields:
+                return None
+            meta = cls(fields["layout"], int(fields["partitions"]), int(fields["base"]),
+                       int(fields["from"]) if "from" in fields else None,
+                       int(fields["dict"]) if "dict" in fields else None)
+        except (KeyError, ValueError, UnicodeDecodeError, AttributeError, IndexError) as exc:
+            raise DecodeError("the namespace's metadata hash was not written by densekv: "
+                              "use another namespace, or delete that key") from exc
+        if meta.layout not in LAYOUTS:
+            raise DecodeError(f"the namespace's metadata names layout {meta.layout!r}, which densekv "
+                              "does not know: use another namespace, or delete that key")
+        return meta
 
 
 def meta_key(namespace: str) -> bytes:

@@ -18,11 +18,13 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
+from densekv.errors import InvalidArgument
 from densekv.sessions.payload import SessionDataInvalid, SessionDataTooLarge
 
-__all__ = ["Identity", "Record", "Session", "SessionDataInvalid", "SessionDataTooLarge",
+__all__ = ["MAX_STR_IDENTITY", "Identity", "Record", "Session", "SessionDataInvalid", "SessionDataTooLarge",
+           "SessionIdentityInvalid",
            "check_identity", "check_owner", "digest_of", "identity_bytes", "new_token"]
 TOKEN_BYTES = 24
 TOKEN_CHARS = 32  # base64url of 24 bytes, no padding
@@ -30,7 +32,7 @@ TOKEN_MIN, TOKEN_MAX = 22, 86  # what a store accepts (moved-in sessions keep th
 DIGEST_BYTES = 16
 _TOKEN_RE = re.compile(r"\A[A-Za-z0-9_-]{22,86}\Z")
 
-Identity = Union[int, str]
+Identity = int | str
 
 
 def new_token() -> str:
@@ -49,14 +51,32 @@ def check_owner(identity: object) -> Identity | None:
     return None if identity is None else check_identity(identity)
 
 
+#: The longest str identity, in UTF-8 bytes: the identity index stores b"s" + the
+#: identity behind a one-byte length (densekv/sessions/index.py), so 254 is what fits.
+MAX_STR_IDENTITY = 254
+
+
+class SessionIdentityInvalid(InvalidArgument, TypeError):
+    """An identity that could not be stored and found again (a float, a bool, an int
+    outside 0 .. 2**64-1, a str that is empty, longer than 254 UTF-8 bytes or not UTF-8
+    text); raised before anything is written. A TypeError and a ValueError, as it was."""
+
+
 def check_identity(identity: object) -> Identity:
+    """The identity, if every layout and the identity index can store it and give it back."""
     if isinstance(identity, bool) or not isinstance(identity, (int, str)):
-        raise TypeError("identity is an int >= 0 or a non-empty str")
+        raise SessionIdentityInvalid(f"identity is an int >= 0 or a non-empty str, not {type(identity).__name__}")
     if isinstance(identity, int) and not 0 <= identity < 2**64:
-        raise ValueError("an int identity is in 0 .. 2**64-1")
-    if isinstance(identity, str) and not 0 < len(identity.encode()) <= 255:
-        raise ValueError("a str identity is 1 to 255 bytes of UTF-8")
-    return identity
+        raise SessionIdentityInvalid("an int identity is in 0 .. 2**64-1")
+    if isinstance(identity, str):
+        try:
+            size = len(identity.encode())
+        except UnicodeEncodeError:
+            raise SessionIdentityInvalid("a str identity is UTF-8 text (this one holds a lone surrogate)") from None
+        if not 0 < size <= MAX_STR_IDENTITY:
+            raise SessionIdentityInvalid(f"a str identity is 1 to {MAX_STR_IDENTITY} bytes of UTF-8, not {size}")
+        return str(identity)  # a str subclass comes back as str: store what will be read
+    return int(identity)
 
 
 def identity_bytes(identity: Identity) -> bytes:

@@ -112,13 +112,25 @@ def _unpack_ext(code: int, data: bytes) -> str:
     raise ValueError(f"unknown payload ext type {code}")
 
 
+def _utf8_text(value: str, path: str) -> str:
+    """The str itself, if msgpack can write it as UTF-8 (a lone surrogate cannot)."""
+    text = str(value)
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise SessionDataInvalid(f"session data {path} holds a lone surrogate, which is not UTF-8 "
+                                     "text") from None
+    return text
+
+
 def _convert(value: Any, path: str) -> Any:
     """The value as it is packed; raises SessionDataInvalid for what would not round-trip."""
     t = type(value)
     if value is None or t is bool or t is bytes:
         return value
     if isinstance(value, str):
-        return _pack_text(str(value))
+        return _pack_text(_utf8_text(value, path))
     if isinstance(value, int) and not isinstance(value, bool):
         if not _INT_MIN <= value <= _INT_MAX:
             raise SessionDataInvalid(f"session data {path} is an int outside -2**63 .. 2**64-1")
@@ -135,7 +147,7 @@ def _convert(value: Any, path: str) -> Any:
             if not isinstance(k, str):
                 raise SessionDataInvalid(
                     f"session data {path} has a {type(k).__name__} key {k!r}: keys are str")
-            out[str(k)] = _convert(v, f"{path}[{k!r}]")
+            out[_utf8_text(k, path + " key")] = _convert(v, f"{path}[{k!r}]")
         return out
     raise SessionDataInvalid(
         f"session data {path} is a {t.__name__}: keep None, bool, int, float, str, bytes, "
@@ -159,7 +171,7 @@ def pack_data(data: Mapping[str, Any], max_bytes: int = DEFAULT_MAX_DATA_BYTES) 
 def unpack_data(packed: bytes) -> dict[str, Any]:
     data = msgpack.unpackb(packed, raw=False, ext_hook=_unpack_ext, strict_map_key=True)
     if not isinstance(data, dict):
-        raise ValueError("a session payload is a map")
+        raise ValueError("a session payload is a map")  # noqa: TRY004  # bad stored bytes: a ValueError, as msgpack's
     return data
 
 
@@ -200,5 +212,5 @@ class PayloadCodec:
     def decode(self, framed: bytes, *, key: Any) -> dict[str, Any]:
         raw = decode(framed, key=key, dictionaries=self.known)
         if not isinstance(raw, bytes):
-            raise ValueError("a framed session payload holds bytes")
+            raise ValueError("a framed session payload holds bytes")  # noqa: TRY004  # as above
         return unpack_data(raw)

@@ -30,7 +30,7 @@ from densekv.sessions.core import (
     make_layout,
 )
 from densekv.sessions.layouts.partitioned import PartitionedLayout
-from densekv.sessions.model import Identity, Session
+from densekv.sessions.model import Identity, Record, Session
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
 
 __all__ = ["LAYOUTS", "AsyncSessionStore", "LayoutUnavailable", "ServerFacts", "SessionStore",
@@ -101,9 +101,10 @@ class SessionStore(_Options):
         clock: Callable[[], float] = time.time,
         max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,
         auto_train: int | None = AUTO_TRAIN,
+        durable: bool = False,
     ) -> None:
         self.client = client
-        self._ex = executor_for(client)
+        self._ex = executor_for(client, durable=durable)
         self._core = SessionCore(
             facts or facts_from_probe(client),
             namespace=namespace, layout=layout, ttl=ttl, idle_ttl=idle_ttl,
@@ -152,6 +153,21 @@ class SessionStore(_Options):
     def _create_batch(self, identities: list[Identity | None], data: Data | None, ttl: int | None) -> list[str]:
         made = self._core.new_records(identities, data, ttl)  # the same records on a retry
         return self._run(lambda c: c.put_records(made))
+
+    def create_each(self, items: Iterable[tuple[Identity | None, Data | None]], ttl: int | None = None,
+                    *, batch: int = 1000) -> list[str]:
+        """One new session per (identity, data) pair, tokens in order; a round trip per batch
+        as create_many (which gives every session the same data). Streams `items`."""
+        out: list[str] = []
+        made: list[tuple[Record, str, bytes | None]] = []
+        for identity, data in items:
+            made.append(self._core.new_record(identity, data, ttl))
+            if len(made) >= batch:
+                out += self._run(lambda c: c.put_records(made))  # noqa: B023 - run before made is rebound
+                made = []
+        if made:
+            out += self._run(lambda c: c.put_records(made))
+        return out
 
     def repartition(self, partitions: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Grow a partitioned store to `partitions` online (see SessionCore.repartition)."""
@@ -240,9 +256,10 @@ class AsyncSessionStore(_Options):
         clock: Callable[[], float] = time.time,
         max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,
         auto_train: int | None = AUTO_TRAIN,
+        durable: bool = False,
     ) -> None:
         self.client = client
-        self._ex = executor_for(client)
+        self._ex = executor_for(client, durable=durable)
         self._args = {"namespace": namespace, "layout": layout, "ttl": ttl, "idle_ttl": idle_ttl,
                       "expected_sessions": expected_sessions, "index_identities": index_identities,
                       "partitions": partitions, "clock": clock, "fill": fill,
@@ -288,6 +305,20 @@ class AsyncSessionStore(_Options):
         for i in range(0, len(pending), batch):
             made = core.new_records(pending[i : i + batch], data, ttl)  # the same records on a retry
             out += await self._run(lambda c, made=made: c.put_records(made))  # type: ignore[misc]
+        return out
+
+    async def create_each(self, items: Iterable[tuple[Identity | None, Data | None]], ttl: int | None = None,
+                          *, batch: int = 1000) -> list[str]:
+        core = await self.ready()
+        out: list[str] = []
+        made: list[tuple[Record, str, bytes | None]] = []
+        for identity, data in items:
+            made.append(core.new_record(identity, data, ttl))
+            if len(made) >= batch:
+                out += await self._run(lambda c: c.put_records(made))  # noqa: B023 - run before made is rebound
+                made = []
+        if made:
+            out += await self._run(lambda c: c.put_records(made))
         return out
 
     async def repartition(self, partitions: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from densekv.errors import DensekvError
+from densekv.errors import DensekvError, InvalidArgument
 from densekv.flows import Flow, Scan
 from densekv.keys import glob_escape, key
 from densekv.lua import script
@@ -40,15 +40,21 @@ def repartition(core: SessionCore, partitions: int, progress: Callable[[int, int
     re-read the metadata and follow. Resumable: rerun it after a crash."""
     layout = core.layout
     if not isinstance(layout, PartitionedLayout):
-        raise DensekvError(f"layout {layout.name} has no partitions to grow")
+        raise InvalidArgument(f"layout {layout.name} has no partitions to grow")
+    if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1 \
+            or partitions & (partitions - 1):
+        raise InvalidArgument(f"{partitions!r} partitions: the new partition count is a power of two")
     yield from core.refresh()
     layout = core.layout
     assert isinstance(layout, PartitionedLayout)
     if layout.from_partitions is None:
-        if partitions <= layout.partitions:
-            return {"partitions": layout.partitions, "moved": 0, "note": "already at or above that count"}
-        if partitions & (partitions - 1) or partitions > layout.partitions * 256:
-            raise DensekvError("the new partition count is a power of two, at most 256x the current one")
+        if partitions == layout.partitions:  # a rerun after it finished: nothing to do
+            return {"partitions": layout.partitions, "moved": 0, "note": "already at that count"}
+        if not layout.partitions < partitions <= layout.partitions * 256:
+            raise InvalidArgument(
+                f"{partitions} partitions: the store has {layout.partitions} and only grows, "
+                f"to a power of two from {layout.partitions * 2} to {layout.partitions * 256}"
+            )
         meta = (yield [plan_meta(core.namespace, "begin", layout.partitions, partitions)])[0]
         core.adopt(meta)
         layout = core.layout

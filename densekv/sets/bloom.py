@@ -86,11 +86,12 @@ class BloomFilter:
         batch: int = DEFAULT_BATCH,
         caps: Capabilities | None = None,
         _create: bool = True,
+        durable: bool = False,
     ) -> None:
         self.client = client
         self.batch = _check_batch(batch)
         self._core = BloomCore(name, Request(capacity, error_rate, native, shards, growth, tightening))
-        self._ex = executor_for(client)
+        self._ex = executor_for(client, durable=durable)
         facts = facts_of(caps) if caps is not None else self._facts()
         self._run(self._core.open(facts, create=_create))
 
@@ -181,11 +182,12 @@ class AsyncBloomFilter:
         batch: int = DEFAULT_BATCH,
         caps: Capabilities | None = None,
         _create: bool = True,
+        durable: bool = False,
     ) -> None:
         self.client = client
         self.batch = _check_batch(batch)
         self._core = BloomCore(name, Request(capacity, error_rate, native, shards, growth, tightening))
-        self._ex = executor_for(client)
+        self._ex = executor_for(client, durable=durable)
         self._facts = facts_of(caps) if caps is not None else None
         self._create = _create
         self._open = False

@@ -357,9 +357,10 @@ class CompactSet:
         *,
         spread: bool = True,
         limits: SetLimits | None = None,
+        durable: bool = False,
     ) -> None:
         self.client = client
-        self._ex = executor_for(client)
+        self._ex = executor_for(client, durable=durable)
         facts = limits or limits_from_probe(client)
         cluster = isinstance(client, redis.RedisCluster)
         self._core = drive(SetCore.open(name, layout, expected, item_size, partitions,
@@ -372,6 +373,17 @@ class CompactSet:
     @property
     def partitions(self) -> int:
         return self._core.layout.partitions
+
+    @property
+    def core(self) -> SetCore:
+        """The set's operations as flows, without I/O (for pipelining many of them in one
+        round trip: `densekv.flows.drive_many([s.core.add(x) for x in xs], s.executor)`)."""
+        return self._core
+
+    @property
+    def executor(self) -> Any:
+        """The executor this set's flows run on (densekv.plan.executor_for of its client)."""
+        return self._ex
 
     def explain(self) -> dict[str, Any]:
         return self._core.explain()
@@ -440,10 +452,11 @@ class AsyncCompactSet:
         *,
         spread: bool = True,
         limits: SetLimits | None = None,
+        durable: bool = False,
     ) -> None:
         _check_name(name)
         self.client = client
-        self._ex = executor_for(client)
+        self._ex = executor_for(client, durable=durable)
         self._limits = limits
         self._args = (name, layout, expected, item_size, partitions, spread)
         self._core: SetCore | None = None
@@ -460,6 +473,31 @@ class AsyncCompactSet:
 
     async def _run(self, make: Callable[[SetCore], Flow[T]]) -> T:
         return await adrive(make(await self.ready()), self._ex)
+
+    def _opened(self) -> SetCore:
+        if self._core is None:
+            raise RuntimeError("the set is not open yet: await s.ready() (or any operation) first")
+        return self._core
+
+    @property
+    def layout(self) -> str:
+        """The layout (after `await s.ready()`)."""
+        return self._opened().layout.name
+
+    @property
+    def partitions(self) -> int:
+        """The partition count (after `await s.ready()`)."""
+        return self._opened().layout.partitions
+
+    @property
+    def core(self) -> SetCore:
+        """The set's operations as flows, without I/O (after `await s.ready()`), for
+        `await densekv.flows.adrive_many([s.core.add(x) for x in xs], s.executor)`)."""
+        return self._opened()
+
+    @property
+    def executor(self) -> Any:
+        return self._ex
 
     async def explain(self) -> dict[str, Any]:
         return (await self.ready()).explain()

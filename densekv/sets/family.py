@@ -23,6 +23,7 @@ stats() reads instead of scanning the keyspace.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -72,15 +73,27 @@ def choose_encoding(limits: SetLimits, expected_children: int | None, encoding: 
                         f"up to {set_limit} (pass expected_children <= {set_limit} to use sets)")
 
 
+_DECIMAL = re.compile(rb"0|-?[1-9][0-9]*")  # what int(text) gives back as the same text
+
+
 def _bytes_of(value: object, what: str) -> bytes:
+    """The stored bytes of a parent or child: bytes as they are, str as UTF-8, int as
+    decimal; BadItem for anything that would not come back the same (nothing sent)."""
     if isinstance(value, bool):
         raise BadItem(f"a bool is not a {what}: pass str, bytes or int")
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value)
     if isinstance(value, str):
-        return value.encode()
+        try:
+            return value.encode()
+        except UnicodeEncodeError:
+            raise BadItem(f"a {what} with a lone surrogate is not UTF-8 text: it cannot come back "
+                          "as the same str") from None
     if isinstance(value, int):
-        return str(value).encode()
+        try:
+            return str(value).encode()
+        except ValueError:  # more digits than int<->str conversion allows (4300)
+            raise BadItem(f"an int {what} of more than 4300 digits: store its bytes instead") from None
     raise BadItem(f"a {what} is str, bytes or int, not {type(value).__name__}")
 
 
@@ -102,6 +115,21 @@ class FamilyCore:
         self.children = children
         self.outlier_key = tag(name, "fo", 0)
 
+    def child(self, child: object) -> bytes:
+        """A child's stored bytes, refused (BadItem) unless members() can give it back as
+        the family's `children` type: UTF-8 for str, canonical decimal for int."""
+        raw = _bytes_of(child, "child")
+        if self.children is int and not _DECIMAL.fullmatch(raw):
+            raise BadItem(f"child {raw[:40]!r} is not a decimal integer, and this family gives its "
+                          "children back as int")
+        if self.children is str:
+            try:
+                raw.decode()
+            except UnicodeDecodeError:
+                raise BadItem(f"child {raw[:40]!r} is not UTF-8, and this family gives its children "
+                              "back as str") from None
+        return raw
+
     def key(self, parent: object) -> bytes:
         return tag(self.name, "fm", _bytes_of(parent, "parent"))
 
@@ -120,14 +148,14 @@ class FamilyCore:
 
     def _plan_add(self, parent: object, child: object) -> Plan[tuple[int, int, bytes]]:
         key = self.key(parent)
-        c = _bytes_of(child, "child")
+        c = self.child(child)
         return script_call(script("set_family_add"), (key,), (c, self.choice.encoding, self.ttl_ms),
                            lambda r: (int(r[0]), int(r[1]), r[2]))
 
     def add_many(self, parent: object, children: Iterable[object]) -> Flow[list[bool]]:
         kids = list(children)
         for c in kids:
-            _bytes_of(c, "child")  # all checked before anything is sent
+            self.child(c)  # all checked before anything is sent
         if not kids:
             return []
         replies = yield [self._plan_add(parent, c) for c in kids]
@@ -141,12 +169,12 @@ class FamilyCore:
     def contains(self, parent: object, child: object) -> Flow[bool]:
         key = self.key(parent)
         cmd = "HEXISTS" if self.hash else "SISMEMBER"
-        return bool((yield [command(cmd, key, _bytes_of(child, "child"), keys=(key,))])[0])
+        return bool((yield [command(cmd, key, self.child(child), keys=(key,))])[0])
 
     def remove(self, parent: object, child: object) -> Flow[bool]:
         key = self.key(parent)
         cmd = "HDEL" if self.hash else "SREM"
-        return bool((yield [command(cmd, key, _bytes_of(child, "child"), keys=(key,))])[0])
+        return bool((yield [command(cmd, key, self.child(child), keys=(key,))])[0])
 
     def count(self, parent: object) -> Flow[int]:
         key = self.key(parent)
@@ -225,11 +253,16 @@ class SetFamily:
         encoding: str = "auto",
         children: type = bytes,
         limits: SetLimits | None = None,
+        durable: bool = False,
     ) -> None:
         self.client = client
-        self._ex = executor_for(client)
+        self._ex = executor_for(client, durable=durable)
         facts = limits or limits_from_probe(client)
         self._core = FamilyCore(name, ttl, choose_encoding(facts, expected_children, encoding), facts, children)
+
+    def key_of(self, parent: Parent) -> bytes:
+        """The server key that holds `parent`'s children (for MEMORY USAGE, OBJECT ENCODING)."""
+        return self._core.key(parent)
 
     def _run(self, flow: Flow[T]) -> T:
         return drive(flow, self._ex)
@@ -283,9 +316,10 @@ class AsyncSetFamily:
         encoding: str = "auto",
         children: type = bytes,
         limits: SetLimits | None = None,
+        durable: bool = False,
     ) -> None:
         self.client = client
-        self._ex = executor_for(client)
+        self._ex = executor_for(client, durable=durable)
         self._limits = limits
         self._args = (name, ttl, expected_children, encoding, children)
         FamilyCore(name, ttl, FamilyChoice("hash", 1, ""), SetLimits(), children)  # check args now
@@ -302,6 +336,18 @@ class AsyncSetFamily:
 
     async def _run(self, make: Callable[[FamilyCore], Flow[T]]) -> T:
         return await adrive(make(await self.ready()), self._ex)
+
+    @property
+    def encoding(self) -> str:
+        """The chosen encoding (after `await f.ready()`)."""
+        if self._core is None:
+            raise RuntimeError("the family is not open yet: await f.ready() (or any operation) first")
+        return self._core.choice.encoding
+
+    def key_of(self, parent: Parent) -> bytes:
+        """The server key that holds `parent`'s children (the name needs no server)."""
+        name, ttl, _, _, children = self._args
+        return FamilyCore(name, ttl, FamilyChoice("hash", 1, ""), SetLimits(), children).key(parent)
 
     async def add(self, parent: Parent, child: Child) -> bool:
         return await self._run(lambda c: c.add(parent, child))

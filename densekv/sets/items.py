@@ -4,9 +4,13 @@ Every item becomes exactly `item_size` bytes before any layout sees it (pure, no
   bytes / bytearray / memoryview  taken as is; the length must be item_size
   uuid.UUID                       its 16 bytes (`.bytes`); needs item_size == 16
   int                             unsigned big-endian, item_size bytes; 0 <= n < 2**(8*item_size)
-  str                             2*item_size hex digits (any case), or, when item_size == 16,
-                                  a UUID in any form uuid.UUID() reads ("{...}", "urn:uuid:",
-                                  dashes or not). Any other text is refused: densekv does not
+  str                             exactly 2*item_size ASCII hex digits (any case), or, when
+                                  item_size == 16, a UUID in one of its standard spellings:
+                                  8-4-4-4-12 with dashes, that in braces ("{...}"), or after
+                                  "urn:uuid:". Nothing else: no spaces (bytes.fromhex would
+                                  skip them and give a shorter item), no dashes elsewhere, no
+                                  underscores or non-ASCII digits (which uuid.UUID() and int()
+                                  accept). Any other text is refused: densekv does not
                                   hash it for you, because a set that hashed would hand back
                                   digests, not your strings. Hash it yourself, e.g.
                                   hashlib.blake2b(text.encode(), digest_size=16).digest().
@@ -26,12 +30,18 @@ stores the item's own bytes (readable in redis-cli) and is right for random IDs 
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field
 
 from densekv.errors import DensekvError
 
 Item = bytes | bytearray | memoryview | str | int | uuid.UUID
+
+# What text an item may be (ASCII only: re's [0-9a-f] never matches other scripts' digits).
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_DASHED = r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})"
+_UUID = re.compile(rf"{_DASHED}|\{{{_DASHED}\}}|(?i:urn:uuid:){_DASHED}")
 
 # A 128-bit constant (the golden ratio's fractional bits); an item_size-byte multiplier is
 # cut from it (repeated for wider items) and forced odd, so it is invertible mod 2**bits.
@@ -83,17 +93,12 @@ class ItemCodec:
                 raise BadItem(f"int item {item} is outside 0 .. 2**{8 * size} - 1")
             return item.to_bytes(size, "big")
         if isinstance(item, str):
-            text = item.strip()
-            if len(text) == 2 * size:
-                try:
-                    return bytes.fromhex(text)
-                except ValueError:
-                    pass
+            if len(item) == 2 * size and _HEX.fullmatch(item):
+                return bytes.fromhex(item)
             if size == 16:
-                try:
-                    return uuid.UUID(text).bytes
-                except ValueError:
-                    pass
+                spelled = _UUID.fullmatch(item)
+                if spelled:
+                    return bytes.fromhex("".join(g for g in spelled.groups() if g).replace("-", ""))
             raise BadItem(
                 f"text item {item[:40]!r} is neither {2 * size} hex digits"
                 + (" nor a UUID" if size == 16 else "")

@@ -69,6 +69,41 @@ def _flask_sessions(client: redis.Redis, rng: random.Random) -> Callable[[], Non
     return one
 
 
+class Recording(redis.Redis):
+    """A client that keeps every command it sends, in the order the server gets them
+    (direct calls when made, a pipeline's when it executes): `replay` sends the same
+    commands again, in that order, without running the producers (the Flask app) again."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sent: list[tuple[Any, ...]] = []
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.sent.append(args)
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+    def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
+        sent = self.sent
+
+        class Pipe(redis.client.Pipeline):
+            def execute(self, raise_on_error: bool = True) -> list[Any]:
+                sent.extend(args for args, _ in self.command_stack)
+                return super().execute(raise_on_error)
+
+        return Pipe(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
+
+def replay(client: redis.Redis, sent: list[tuple[Any, ...]]) -> None:
+    """The recorded commands again, in their order, on one connection."""
+    pipe = client.pipeline(transaction=False)
+    for i, args in enumerate(sent):
+        pipe.execute_command(*args)  # type: ignore[no-untyped-call]
+        if i % 500 == 499:
+            pipe.execute()
+    pipe.execute()
+    client.connection_pool.disconnect()
+
+
 def load_keyspace(client: redis.Redis, seed: int = SEED) -> None:
     """The producers' writes interleaved in one random order (as a live server takes them)."""
     rng = random.Random(seed)
@@ -97,9 +132,9 @@ def keyspace() -> Iterator[tuple[ServerProcess, dict[str, int]]]:
     if "valkey-9.1" not in PRESENT:
         pytest.skip("needs valkey-9.1")
     proc = ServerProcess(PRESENT["valkey-9.1"], options=QUIET).start()
-    with proc.client() as loader:
+    with Recording.from_url(proc.url) as loader:
         load_keyspace(loader)
-    yield proc, _freed_per_pattern(proc)
+    yield proc, _freed_per_pattern(loader.sent)
     proc.stop()
 
 
@@ -107,16 +142,16 @@ GLOBS = {"session:{tok}": ["session:*"], "seen:{uuid}": ["seen:*"], "user:{n}:vi
          "tags:{n}": ["tags:*"], "noise": ["queue:jobs", "events"]}
 
 
-def _freed_per_pattern(proc: ServerProcess) -> dict[str, int]:
-    """For each pattern, on a copy of the keyspace (a brand-new server loaded again by the
-    same producers, in the same order, from the same seed: on valkey-9.1 what deleting a
-    key frees depends on the order the keys came in by a few bytes, so a DUMP/RESTORE copy
-    would not do): the used_memory delta of deleting the pattern's keys, read by the
-    meter (settled; client buffers excluded)."""
+def _freed_per_pattern(sent: list[tuple[Any, ...]]) -> dict[str, int]:
+    """For each pattern, on a copy of the keyspace (a brand-new server sent the producers'
+    recorded commands again, in the same order: on valkey-9.1 what deleting a key frees
+    depends on the order the keys came in by a few bytes, so a DUMP/RESTORE copy would not
+    do): the used_memory delta of deleting the pattern's keys, read by the meter (settled;
+    client buffers excluded)."""
     out = {}
     for name, globs in GLOBS.items():
         with ServerProcess(PRESENT["valkey-9.1"], options=QUIET) as copy, copy.client() as c:
-            load_keyspace(c)
+            replay(c, sent)
             meter = Meter(c, clear=True)
             doomed = [k for g in globs for k in c.scan_iter(match=g, count=1000)]
             before = meter.reading()
@@ -337,16 +372,21 @@ def test_bad_input_is_one_line_and_exit_2(keyspace: tuple[ServerProcess, dict[st
         assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
 
 
-def test_a_server_that_vanishes_mid_scan(fresh_server: Callable[..., ServerProcess]) -> None:
+def test_a_server_that_vanishes_mid_scan(fresh_server: Callable[..., ServerProcess], tmp_path: Path) -> None:
     proc = fresh_server("valkey-9.1")
     with proc.client() as c:
         pipe = c.pipeline(transaction=False)
         for i in range(20_000):
             pipe.set(f"k:{i}", i)
         pipe.execute()
+    state = tmp_path / "scan.json"  # written once the scan is under way: the moment to kill
     run = subprocess.Popen([sys.executable, "-m", "densekv.cli", "analyze", "--url", proc.url, "--full",
-                            "--rate", "20000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+                            "--rate", "4000", "--resume", str(state)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not state.exists() and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert state.exists() and run.poll() is None  # scanning: 20,000 keys at 4,000/s take 5 s
     proc.kill()
     _, err = run.communicate(timeout=60)
     assert run.returncode == 2, err

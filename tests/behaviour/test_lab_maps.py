@@ -47,7 +47,8 @@ def test_a_tiny_maps_lab_writes_valid_records_for_each_case_and_codec(tmp_path: 
     for r in runs.values():
         items = TINY["items"][r["params"]["case"]]
         assert r["n"] == items and r["points"][-1]["n"] == items and r["ops"]["load"]["count"] == items
-        assert r["bytes_per_item"] > 0 and r["op"] == "get" and r["ops_per_s"] > 0
+        assert r["bytes_per_item"] > 0 and r["op"] == "get" and r["ops_per_s"] > 0, (
+            r["variant"], r["used_memory_delta"], r["params"].get("timing"))
         assert r["server_usec_per_call"] > 0 and r["ops"]["set"]["server_usec_per_call"] > 0
         assert r["ops"]["get"]["count"] == min(100, items) and r["ops"]["get"]["unexpected"] == 0, r["variant"]
         if r["layout"] == "map":

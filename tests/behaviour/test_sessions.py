@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import random
-import zlib
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,13 @@ from densekv.errors import DecodeError
 from densekv.lab.session_profiles import PROFILES
 from densekv.lab.session_profiles import session as profile_session
 from densekv.server.process import ServerProcess
-from densekv.sessions import LAYOUTS, AsyncSessionStore, SessionDataInvalid, SessionDataTooLarge, SessionStore
+from densekv.sessions import (
+    LAYOUTS,
+    AsyncSessionStore,
+    SessionDataInvalid,
+    SessionDataTooLarge,
+    SessionStore,
+)
 from densekv.sessions.layouts.partitioned import PartitionedLayout
 from densekv.sessions.model import digest_of
 
@@ -479,7 +485,7 @@ def test_sweep_beside_writers_never_removes_a_live_session(server: ServerProcess
     every session a writer holds as live (by its own bookkeeping) must be found."""
     client = server.client()
     client.flushall()
-    opts = dict(layout=layout, ttl=3, idle_ttl=2, expected_sessions=4000, namespace=f"sw{layout}")
+    opts = {"layout": layout, "ttl": 3, "idle_ttl": 2, "expected_sessions": 4000, "namespace": f"sw{layout}"}
     stop = time.monotonic() + 4
     failures: list[str] = []
 
@@ -598,6 +604,6 @@ def test_fieldttl_writes_value_and_ttl_in_one_command_where_the_server_has_hsete
         assert "hsetex" in used and "hexpireat" not in used
     else:
         assert {"hset", "hexpireat"} <= used
-    ((field, ttl),) = [(f, client.execute_command("HTTL", k, "FIELDS", 1, f)[0])
+    ((_field, ttl),) = [(f, client.execute_command("HTTL", k, "FIELDS", 1, f)[0])
                        for k in client.scan_iter(match=b"sess:sd:*") for f in client.hkeys(k)]
     assert 590 <= ttl <= 600 and store.get(token) is not None

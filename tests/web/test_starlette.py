@@ -283,16 +283,16 @@ def test_dense_session_tracks_top_level_keys() -> None:
     s["c"].append(2)  # in place: not seen, but "c" was assigned anyway
     s.pop("x")
     assert s.modified
-    assert s._changed == {"y", "z", "w", "v", "c"}
-    assert s._removed == {"a", "b", "x"}
+    assert s.state.changed == {"y", "z", "w", "v", "c"}
+    assert s.state.removed == {"a", "b", "x"}
     s.clear()
-    assert s._changed == set() and s._removed == {"a", "b", "x", "y", "z", "w", "v", "c"}
+    assert s.state.changed == set() and s.state.removed == {"a", "b", "x", "y", "z", "w", "v", "c"}
     t = DenseSession(cast(Any, None))
     dict.update(t, {"cart": []})
     t["cart"].append(1)
     assert not t.modified
     t.mark_modified("cart")
-    assert t._changed == {"cart"}
+    assert t.state.changed == {"cart"}
 
 
 # -- real asyncio: concurrent requests on one cookie ----------------------------------

@@ -199,9 +199,8 @@ class FlaskSessionRedis(RedisBytes):
 class Densekv(RedisBytes):
     """densekv's Flask backend format: the SessionStore the app opens (same namespace and
     arguments), values in Flask's tagged form, the profile's user id as the identity.
-    Sessions go in through the store's record path in batches (what create_many runs,
-    with each session's own data): SessionStore has no public batch create with
-    per-session data."""
+    Sessions go in with SessionStore.create_each, BATCH per round trip, each with its own
+    data."""
 
     def prepare(self) -> None:
         from densekv.lab.containers.app import densekv_store
@@ -211,17 +210,10 @@ class Densekv(RedisBytes):
     def fill(self, start: int, count: int, expires: float) -> list[str]:
         from densekv.integrations.flask import tag_value
 
-        core = self.store._core
         ttl = max(1, int(expires - time.time()))
-        tokens: list[str] = []
-        batch: list[Any] = []
-        for identity, data in sessions(self.profile, count, start=start):
-            batch.append(core.new_record(identity, {k: tag_value(v) for k, v in data.items()}, ttl))
-            if len(batch) == BATCH:
-                tokens += self.store._run(lambda c, b=batch: c.put_records(b))
-                batch = []
-        if batch:
-            tokens += self.store._run(lambda c, b=batch: c.put_records(b))
+        tagged = ((identity, {k: tag_value(v) for k, v in data.items()})
+                  for identity, data in sessions(self.profile, count, start=start))
+        tokens: list[str] = self.store.create_each(tagged, ttl, batch=BATCH)
         self.client.connection_pool.disconnect()
         return tokens
 
@@ -235,7 +227,7 @@ class Densekv(RedisBytes):
     def layout(self) -> str:
         explained = self.store.explain()
         return f"{explained.get('layout')}, partitions {explained.get('partitions')}, " \
-               f"identity index {'on' if self.store._core.index is not None else 'off'}"
+               f"identity index {'on' if explained.get('index_partitions') is not None else 'off'}"
 
 
 class Memcache(Backend):

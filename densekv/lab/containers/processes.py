@@ -159,7 +159,9 @@ class Child:
     def stop(self, grace: float = 10.0) -> None:
         stop_all([self], grace)
 
-    def _signal(self) -> subprocess.Popen[bytes] | None:
+    def signal_stop(self) -> subprocess.Popen[bytes] | None:
+        """Send the stop signal to the process group, without waiting: the process to wait
+        for (stop_all signals several, then waits for them together)."""
         proc, self.proc = self.proc, None
         _LIVE.discard(self)
         if proc is not None:
@@ -182,7 +184,7 @@ class Child:
 def stop_all(children: Sequence[Child], grace: float = 10.0) -> None:
     """Stop several at once: signal every one, then wait; SIGKILL to each whole process
     group afterwards (a worker or backend left behind by its parent goes too)."""
-    procs = [p for p in (c._signal() for c in children) if p is not None]
+    procs = [p for p in (c.signal_stop() for c in children) if p is not None]
     deadline = time.monotonic() + grace
     for proc in procs:
         with contextlib.suppress(subprocess.TimeoutExpired):

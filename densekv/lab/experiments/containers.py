@@ -80,7 +80,7 @@ def auto_is_dense_index(client: Any) -> bool:
     from densekv import SessionStore
 
     store = SessionStore(client, namespace="lab-containers-probe")
-    return bool(store.layout == "dense" and store._core.index is not None)
+    return bool(store.layout == "dense" and store.explain()["index_partitions"] is not None)
 
 
 class Containers(Experiment):

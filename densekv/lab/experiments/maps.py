@@ -33,168 +33,52 @@ Item counts per case are fractions of N (text and JSON cost far more to load tha
 integers, and this experiment has about 12 s of the default lab's 3 minutes): see
 SHARES. Every configuration of PLAN is measured in every run; on a slow machine the
 default run loads fewer items per case (sizings) rather than leaving one out.
+Where the parts live: the cases, configurations and how each stores an item in
+maps_cases.py, the figures in maps_plots.py; this module measures and describes.
 """
 
 from __future__ import annotations
 
-import json
-import random
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from densekv.lab.experiments.base import (
-    Context,
-    Experiment,
-    FigureSpec,
-    NotReplayable,
-    Output,
-    Replay,
-    TableSpec,
-    record_settings,
+from densekv.lab.experiments.base import Context, Experiment, FigureSpec, Output, TableSpec
+from densekv.lab.experiments.maps_cases import (
+    ALIASES,
+    BATCH,
+    CASES,
+    ENCODING_SAMPLE,
+    LOAD_BATCH,
+    MEMORY_SAMPLE,
+    NAMESPACE,
+    OPS,
+    PLAN,
+    PREFIX,
+    SHARES,
+    Config,
+    Result,
+    as_read,
+    codec_available,
+    config_cost,
+    dataset,
+    items_for,
+    open_map,
+    replay,
+    sizings,
+    stored_key,
+    stored_value,
+    warm_up,
 )
+from densekv.lab.experiments.maps_plots import by_case, plot_bytes, plot_ops
 from densekv.lab.observe import commandstats, encodings, stats_delta
 from densekv.lab.results import RunRecord, op_stats
 from densekv.lab.sizing import Sizing
-from densekv.lab.workloads import DEFAULT_SEED, chunks, html, ints, json_objects, strings8
+from densekv.lab.workloads import chunks
 from densekv.measure import Point
 
-PREFIX = "allBooksBelongToUser:"  # the seed's keys (set-allBooksBelongToUser:id)
-ALIASES = {"allBooksBelongToUser": "b"}
-NAMESPACE = "lab"
-HOLEY_RANGE = 10**8
-LOAD_BATCH = 2000
-BATCH = 1000
-OPS = 1000
-MIN_ITEMS = 100
-DICT_SIZE = 4096
-TRAIN_SAMPLES = {"json": 1000, "html": 300}
-ENCODING_SAMPLE = 32
-MEMORY_SAMPLE = 32  # keys whose MEMORY USAGE is read (the cross-check)
-
-#: items of a case = N // share (at least MIN_ITEMS, at most N)
-SHARES = {"int_holey": 10, "int_seq": 10, "str8": 10, "html": 50, "json": 25}
-
-
-@dataclass(frozen=True)
-class Case:
-    name: str
-    describe: str
-    holey: bool
-    values: Callable[[int, int], Iterator[Any]]
-
-
-CASES: dict[str, Case] = {c.name: c for c in (
-    Case("int_holey", "random integers below 2^31 under holey ids (distinct, spread over 0..10^8)", True, ints),
-    Case("int_seq", "random integers below 2^31 under sequential ids 0..n-1", False, ints),
-    Case("str8", "random 8-character alphanumeric strings under holey ids", True, strings8),
-    Case("html", "HTML-like text of 200-1500 bytes under sequential ids", False, html),
-    Case("json", "JSON objects of one schema (80-200 bytes) under sequential ids", False, json_objects),
-)}
-
-
-@dataclass(frozen=True)
-class Config:
-    case: str
-    layout: str  # plain | plain-zipped | map
-    codec: str | None = None  # map codec: int, raw, msgpack, zlib, lz4, zstd, zstd+dict
-
-    @property
-    def label(self) -> str:
-        if self.layout == "map":
-            return f"{self.case} · map {self.codec}"
-        return f"{self.case} · {self.layout.replace('-', ' ')} SET"
-
-    @property
-    def short(self) -> str:
-        return f"map {self.codec}" if self.layout == "map" else self.layout.replace("-", " ")
-
-
-#: every configuration of the story (each case's plain SET and its best map first)
-PLAN: tuple[Config, ...] = (
-    Config("int_holey", "plain"), Config("int_holey", "map", "int"),
-    Config("int_seq", "plain"), Config("int_seq", "map", "int"),
-    Config("str8", "plain"), Config("str8", "map", "raw"),
-    Config("json", "plain"), Config("json", "map", "zstd+dict"), Config("json", "map", "raw"),
-    Config("html", "plain"), Config("html", "map", "zlib"), Config("html", "map", "zstd+dict"),
-    Config("int_holey", "plain-zipped"), Config("str8", "plain-zipped"),
-    Config("json", "map", "msgpack"), Config("json", "map", "zlib"), Config("json", "map", "lz4"),
-    Config("html", "map", "raw"), Config("html", "map", "lz4"),
-    Config("json", "map", "zstd"),
-)
-
-
-def items_for(case: str, n: int, override: dict[str, int] | None = None, scale: float = 1.0) -> int:
-    if override and case in override:
-        return int(override[case])
-    return max(min(n, MIN_ITEMS), int(n * scale) // SHARES[case])
-
-
-#: reference seconds (pace 1, see densekv/lab/pace.py; fitted on valkey 9.1, 2 cores) of
-#: one configuration: FIXED (flush, readings, samples) + ITEM[case] x items + OP x operations
-COST_FIXED_S = 0.35
-COST_ITEM_S = {"int_holey": 9e-6, "int_seq": 9e-6, "str8": 9e-6, "html": 60e-6, "json": 25e-6}
-COST_OP_S = 12e-6
-SCALES = (1.0, 0.6, 0.4, 0.25)
-
-
-def sizings(n: int, ops: int = OPS) -> list[Sizing]:
-    """Largest first: the items of SHARES, then fewer items per case, fewer operations."""
-    out = []
-    for scale in SCALES:
-        for o in dict.fromkeys((ops, ops // 2)):
-            trimmed = ([f"{scale:.0%} of the items per case"] if scale < 1 else []) + (
-                [f"{o:,} gets and sets of {ops:,}"] if o < ops else [])
-            out.append(Sizing(int(n * scale), {"ops": o, "scale_pct": int(scale * 100)}, ", ".join(trimmed)))
-    return out
-
-
-def config_cost(config: Config, items: int, ops: int) -> float:
-    return COST_FIXED_S + COST_ITEM_S[config.case] * items + COST_OP_S * 2 * min(ops, items)
-
-
-def ids(case: Case, n: int, seed: int = DEFAULT_SEED) -> Iterator[int]:
-    """Sequential ids, or distinct holey ones: one random id in each of n equal slices of
-    0..max(10^8, 10 n) - a stream, spread like a random sample, no two alike."""
-    if not case.holey:
-        yield from range(n)
-        return
-    rng = random.Random(seed + 1)
-    stride = max(HOLEY_RANGE, 10 * n) // n
-    for i in range(n):
-        yield i * stride + rng.randrange(stride)
-
-
-def dataset(case_name: str, n: int, seed: int = DEFAULT_SEED) -> Iterator[tuple[str, Any]]:
-    """(key, value) pairs of a case, streamed; values as the generator yields them."""
-    case = CASES[case_name]
-    for i, v in zip(ids(case, n, seed), case.values(n, seed)):
-        yield f"{PREFIX}{i}", v
-
-
-def _codec_available(codec: str) -> str | None:
-    """None if usable, else why not."""
-    from densekv.codec import Codec, CodecUnavailable
-
-    name = codec.removesuffix("+dict")
-    if name not in ("zstd", "lz4"):
-        return None
-    try:
-        Codec.named(name)
-    except CodecUnavailable as exc:
-        return str(exc)
-    return None
-
-
-@dataclass
-class Result:
-    config: Config
-    n: int
-    point: Point | None = None
-    ops: dict[str, dict[str, Any]] = field(default_factory=dict)
-    params: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+__all__ = ["CASES", "EXPERIMENT", "NAMESPACE", "PLAN", "Config", "Maps", "config_cost", "dataset",
+           "items_for", "replay", "sizings"]
 
 
 class Maps(Experiment):
@@ -211,7 +95,7 @@ class Maps(Experiment):
         plan = [c for c in PLAN if c.case in cases and (not wanted or c.short in wanted or c.label in wanted)]
         missing: dict[str, str] = {}
         for c in plan:
-            if c.codec and c.codec not in missing and (why := _codec_available(c.codec)):
+            if c.codec and c.codec not in missing and (why := codec_available(c.codec)):
                 missing[c.codec] = why
         runnable = [c for c in plan if c.codec not in missing]
         if missing:
@@ -346,7 +230,7 @@ class Maps(Experiment):
                         pipe.get(key_of(k)) if op == "get" else pipe.set(key_of(k), value_of(v))
                     got = pipe.execute()
                 if op == "get":
-                    unexpected += sum(1 for (k, v), g in zip(part, got) if _as_read(g, config) != v)
+                    unexpected += sum(1 for (k, v), g in zip(part, got) if as_read(g, config) != v)
             seconds = time.perf_counter() - t0
             usec, per = stats_delta(before, commandstats(client))
             stats = op_stats(len(sample), seconds, _server_usec(usec, per), per)
@@ -408,13 +292,13 @@ class Maps(Experiment):
             "bytes-per-item", f"Bytes per item by case and configuration ({stamp.name} {stamp.version})",
             "used_memory delta / items; one panel per case; the number on a bar is how many times less than "
             "plain SET of the same case.",
-            lambda fig: _plot_bytes(fig, results), size=(12, 5.5),
+            lambda fig: plot_bytes(fig, results), size=(12, 5.5),
         ))
         out.figures.append(FigureSpec(
             "throughput", "Get and set throughput by case and configuration",
             "Top: operations per second from one Python process (pipelined). Bottom: the server's microseconds "
             "per operation from INFO commandstats. Bars grouped by case.",
-            lambda fig: _plot_ops(fig, results), size=(12, 7),
+            lambda fig: plot_ops(fig, results), size=(12, 7),
         ))
         plain = {r.config.case: r.point.bytes_per_item for r in results
                  if r.config.layout == "plain" and r.point is not None}
@@ -433,83 +317,6 @@ class Maps(Experiment):
         ))
 
 
-def warm_up(client: Any, zstd: bool) -> None:
-    """The experiment's warm-up on `client` (the caller flushes after it): the Lua engine
-    started and the map scripts cached by one small CompactMap."""
-    from densekv.maps import CompactMap
-
-    m = CompactMap(client, "labwarm", codec="zstd" if zstd else "raw", expected=100)
-    if zstd:
-        m.train(list(json_objects(100, DEFAULT_SEED + 9)), size=1024)
-    m.set("warm:1", "x")
-
-
-def open_map(client: Any, config: Config, n: int) -> Any:
-    """The CompactMap a map configuration measures (its zstd dictionary trained and stored)."""
-    from densekv.maps import CompactMap
-
-    codec = (config.codec or "raw").removesuffix("+dict")
-    m = CompactMap(client, NAMESPACE, codec=codec, expected=n)
-    if config.codec == "zstd+dict":
-        case = CASES[config.case]
-        m.train(list(case.values(TRAIN_SAMPLES[config.case], DEFAULT_SEED + 7)), size=DICT_SIZE)
-    return m
-
-
-def stored_key(config: Config, key: str, aliases: Any = None) -> str:
-    """The key as a configuration stores it (zipped for plain-zipped)."""
-    from densekv.maps.zipkeys import Aliases, zip_key
-
-    if config.layout != "plain-zipped":
-        return key
-    return zip_key(key, aliases if aliases is not None else Aliases(ALIASES))
-
-
-def stored_value(config: Config, v: Any) -> Any:
-    """The value as a configuration sends it (JSON parsed for msgpack; text for plain SET)."""
-    if config.layout == "map":
-        return json.loads(v) if config.codec == "msgpack" else v
-    return str(v) if isinstance(v, int) else v
-
-
-def replay(record: Mapping[str, Any]) -> Replay:
-    """A maps record's load, to run again on a fresh server (benchmarks/lab_check.py).
-
-    warm_up is the experiment's own (the Lua engine and the map scripts, zstd where the
-    package is present); load stores the record's case (dataset(), default seed, the
-    record's n items) as its configuration does: one CompactMap opened (and its zstd
-    dictionary trained) in the load, as in the lab, LOAD_BATCH items per batch, or plain
-    SETs LOAD_BATCH per pipeline."""
-    params = dict(record.get("params") or {})
-    try:
-        config = Config(str(params["case"]), str(params["layout"]), params.get("codec_name"))
-    except KeyError as exc:
-        raise NotReplayable(f"maps record without params.{exc.args[0]}") from None
-    if config.case not in CASES:
-        raise NotReplayable(f"unknown maps case {config.case!r}")
-    n = int(record["n"])
-
-    def load(client: Any) -> None:
-        from densekv.maps.zipkeys import Aliases
-
-        aliases = Aliases(ALIASES)
-        m = open_map(client, config, n) if config.layout == "map" else None
-        for chunk in chunks(dataset(config.case, n), LOAD_BATCH):
-            if m is not None:
-                b = m.batch()
-                for k, v in chunk:
-                    b.set(k, stored_value(config, v))
-                b.execute()
-            else:
-                pipe = client.pipeline(transaction=False)
-                for k, v in chunk:
-                    pipe.set(stored_key(config, k, aliases), stored_value(config, v))
-                pipe.execute()
-
-    return Replay(n, load, lambda client: warm_up(client, zstd=_codec_available("zstd") is None),
-                  record_settings(record))
-
-
 def _server_usec(total: float, per: dict[str, dict[str, float]]) -> float:
     """stats_delta's total, plus the HSETs sent outside a transaction when a phase mixes
     out-of-line writes (MULTI/EXEC around SET + HSET) with plain HSETs."""
@@ -517,18 +324,6 @@ def _server_usec(total: float, per: dict[str, dict[str, float]]) -> float:
         return total
     outside = per["hset"]["calls"] - per["exec"]["calls"]
     return total + max(0.0, outside) * per["hset"]["usec_per_call"]
-
-
-def _as_read(got: Any, config: Config) -> Any:
-    """What a read gives back, in the generator's terms (plain SET reads bytes)."""
-    if config.layout == "map":
-        if config.codec == "msgpack" and isinstance(got, dict):
-            return json.dumps(got, separators=(",", ":"))
-        return got
-    if isinstance(got, bytes):
-        text = got.decode()
-        return int(text) if config.case.startswith("int") else text
-    return got
 
 
 def _first(it: Iterator[bytes], k: int) -> Iterator[bytes]:
@@ -540,77 +335,6 @@ def _first(it: Iterator[bytes], k: int) -> Iterator[bytes]:
 
 def _count(client: Any, pattern: bytes) -> int:
     return sum(1 for _ in client.scan_iter(match=pattern, count=1000))
-
-
-# -- plots (called by the report with a matplotlib Figure) -----------------------------
-
-COLORS = {"plain": "#d62728", "plain zipped": "#ff7f0e", "map int": "#2ca02c", "map raw": "#2ca02c",
-          "map msgpack": "#8c564b", "map zlib": "#1f77b4", "map lz4": "#9467bd", "map zstd+dict": "#17becf",
-          "map zstd": "#7f7f7f"}
-
-
-def _plot_bytes(fig: Any, results: list[Result]) -> None:
-    cases = list(dict.fromkeys(r.config.case for r in results))
-    for i, case in enumerate(cases):
-        ax = fig.add_subplot(1, len(cases), i + 1)
-        mine = [r for r in results if r.config.case == case and r.point is not None]
-        base = next((r.point.bytes_per_item for r in mine if r.config.layout == "plain"), None)  # type: ignore[union-attr]
-        ys = [r.point.bytes_per_item for r in mine]  # type: ignore[union-attr]
-        xs = list(range(len(mine)))
-        ax.bar(xs, ys, color=[COLORS.get(r.config.short, "#333333") for r in mine])
-        for x, y in zip(xs, ys):
-            label = f"{y:.0f}" + (f"\n{base / y:.1f}x" if base and y > 0 and base != y else "")
-            ax.text(x, y, label, ha="center", va="bottom", fontsize=8)
-        ax.set_xticks(xs)
-        ax.set_xticklabels([r.config.short for r in mine], rotation=60, ha="right", fontsize=8)
-        ax.set_title(f"{case} (n={mine[0].n:,})" if mine else case, fontsize=8)
-        ax.set_ylim(0, max(ys, default=1) * 1.25)
-        ax.tick_params(axis="y", labelsize=7)
-        if i == 0:
-            ax.set_ylabel("bytes per item (used_memory delta / items)")
-        ax.grid(True, axis="y", alpha=0.3)
-
-
-def by_case(results: list[Result]) -> list[Result]:
-    """Results grouped by case (CASES order), PLAN order within a case."""
-    order = {c: i for i, c in enumerate(PLAN)}
-    cases = list(CASES)
-    return sorted(results, key=lambda r: (cases.index(r.config.case), order.get(r.config, len(order))))
-
-
-def _plot_ops(fig: Any, results: list[Result]) -> None:
-    from matplotlib.transforms import blended_transform_factory
-
-    ordered = by_case(results)
-    xs: list[float] = []
-    x, last = 0.0, None
-    for r in ordered:
-        if last is not None and r.config.case != last:
-            x += 0.8  # a gap between cases
-        xs.append(x)
-        last = r.config.case
-        x += 1
-    rate_ax, usec_ax = fig.subplots(2, 1, sharex=True)
-    for ax, key, unit in ((rate_ax, "ops_per_s", "operations/s (one client)"),
-                          (usec_ax, "server_usec_per_call", "server µs per operation")):
-        for dx, op, color in ((-0.2, "get", "#2ca02c"), (0.2, "set", "#1f77b4")):
-            ys = [r.ops[op].get(key) or 0 for r in ordered]
-            ax.bar([v + dx for v in xs], ys, 0.4, label=op, color=color)
-        ax.set_ylabel(unit, fontsize=9)
-        ax.grid(True, axis="y", alpha=0.3)
-        ax.tick_params(axis="y", labelsize=8)
-        trans = blended_transform_factory(ax.transData, ax.transAxes)
-        cases = list(dict.fromkeys(r.config.case for r in ordered))
-        for i, case in enumerate(cases):
-            group = [v for v, r in zip(xs, ordered) if r.config.case == case]
-            if ax is rate_ax:
-                ax.text(sum(group) / len(group), 1.02, case, ha="center", va="bottom", fontsize=9,
-                        fontweight="bold", transform=trans)
-            if i < len(cases) - 1:
-                ax.axvline(group[-1] + 0.9, color="#999999", linewidth=0.6)
-    rate_ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    usec_ax.set_xticks(xs)
-    usec_ax.set_xticklabels([r.config.short for r in ordered], rotation=60, ha="right", fontsize=8)
 
 
 EXPERIMENT = Maps()

@@ -28,6 +28,9 @@ with server usec per call from INFO commandstats deltas summed over the rounds
 the default run on a slow machine takes N = 65,536 or 32,768 (the sweep still reaches
 32,768 partitions) and fewer CAS items instead (sizings, job_cost).
 
+The configurations and the sizing are in sets_plan.py (pure), the method text, figures and
+tables in sets_report.py; this module measures.
+
 Uses CompactSet's core read-only (`_core.add` / `_core.contains` flows, driven 1000 per
 round trip by densekv.flows.drive_many, and `_core.layout` for partition key names):
 a public `add_flow()` / `partition_keys()` on CompactSet would replace them.
@@ -40,172 +43,52 @@ import math
 import statistics
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from densekv.flows import drive_many
-from densekv.keys import partition_count
 from densekv.lab.experiments.base import (
     Context,
     Experiment,
-    FigureSpec,
     NotReplayable,
     Output,
     Replay,
-    TableSpec,
     record_settings,
 )
+from densekv.lab.experiments.sets_plan import (
+    ABSENT_SEED,
+    BLOOM_NAME,
+    BLOOM_RATES,
+    CAS_BATCH,
+    CAS_ROUNDS,
+    CAS_SAMPLE,
+    ENCODING_SAMPLE,
+    EXACT,
+    FLAT_CAP,
+    ITEM_SIZE,
+    LN2_SQUARED,
+    LOAD_CHUNK,
+    MINIMUM,
+    NAME,
+    PHASES,
+    SWEEP_FACTOR,
+    Job,
+    Result,
+    job_cost,
+    plan_jobs,
+    sizings,
+)
+from densekv.lab.experiments.sets_report import describe
 from densekv.lab.observe import (
     commandstats,
-    converted_share,
     encodings,
     sample_partitions,
     stats_delta,
 )
 from densekv.lab.results import RunRecord, op_stats
-from densekv.lab.sizing import Sizing
 from densekv.lab.workloads import chunks, ids16
 
-NAME = "lab-set"
-BLOOM_NAME = "lab-bloom"
-ITEM_SIZE = 16
-MINIMUM = 16  # bytes: the theoretical minimum per 16-byte ID (the seed's hex IDs: 32)
-SWEEP_FACTOR = 8
-FLAT_CAP = 1_000_000
-CAS_SAMPLE = 2000  # items per CAS phase
-CAS_BATCH = 1000  # single-item commands per round trip
-CAS_ROUNDS = 4  # rounds per CAS phase (the four phases take turns round by round)
-LOAD_CHUNK = 20_000  # least items per add_many call (bounded client memory)
-ENCODING_SAMPLE = 32
-ABSENT_SEED = 0xAB5E  # the absent IDs: another stream, never the loaded one
-BLOOM_RATES = (0.01, 1e-6)
-BLOOM_ABSENT = 100_000
-LN2_SQUARED = math.log(2) ** 2
-EXACT = ("flat", "set", "hash", "zset")
-PHASES = ("cas_hit", "contains_hit", "contains_miss", "cas_miss")
-
-
-@dataclass(frozen=True)
-class Job:
-    """One configuration to measure."""
-
-    layout: str  # flat | set | hash | zset | dense | bloom
-    partitions: int | None = None  # None: the layout's own choice (dense)
-    error_rate: float | None = None  # bloom
-    native: bool = False  # bloom
-
-    @property
-    def label(self) -> str:
-        if self.layout == "bloom":
-            return f"bloom p={self.error_rate:g} ({'native' if self.native else 'module-free'})"
-        if self.partitions is None:
-            return self.layout
-        return f"{self.layout} P={self.partitions:,}"
-
-
-@dataclass
-class Result:
-    job: Job
-    n: int
-    partitions: int
-    bytes_per_item: float
-    delta: int
-    memory_usage: float | None
-    encodings: dict[str, int] = field(default_factory=dict)
-    ops: dict[str, dict[str, Any]] = field(default_factory=dict)
-    params: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-
-# -- planning (pure) --------------------------------------------------------------------
-
-
-def sweep(n: int, factor: int = SWEEP_FACTOR) -> list[int]:
-    """Partition counts 1, factor, factor^2, ... below n, and n (one per item)."""
-    if n < 1 or factor < 2:
-        raise ValueError("n >= 1 and factor >= 2")
-    out, p = [], 1
-    while p < n:
-        out.append(p)
-        p *= factor
-    return out + [n]
-
-
-def sweet_spot(layout: str, n: int, limits: Any) -> int | None:
-    """The power of two densekv's rule picks so a partition stays in its listpack."""
-    limit = {"hash": limits.hash_max_listpack_entries, "zset": limits.zset_max_listpack_entries,
-             "set": limits.set_max_listpack_entries}.get(layout)
-    return partition_count(n, limit) if limit else None
-
-
-def plan_jobs(n: int, limits: Any, *, native: bool, layouts: tuple[str, ...], factor: int = SWEEP_FACTOR,
-              rates: tuple[float, ...] = BLOOM_RATES, flat_cap: int = FLAT_CAP) -> list[Job]:
-    """Every configuration of the story (all of them measured in every run): dense and
-    the 1% Bloom filters, then each exact layout at 1 partition, its sweet spot and one
-    per item, then the rest of the sweep middle-out, then the smaller error rates."""
-    points = sweep(n, factor)
-    first: list[Job] = []
-    rest: list[Job] = []
-    if "dense" in layouts:
-        first.append(Job("dense"))
-    if "bloom" in layouts:
-        for i, p in enumerate(rates):
-            modes = [False, True] if native else [False]
-            (first if i == 0 else rest).extend(Job("bloom", error_rate=p, native=m) for m in modes)
-    bloom_tail, rest = rest, []
-    middle = sorted(points[1:-1], key=lambda p: abs(math.log(p) - math.log(math.sqrt(n))))
-    flat_tail: list[Job] = []
-    for layout in (x for x in EXACT if x in layouts):
-        if layout == "flat":  # its partitions only rename keys: 1 and one per ID are enough
-            first.append(Job("flat", 1))
-            if min(n, flat_cap) > 1:
-                flat_tail.append(Job("flat", min(n, flat_cap)))
-            continue
-        spot = sweet_spot(layout, n, limits)
-        coarse = [1] + ([spot] if spot and 1 < spot < n else []) + ([n] if n > 1 else [])
-        first += [Job(layout, p) for p in dict.fromkeys(coarse)]
-        rest += [Job(layout, p) for p in middle if p not in coarse]
-    rest.sort(key=lambda j: middle.index(j.partitions) if j.partitions in middle else -1)
-    return first + rest + flat_tail + bloom_tail
-
-
-# -- sizing (pure) ------------------------------------------------------------------------
-
-#: the sweep's N steps in a trimmed run: 8^5 = 32,768 keeps the sweep's points
-#: 1, 8, ..., 4,096 and one partition per ID at 32,768
-SWEEP_FLOORS = (65_536, 32_768)
-#: reference seconds (pace 1, see densekv/lab/pace.py; fitted on valkey 9.1, 2 cores) of
-#: one configuration: FIXED (flush, readings, samples) + LOAD x IDs x the layout's weight
-#: (more keys load slower: one key per ID is about 4 times a listpack partition's cost)
-#: + CAS x items per phase; a Bloom filter: FIXED + BLOOM_BIT x IDs x k + ABSENT x lookups
-COST_FIXED_S = 0.35
-COST_LOAD_S = 5e-6
-COST_CAS_S = 60e-6
-COST_BLOOM_BIT_S = 1.1e-6
-COST_ABSENT_S = 3e-6
-COST_WEIGHT = {"flat": 5.5, "dense": 2.0}
-
-
-def sizings(n: int, cas: int = CAS_SAMPLE) -> list[Sizing]:
-    """Largest first: the run's N, fewer CAS items, then the sweep's smaller N steps."""
-    steps = [n] + [s for s in SWEEP_FLOORS if s < n]
-    out = []
-    for step in steps:
-        for c in dict.fromkeys((cas, cas // 2)):
-            trimmed = ([f"N = {step:,} of {n:,}"] if step < n else []) + (
-                [f"{c:,} CAS items per phase of {cas:,}"] if c < cas else [])
-            out.append(Sizing(step, {"cas": min(step, c), "absent": min(BLOOM_ABSENT, max(10_000, step))},
-                              ", ".join(trimmed)))
-    return out
-
-
-def job_cost(job: Job, n: int, cas: int, absent: int) -> float:
-    """Reference seconds of one configuration at N = n."""
-    if job.layout == "bloom":
-        k = max(1.0, -math.log2(job.error_rate or 0.01))
-        return COST_FIXED_S + COST_BLOOM_BIT_S * n * k + COST_ABSENT_S * absent
-    weight = COST_WEIGHT.get(job.layout) or 1 + 3 * math.sqrt(min(1.0, (job.partitions or 1) / n))
-    return COST_FIXED_S + COST_LOAD_S * n * weight + COST_CAS_S * cas
+__all__ = ["EXACT", "EXPERIMENT", "PHASES", "Job", "Result", "Sets", "job_cost", "plan_jobs", "replay", "sizings",
+           "warm_up"]
 
 
 # -- the experiment -----------------------------------------------------------------------
@@ -305,7 +188,7 @@ class Sets(Experiment):
         client = target.client
         self._baseline(ctx)
         s = open_set(client, job, n, limits)
-        core = s._core
+        core = s.core
         layout = core.layout
         load = _timed_load(ctx, client, s.add_many, n, load_chunk(s))
         delta = self._reading(ctx)
@@ -342,7 +225,7 @@ class Sets(Experiment):
         (the first `cas` loaded) and absent ones (another stream), in CAS_ROUNDS rounds of
         the four phases in turn. A round's miss phase adds the absent IDs its own contains
         phase has just asked about, never those of a later round (after the memory reading)."""
-        client, core, ex = ctx.target.client, s._core, s._ex
+        client, core, ex = ctx.target.client, s.core, s.executor
         present = list(ids16(cas))
         absent = list(ids16(cas, seed=ABSENT_SEED))
         plans = {"cas_hit": (core.add, present, False), "contains_hit": (core.contains, present, True),
@@ -448,142 +331,8 @@ class Sets(Experiment):
     # -- describing ---------------------------------------------------------------------
     def _describe(self, out: Output, ctx: Context, n: int, results: list[Result], limits: Any, cas: int,
                   absent: int, flat_cap: int, native: bool) -> None:
-        stamp = ctx.target.stamp
-        factor = int(ctx.options.get("factor", SWEEP_FACTOR))
-        if n > flat_cap and any(r.job.layout == "flat" for r in results):
-            out.method.append(f"flat was measured with {flat_cap:,} IDs, not {n:,}: one key per ID is slow to "
-                              "load, and its bytes per ID do not depend on N beyond the main dict's "
-                              "power-of-two table.")
-        if any(r.job.layout == "bloom" for r in results) and not native:
-            out.method.append("Native Bloom filters (RedisBloom's BF.*) are measured where the server has the "
-                              "module; this one has not, so only the module-free filter is shown.")
-        out.method += [
-            (f"N = {n:,} random 16-byte IDs (workloads.ids16, fixed seed; the seed used 10M). The seed swept "
-            f"2^n partitions from 1 to one per ID; scaled to this N the sweep is 1, {factor}, {factor}^2, ... "
-            f"and {n:,} (one per ID), plus each layout's listpack sweet spot (the power of two densekv's rule "
-            f"picks so the fullest partition stays under its listpack limit at N). flat keys: measured at 1 "
-            f"partition and one per ID only (partitions only rename its keys), with at most {flat_cap:,} IDs."),
-            "Each configuration starts from a flushed "
-            + ("server" if stamp.scratch else "database (the lab's own, empty when it started)")
-            + ": the IDs are added through CompactSet.add_many in chunks of at least "
-            f"{LOAD_CHUNK:,} (bounded client memory), the loader's connection is closed, a Lua garbage "
-            "collection is run (EVAL collectgarbage: scripts were loaded and the Lua heap grown by a warm-up "
-            "before any baseline), and densekv's Meter reads the used_memory delta once the server is quiet, "
-            "less the change in mem_clients_normal (the measuring connection's own buffers, not data). "
-            f"Bytes per ID = delta / IDs; overhead per ID = bytes per ID - {MINIMUM} (the ID's own 16 bytes; "
-            "the seed's minimum was 32 because it stored hex text). MEMORY USAGE of a sample of partition keys, "
-            "scaled to the key count, is a cross-check; OBJECT ENCODING of the sample shows listpack vs "
-            "hashtable/skiplist.",
-            (f"CAS throughput, after the reading: {cas:,} single-item commands per phase, up to {CAS_BATCH} per "
-            "pipelined round trip, from one Python process - add of present IDs (CAS hit), contains of present "
-            "IDs, contains of absent IDs, add of new IDs (CAS miss; SETNX-style: SET NX GET, SADD, HSETNX, "
-            "ZADD NX; the dense hash of Redis 7.0 adds with HSETNX + HGET, a script only on a low-bit "
-            f"collision). Each phase runs in {CAS_ROUNDS} rounds, the four phases taking turns, and its items "
-            "per second are the median of its rounds' rates (ops_per_s_rounds in the record): a phase lasts "
-            "10-30 ms, so one stall of a busy machine used to decide a configuration's figure (a single "
-            "timing put configurations with the same server µs per add five times apart). "
-            "These rates are one client's pipelined round trips: mostly the client's own cost, alike for every "
-            "layout. The server's cost is the server-µs column = the INFO commandstats usec delta of the phase "
-            "/ the items (never CONFIG RESETSTAT). A CAS miss adds a new ID to a set already holding N: dense "
-            "and the listpack sweet spots are sized to sit just under the listpack limit at N, so their "
-            "misses insert into full listpacks (and convert some), which is why their server µs per miss is "
-            "several times their hit's; a set of one partition (a hashtable) or one per ID has no such limit."),
-            (f"Bloom filter: densekv.sets.bloom.BloomFilter with capacity N, loaded with the same N IDs "
-            f"(add_many in chunks of {LOAD_CHUNK:,}: its add/s is that load's rate; module-free = one Lua call "
-            "per shard per ~1,500 GETBIT/SETBIT, native = BF.MADD of 500); contains/s = contains_many of the "
-            "absent IDs below (the false-positive count), so it measures misses, which stop at the first "
-            "0 bit; benchmarks/bloom_speed.py compares the two modes operation by operation. "
-            f"Bits per item = 8 x used_memory delta / N; false-positive rate = hits among "
-            f"{absent:,} absent IDs (another fixed-seed stream); the information limit -ln f / ln^2 2 bits per "
-            "item is computed with that measured f (with the filter's formula where p x absent < 100 leaves "
-            "too few hits to count). Native = RedisBloom's BF.* where the server has the module."),
-        ]
-        if not results:
-            return
-        out.figures.append(FigureSpec(
-            "bytes-per-id", f"Bytes per 16-byte ID vs partition count, N = {n:,} ({stamp.name} {stamp.version})",
-            "used_memory delta / IDs for each layout at each partition count (log scales); dense at its own "
-            "partition count (star); Bloom filters as horizontal lines (bytes per item, with the measured "
-            "false-positive rate); dashed: the 16-byte minimum; dotted verticals: the partition count at which "
-            "the average partition holds exactly the listpack limit of that type (to the right of it the "
-            "partitions are listpacks).",
-            lambda fig: _plot_bytes(fig, results, limits, n),
-        ))
-        out.figures.append(FigureSpec(
-            "overhead-per-id", "Overhead per ID over the 16-byte minimum (the seed's second chart)",
-            "bytes per ID - 16, log scale. Bloom filters are not exact sets and sit below the minimum: they are "
-            "on the first chart and in the table.",
-            lambda fig: _plot_overhead(fig, results),
-        ))
-        out.figures.append(FigureSpec(
-            "cas-throughput", "CAS hit and miss throughput vs partition count",
-            f"Items per second, {cas:,} single-item commands per phase, {CAS_BATCH} per round trip, one Python "
-            "client (the client's cost is in these numbers, as in the seed's Ruby driver). Left: add (CAS) of "
-            "present IDs (hit, solid) and new IDs (miss, dashed); right: contains of present (solid) and absent "
-            "(dashed) IDs. " + dense_miss_sentence(results),
-            lambda fig: _plot_rates(fig, results),
-        ))
-        out.figures.append(FigureSpec(
-            "server-usec", "Server microseconds per CAS call vs partition count",
-            "INFO commandstats usec delta / calls for the add phases (hit solid, miss dashed): the server's own "
-            "cost, without the client.",
-            lambda fig: _plot_usec(fig, results),
-        ))
-        exact = [r for r in results if r.job.layout != "bloom"]
-        out.tables.append(TableSpec(
-            f"Exact layouts at N = {n:,} on {stamp.name}",
-            ["configuration", "partitions", "IDs/partition", "bytes/ID", "overhead/ID", "MEMORY USAGE B/ID",
-             "encodings (sample)", "CAS hit/s", "CAS miss/s", "contains hit/s", "contains miss/s",
-             "server µs CAS hit", "server µs CAS miss"],
-            [[r.job.label, r.partitions, r.params.get("items_per_partition") or "-", round(r.bytes_per_item, 2),
-              round(r.bytes_per_item - MINIMUM, 2), None if r.memory_usage is None else round(r.memory_usage, 2),
-              ", ".join(f"{k} {v}" for k, v in sorted(r.encodings.items())) or "-",
-              r.ops["cas_hit"]["ops_per_s"], r.ops["cas_miss"]["ops_per_s"], r.ops["contains_hit"]["ops_per_s"],
-              r.ops["contains_miss"]["ops_per_s"], r.ops["cas_hit"]["server_usec_per_call"],
-              r.ops["cas_miss"]["server_usec_per_call"]]
-             for r in sorted(exact, key=lambda r: (_ORDER.get(r.job.layout, 9), r.partitions))],
-            "IDs/partition: N / partitions (random IDs spread evenly). flat keeps one key per ID whatever its "
-            "partition count.",
-        ))
-        blooms = [r for r in results if r.job.layout == "bloom"]
-        if blooms:
-            out.tables.append(TableSpec(
-                f"Bloom filters at capacity {n:,} on {stamp.name}",
-                ["filter", "k", "bits/item (used_memory)", "bytes/item", "bits/item (allocated)",
-                 "false positives", "f measured", "f formula", "-ln f / ln²2", "ratio", "false negatives",
-                 "add/s", "contains/s"],
-                [[r.job.label, r.params["k"] if r.params["k"] is not None else "-", r.params["bits_per_item"],
-                  round(r.bytes_per_item, 3), r.params["allocated_bits_per_item"],
-                  f"{r.params['false_positives']:,} of {r.params['absent']:,}", f"{r.params['f_measured']:.3g}",
-                  "-" if r.params["f_formula"] is None else f"{r.params['f_formula']:.3g}",
-                  r.params["theory_bits_per_item"], r.params["ratio"], r.params["false_negatives"],
-                  r.ops["load"]["ops_per_s"], r.ops["contains_miss"]["ops_per_s"]] for r in blooms],
-                "ratio = bits per item / (-ln f / ln²2), with f measured where the sample resolves it "
-                "(f used: " + ", ".join(f"{r.job.label}: {r.params['f_used']}" for r in blooms) + "). "
-                "bits/item (allocated) is the filter's own count of the bytes its strings hold. "
-                f"add/s: the load (add_many in chunks of {LOAD_CHUNK:,}); contains/s: contains_many of the "
-                "absent IDs (misses, which stop at the first 0 bit; present IDs test all k bits and are slower). "
-                "Module-free, each bit is one GETBIT/SETBIT from Lua (about 0.25 µs each on an idle server), "
-                "which is most of its time: BF.* does the same in C.",
-            ))
+        describe(out, ctx, n, results, limits, cas, absent, flat_cap, native)
 
-
-def dense_miss_sentence(results: list[Result]) -> str:
-    """What the dense star on the CAS figure compares, in this run's numbers."""
-    dense = next((r for r in results if r.job.layout == "dense"), None)
-    others = [r.ops["cas_miss"]["ops_per_s"] for r in results
-              if r.job.layout in EXACT and r.ops.get("cas_miss", {}).get("ops_per_s")]
-    if dense is None or not others:
-        return ""
-    miss, hit = dense.ops["cas_miss"], dense.ops["cas_hit"]
-    text = (f"dense (star): CAS miss {miss['ops_per_s']:,.0f}/s against {min(others):,.0f}-{max(others):,.0f}/s "
-            f"for the exact layouts (median {statistics.median(others):,.0f}/s).")
-    if miss.get("server_usec_per_call") and hit.get("server_usec_per_call"):
-        text += (f" On the server a dense miss takes {miss['server_usec_per_call']:.2f} µs against "
-                 f"{hit['server_usec_per_call']:.2f} µs for a hit: dense sizes its partitions to sit just under "
-                 "the listpack limit at N, so every new ID is inserted into a full listpack, a memmove of the "
-                 "whole partition (and a conversion when one overflows); a hit only searches it.")
-    return text
 
 
 def warm_up(client: Any, n: int, limits: Any, layouts: tuple[str, ...], caps: Any, native: bool) -> None:
@@ -598,7 +347,7 @@ def warm_up(client: Any, n: int, limits: Any, layouts: tuple[str, ...], caps: An
                        partitions=1 if layout != "dense" else None, limits=limits)
         s.add_many(items[:half])
         s.contains_many(items[half:])
-        drive_many([s._core.add(x) for x in items[:CAS_BATCH]], s._ex)
+        drive_many([s.core.add(x) for x in items[:CAS_BATCH]], s.executor)
     bloom_mod, _ = _bloom_module()
     if "bloom" in layouts and bloom_mod is not None:
         for mode in ([False, True] if native else [False]):
@@ -621,7 +370,7 @@ def open_set(client: Any, job: Job, n: int, limits: Any) -> Any:
 
 def load_chunk(s: Any) -> int:
     """Items per add_many call of a configuration's load."""
-    return max(LOAD_CHUNK, int(s._core.batch_size(None)))
+    return max(LOAD_CHUNK, int(s.core.batch_size(None)))
 
 
 def open_bloom(client: Any, job: Job, n: int, caps: Any) -> Any:
@@ -667,8 +416,8 @@ def replay(record: Mapping[str, Any]) -> Replay:
                 bf.add_many(part)
             return
         s = open_set(client, job, n, limits_from_probe(client))
-        if s._core.layout.partitions != record["partitions"]:
-            raise NotReplayable(f"{job.label}: {s._core.layout.partitions} partitions here, "
+        if s.core.layout.partitions != record["partitions"]:
+            raise NotReplayable(f"{job.label}: {s.core.layout.partitions} partitions here, "
                                 f"{record['partitions']} in the record")
         for part in chunks(ids16(n), load_chunk(s)):
             s.add_many(part)
@@ -694,123 +443,6 @@ def _memory_usage(client: Any, keys: list[bytes]) -> float | None:
     for key in keys:
         pipe.execute_command("MEMORY", "USAGE", key, "SAMPLES", "0")
     return sum(int(v) for v in pipe.execute(raise_on_error=False) if isinstance(v, int)) / len(keys)
-
-
-# -- plots (called by the report with a matplotlib Figure) -------------------------------
-
-COLORS = {"flat": "#7f7f7f", "set": "#d62728", "hash": "#2ca02c", "zset": "#1f77b4", "dense": "#9467bd",
-          "bloom": "#ff7f0e"}
-_ORDER = {name: i for i, name in enumerate((*EXACT, "dense", "bloom"))}
-_LIMIT_OF = {"hash": "hash_max_listpack_entries", "set": "set_max_listpack_entries",
-             "zset": "zset_max_listpack_entries"}
-
-
-def _legend_outside(ax: Any) -> None:
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
-
-
-def _series(results: list[Result], layout: str) -> list[Result]:
-    return sorted((r for r in results if r.job.layout == layout), key=lambda r: r.partitions)
-
-
-def _converted(r: Result) -> bool:
-    share = converted_share(r.encodings)
-    return bool(share)
-
-
-def _plot_bytes(fig: Any, results: list[Result], limits: Any, n: int) -> None:
-    ax = fig.add_subplot(1, 1, 1)
-    for layout in EXACT:
-        rs = _series(results, layout)
-        if not rs:
-            continue
-        color = COLORS[layout]
-        ax.plot([r.partitions for r in rs], [r.bytes_per_item for r in rs], "-" if layout != "flat" else "--",
-                marker="o", color=color, label=layout)
-        limit = getattr(limits, _LIMIT_OF.get(layout, ""), None)
-        if limit:
-            ax.axvline(n / limit, color=color, linestyle=":", alpha=0.6)
-            ax.text(n / limit, 0.99, f"{layout} partitions full ({limit:,} IDs) ", color=color, fontsize=8,
-                    rotation=90, va="top", ha="right", transform=ax.get_xaxis_transform())
-    for r in _series(results, "dense"):
-        ax.scatter([r.partitions], [r.bytes_per_item], marker="*", s=180, color=COLORS["dense"], zorder=5,
-                   label=f"dense ({r.params.get('encoding')}, P={r.partitions:,}): {r.bytes_per_item:.1f} B")
-    styles = ["-", "-.", ":", (0, (5, 1))]
-    for i, r in enumerate(_series(results, "bloom")):
-        fp = r.params["false_positives"]
-        f = f"f = {r.params['f_measured']:.3g}" if fp else f"0 false positives in {r.params['absent']:,}"
-        ax.axhline(r.bytes_per_item, color=COLORS["bloom"], linestyle=styles[i % len(styles)], alpha=0.9,
-                   label=f"{r.job.label}: {r.bytes_per_item:.2f} B/item, {f}")
-    ax.axhline(MINIMUM, color="black", linestyle="--", linewidth=0.8, label="16 B (the ID itself)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("partitions (keys the IDs are spread over)")
-    ax.set_ylabel("bytes per ID (used_memory delta / N)")
-    ax.grid(True, which="both", alpha=0.3)
-    _legend_outside(ax)
-
-
-def _plot_overhead(fig: Any, results: list[Result]) -> None:
-    ax = fig.add_subplot(1, 1, 1)
-    for layout in EXACT:
-        rs = _series(results, layout)
-        if rs:
-            ax.plot([r.partitions for r in rs], [max(0.1, r.bytes_per_item - MINIMUM) for r in rs], marker="o",
-                    color=COLORS[layout], linestyle="--" if layout == "flat" else "-", label=layout)
-            for r in rs:
-                if _converted(r):
-                    ax.scatter([r.partitions], [max(0.1, r.bytes_per_item - MINIMUM)], s=90, facecolors="none",
-                               edgecolors=COLORS[layout])
-    for r in _series(results, "dense"):
-        ax.scatter([r.partitions], [max(0.1, r.bytes_per_item - MINIMUM)], marker="*", s=180,
-                   color=COLORS["dense"], zorder=5, label=f"dense: {r.bytes_per_item - MINIMUM:.1f} B over 16")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("partitions (rings: sampled partitions not in a listpack)")
-    ax.set_ylabel("overhead bytes per ID (bytes per ID - 16)")
-    ax.grid(True, which="both", alpha=0.3)
-    _legend_outside(ax)
-
-
-def _plot_rates(fig: Any, results: list[Result]) -> None:
-    axes = fig.subplots(1, 2, sharey=True)
-    for ax, (hit, miss, title) in zip(axes, (("cas_hit", "cas_miss", "add (CAS)"),
-                                             ("contains_hit", "contains_miss", "contains"))):
-        for layout in (*EXACT, "dense"):
-            rs = _series(results, layout)
-            if not rs:
-                continue
-            xs = [r.partitions for r in rs]
-            marker = "*" if layout == "dense" else "o"
-            ax.plot(xs, [r.ops[hit]["ops_per_s"] for r in rs], "-", marker=marker, color=COLORS[layout],
-                    label=f"{layout} hit")
-            ax.plot(xs, [r.ops[miss]["ops_per_s"] for r in rs], "--", marker=marker, color=COLORS[layout],
-                    label=f"{layout} miss")
-        ax.set_xscale("log")
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("partitions")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("items per second (one client, pipelined)")
-    _legend_outside(axes[1])
-
-
-def _plot_usec(fig: Any, results: list[Result]) -> None:
-    ax = fig.add_subplot(1, 1, 1)
-    for layout in (*EXACT, "dense"):
-        rs = _series(results, layout)
-        if not rs:
-            continue
-        xs = [r.partitions for r in rs]
-        marker = "*" if layout == "dense" else "o"
-        for op, ls in (("cas_hit", "-"), ("cas_miss", "--")):
-            ys = [r.ops[op]["server_usec_per_call"] for r in rs]
-            ax.plot(xs, [y if y is not None else float("nan") for y in ys], ls, marker=marker,
-                    color=COLORS[layout], label=f"{layout} {op.replace('cas_', '')}")
-    ax.set_xscale("log")
-    ax.set_xlabel("partitions")
-    ax.set_ylabel("server µs per CAS call (INFO commandstats)")
-    ax.grid(True, which="both", alpha=0.3)
-    _legend_outside(ax)
 
 
 EXPERIMENT = Sets()

@@ -244,7 +244,7 @@ class PartitionedLayout(Layout):
                  Command(("HDEL", cont, field), (cont,)), Command(("DEL", ool), (ool,))]
         steps += self._delete_extra(p, field)
         decode = self._decode(digest, key)
-        return Plan(tuple(steps), lambda r: decode(r[0]), atomic=True)
+        return Plan(tuple(steps), lambda r: decode(r[0]), atomic=True, revokes=True)
 
     def _delete_extra(self, p: int, field: bytes) -> list[Command]:
         return []
@@ -263,7 +263,7 @@ class PartitionedLayout(Layout):
             section = bytes([flags]) + ident
         return Plan(
             (ScriptCall(script("hrec_rename"), keys, (f_old, f_new, now, self.mode, section)),),
-            lambda r: None if r[0] is None else unpack_record(new, r[0]),
+            lambda r: None if r[0] is None else unpack_record(new, r[0]), revokes=True,
         )
 
     def sweep_units(self) -> Iterator[int]:

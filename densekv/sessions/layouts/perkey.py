@@ -111,7 +111,7 @@ class KeyPerSessionLayout(Layout):
         return Plan(
             (self._read(key), Command(("EXPIRETIME", key), (key,)), Command(("DEL", key), (key,))),
             lambda r: self._decode(digest, r[0], r[1]),
-            atomic=True,
+            atomic=True, revokes=True,
         )
 
     def plan_rename(self, old: bytes, new: bytes, now: int, identity: Any = ...,
@@ -126,7 +126,7 @@ class KeyPerSessionLayout(Layout):
                 return r[0]
             return self._decode(new, r[0][0], r[0][1])
 
-        return Plan((ScriptCall(script("key_rename"), keys, args),), decode)
+        return Plan((ScriptCall(script("key_rename"), keys, args),), decode, revokes=True)
 
     def login_args(self, identity: Identity | None, current: Record | None) -> tuple[Any, ...]:
         assert current is not None

@@ -1,0 +1,68 @@
+"""Django's session engine on densekv: ``SESSION_ENGINE = "densekv.integrations.django"``.
+
+Configured by one setting (a dict; ``pip install 'densekv[django]'``)::
+
+    DENSEKV_SESSIONS = {
+        "url": "redis://localhost:6379/0",  # or "client": redis.Redis(...) (sync views, commands)
+                                            # and/or "async_client": redis.asyncio.Redis(...)
+        "namespace": "django_sessions",     # default
+        "ttl": SESSION_COOKIE_AGE,          # default; idle_ttl, layout, max_data_bytes, ... and
+                                            # every other densekv.SessionStore keyword pass through
+        "fallback": "db",                   # optional: move sessions in from "cache", "db",
+                                            # "cached_db" or a dotted SessionStore path
+    }
+
+The densekv stores are built once per value of the setting (override_settings with a new
+dict builds new ones); a subclass may set ``densekv_settings`` instead of reading settings
+(see ``SessionStore.bound_to``). With only a sync ``client``, the async methods run the sync
+code in a thread; with a ``url`` (or an ``async_client``) they are real asyncio: one client
+per event loop, closed when that loop shuts down its async generators (asyncio.run does).
+
+How Django's session maps onto densekv (one fact each, all enforced in engine.py):
+  * The session key is the densekv token. New keys are densekv's (32 URL-safe characters,
+    mixed case, ``-`` and ``_``): Django only requires 8+ characters; its own 32-char
+    ``[a-z0-9]`` keys are valid densekv tokens too, which is what moving in relies on.
+  * The data is the session dict itself (densekv packs it; nothing is serialized twice).
+    A top-level value densekv cannot give back equal (a tuple, an int key inside) is passed
+    once through SESSION_SERIALIZER, the round trip every Django backend applies, so it
+    comes back as Django's db backend would give it (a list, a str key); what the
+    serializer refuses raises its own error (TypeError for a datetime with JSON). Bytes,
+    which densekv keeps and JSON would refuse, stay bytes.
+  * Saving an existing session writes only the top-level keys that changed since it was
+    read, with ``store.apply`` (compare-and-set), so two requests that change different
+    keys both keep their change; a session deleted meanwhile is never written again
+    (``UpdateError``, which the middleware turns into SessionInterrupted, a 400).
+  * Identity: ``_auth_user_id`` (int if it is a decimal string, else str). Whenever a save
+    or ``cycle_key()`` finds it differs from the stored identity, the session moves to a
+    new key with ``store.login`` (old key dead, identity indexed), so ``sessions_of(user)``
+    and ``logout_everywhere()`` see it. Django's ``login()`` cycles the key before it sets
+    ``_auth_user_id``, so there the key changes twice; without contrib.auth, set
+    ``session["_auth_user_id"] = str(uid)`` and call ``session.cycle_key()``. Removing
+    ``_auth_user_id`` without ``flush()`` leaves the stored identity until the session ends.
+  * Expiry: a session's lifetime is fixed when it is created: ``get_expiry_age()`` if
+    ``set_expiry()`` was called before the first save (a value already past stores
+    nothing), else the store's ttl; ``idle_ttl`` rolls it on reads (only when due), never
+    past that. A save does not extend it. ``set_expiry()`` on a session that exists already
+    changes the cookie (Django derives Max-Age from it) and is kept in the data; the
+    record's lifetime stays, except that an expiry moment already past (a datetime, or a
+    negative number of seconds) ends the session at its next load.
+  * ``clear_expired()`` (the ``clearsessions`` command) is ``store.sweep()``.
+
+Where each part lives (this package's modules, one job each):
+  engine.py   SessionStore: the SessionBase methods, each a flow run by a driver
+  calls.py    the calls a flow yields and the sync and async drivers that run them
+  backend.py  DENSEKV_SESSIONS -> the densekv stores it configures (built once per value)
+  movein.py   reading and deleting a session of the Django backend we move in from
+  values.py   identity_of, the stored base of a diff, and comparing values exactly
+"""
+
+from __future__ import annotations
+
+try:
+    import django  # type: ignore[import-untyped]  # noqa: F401 - only to say which extra is missing
+except ImportError as missing:  # pragma: no cover - depends on what is installed
+    raise ImportError("densekv.integrations.django needs Django: pip install 'densekv[django]'") from missing
+
+from densekv.integrations.django.engine import SessionStore
+
+__all__ = ["SessionStore"]

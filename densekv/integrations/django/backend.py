@@ -1,0 +1,137 @@
+"""DENSEKV_SESSIONS -> the densekv stores it configures: the sync store (one client, from
+the url or the one passed in) and the async stores (the async_client's, or one client per
+event loop, closed when that loop shuts down its async generators). Built once per value of
+the setting, the latest _MAX_BACKENDS values kept (override_settings makes new ones)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import redis
+import redis.asyncio
+from django.conf import settings  # type: ignore[import-untyped]
+from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
+from django.utils.module_loading import import_string  # type: ignore[import-untyped]
+
+from densekv.sessions import AsyncSessionStore
+from densekv.sessions import SessionStore as DenseStore
+
+DEFAULT_NAMESPACE = "django_sessions"
+FALLBACKS = {  # short names for the backends sessions move in from
+    "cache": "django.contrib.sessions.backends.cache.SessionStore",
+    "db": "django.contrib.sessions.backends.db.SessionStore",
+    "cached_db": "django.contrib.sessions.backends.cached_db.SessionStore",
+}
+_ENGINE_KEYS = ("url", "client", "async_client", "fallback")  # the rest goes to the store
+_MAX_BACKENDS = 16  # settings values kept built at once (override_settings makes new ones)
+
+
+async def _closing(client: Any) -> AsyncIterator[None]:
+    """Parked at its yield for the life of an event loop: the loop's shutdown_asyncgens()
+    (asyncio.run calls it) closes this generator, and the loop's client with it."""
+    try:
+        yield
+    finally:
+        await client.aclose()
+
+
+def _sync_client(url: str) -> redis.Redis | redis.RedisCluster:
+    if url.startswith("redis+cluster://"):
+        return redis.RedisCluster.from_url("redis://" + url[len("redis+cluster://"):])
+    return redis.Redis.from_url(url)
+
+
+class Backend:
+    """The densekv stores of one DENSEKV_SESSIONS value, built on first use."""
+
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        if not isinstance(conf, Mapping):
+            raise ImproperlyConfigured("DENSEKV_SESSIONS is a dict (url or client, namespace, ttl, ...)")
+        self.conf = conf
+        self.url: str | None = conf.get("url")
+        self.client = conf.get("client")
+        self.async_client = conf.get("async_client")
+        if not (self.url or self.client or self.async_client):
+            raise ImproperlyConfigured("DENSEKV_SESSIONS needs a 'url', a 'client' or an 'async_client'")
+        self.kwargs = {k: v for k, v in conf.items() if k not in _ENGINE_KEYS}
+        self.kwargs.setdefault("namespace", DEFAULT_NAMESPACE)
+        self.kwargs.setdefault("ttl", settings.SESSION_COOKIE_AGE)
+        name = conf.get("fallback")
+        self.fallback: Any = import_string(FALLBACKS.get(name, name)) if name else None
+        self._lock = threading.Lock()
+        self._sync: DenseStore | None = None
+        self._owned: Any = None  # the sync client built from url (closed with the backend)
+        self._shared_async: AsyncSessionStore | None = None
+        self._per_loop: dict[asyncio.AbstractEventLoop, tuple[AsyncSessionStore, Any]] = {}
+
+    def sync(self) -> DenseStore:
+        if self._sync is None:
+            with self._lock:
+                if self._sync is None:
+                    client = self.client
+                    if client is None:
+                        if not self.url:
+                            raise ImproperlyConfigured(
+                                "DENSEKV_SESSIONS has only an async_client: sync views and the "
+                                "clearsessions command need a 'url' or a 'client' too")
+                        client = self._owned = _sync_client(self.url)
+                    self._sync = DenseStore(client, **self.kwargs)
+        return self._sync
+
+    @property
+    def real_async(self) -> bool:
+        return bool(self.async_client is not None or self.url)
+
+    async def for_loop(self) -> AsyncSessionStore:
+        """The async store of the running loop (the async_client's, or one per loop)."""
+        if self.async_client is not None:
+            if self._shared_async is None:
+                self._shared_async = AsyncSessionStore(self.async_client, **self.kwargs)
+            return self._shared_async
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._per_loop.get(loop)
+        if entry is None:
+            assert self.url
+            client = redis.asyncio.Redis.from_url(self.url)
+            keeper = _closing(client)
+            await keeper.__anext__()  # registered with this loop: closed at its shutdown
+            entry = (AsyncSessionStore(client, **self.kwargs), keeper)
+            with self._lock:
+                for gone in [old for old in self._per_loop if old.is_closed()]:
+                    del self._per_loop[gone]  # its client was closed with it
+                self._per_loop[loop] = entry
+        return entry[0]
+
+    def close(self) -> None:
+        """Close the sync client built from the url (clients passed in are the caller's)."""
+        if self._owned is not None:
+            self._owned.close()
+
+
+_BACKENDS: OrderedDict[tuple[int, int], Backend] = OrderedDict()
+_BACKENDS_LOCK = threading.Lock()
+
+
+def backend_for(conf: Any) -> Backend:
+    """The backend of this exact settings value, built once (identity, not equality: a
+    dict holding clients compares by identity anyway, and override_settings makes a new
+    one)."""
+    key = (id(conf), settings.SESSION_COOKIE_AGE)
+    with _BACKENDS_LOCK:
+        found = _BACKENDS.get(key)
+        if found is not None and found.conf is conf:
+            _BACKENDS.move_to_end(key)
+            return found
+    made = Backend(conf)
+    with _BACKENDS_LOCK:
+        _BACKENDS[key] = made
+        evicted = [_BACKENDS.popitem(last=False)[1] for _ in range(len(_BACKENDS) - _MAX_BACKENDS)]
+    for old in evicted:
+        old.close()
+    return made
+

@@ -1,0 +1,315 @@
+"""SessionStore, Django's session engine on densekv (the mapping of one onto the other is in
+the package docstring, densekv/integrations/django/__init__.py): every SessionBase
+operation written once as a flow of store calls, run by the sync or the async driver."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.conf import settings  # type: ignore[import-untyped]
+from django.contrib.sessions.backends.base import (  # type: ignore[import-untyped]
+    CreateError,
+    SessionBase,
+    UpdateError,
+)
+from django.contrib.sessions.exceptions import SessionInterrupted  # type: ignore[import-untyped]
+from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
+
+from densekv.integrations.django.backend import Backend, backend_for
+from densekv.integrations.django.calls import Call, Flow, adrive, drive
+from densekv.integrations.django.movein import Previous
+from densekv.integrations.django.values import EXPIRY_KEY, Data, Stored, identity_of, same
+from densekv.sessions import Session, SessionDataInvalid
+from densekv.sessions import SessionStore as DenseStore
+from densekv.sessions.model import digest_of, new_token
+from densekv.sessions.payload import pack_data
+
+__all__ = ["SessionStore"]
+
+T = TypeVar("T")
+
+
+class SessionStore(SessionBase):  # type: ignore[misc]
+    """A Django session whose server side is a densekv session (see the package docstring)."""
+
+    densekv_settings: ClassVar[Mapping[str, Any] | None] = None  # None: settings.DENSEKV_SESSIONS
+    _session_key: str | None  # SessionBase's validating property (8+ characters or None)
+
+    def __init__(self, session_key: str | None = None) -> None:
+        super().__init__(session_key)
+        self._stored: Stored | None = None
+
+    @classmethod
+    def bound_to(cls, conf: Mapping[str, Any]) -> type[SessionStore]:
+        """A subclass using `conf` instead of settings (several stores in one project)."""
+        return type(cls.__name__, (cls,), {"densekv_settings": conf, "__module__": cls.__module__})
+
+    @classmethod
+    def _backend(cls) -> Backend:
+        conf = cls.densekv_settings
+        if conf is None:
+            conf = getattr(settings, "DENSEKV_SESSIONS", None)
+        if conf is None:
+            raise ImproperlyConfigured(
+                "densekv.integrations.django needs DENSEKV_SESSIONS = {'url': 'redis://...'} in settings")
+        return backend_for(conf)
+
+    @classmethod
+    def densekv_store(cls) -> DenseStore:
+        """The densekv.SessionStore behind this engine (sessions_of, destroy_all, stats...)."""
+        return cls._backend().sync()
+
+    # -- drivers: run a flow against the sync or the async store --------------------------
+    def _run(self, flow: Flow[T]) -> T:
+        return drive(flow, self._backend())
+
+    async def _arun(self, flow: Flow[T]) -> T:
+        return await adrive(flow, self._backend())
+
+    # -- flows: every operation once, for both drivers --------------------------------------
+    def _storing(self, make: Callable[[Data], Call], data: Data) -> Flow[tuple[Any, Data]]:
+        """Run the write `make(data)`; if densekv refuses the data as one it cannot give back
+        equal, write it once more with each refused top-level key as SESSION_SERIALIZER
+        gives it back (see the package docstring). The data written comes back too."""
+        try:
+            return (yield make(data)), data
+        except SessionDataInvalid:
+            data = self._as_serialized(data)
+            return (yield make(data)), data
+
+    def _as_serialized(self, data: Data) -> Data:
+        serializer = self.serializer()
+        out: Data = {}
+        for key, value in data.items():
+            try:
+                pack_data({key: value}, max_bytes=2**62)
+                out[key] = value
+            except SessionDataInvalid:  # a tuple, an int key, ...: as Django's backends give it
+                out.update(serializer.loads(serializer.dumps({key: value})))
+        return out
+
+    def _ttl_of(self, data: Data) -> int | None:
+        """The lifetime a new session gets: its custom expiry, else None (the store's)."""
+        expiry = data.get(EXPIRY_KEY)
+        return int(self.get_expiry_age(expiry=expiry)) if expiry else None
+
+    def _past_expiry(self, data: Data) -> bool:
+        expiry = data.get(EXPIRY_KEY)
+        if not expiry or isinstance(expiry, bool):
+            return False
+        try:
+            return bool(self.get_expiry_age(expiry=expiry) <= 0)
+        except (TypeError, ValueError):  # not something set_expiry writes: not ours to judge
+            return False
+
+    def _base(self) -> Stored | None:
+        stored = self._stored
+        return stored if stored is not None and stored.token == self.session_key else None
+
+    def _load_flow(self) -> Flow[Data]:
+        token = self.session_key
+        session: Session | None = None
+        if digest_of(token) is not None:  # a junk cookie costs no server call
+            session = yield Call("get", (token,))
+        if session is None and self._backend().fallback is not None and digest_of(token) is not None:
+            session = yield from self._move_in_flow(token)
+        data: Data = dict(session.data or {}) if session is not None else {}
+        if session is not None and self._past_expiry(data):
+            yield Call("destroy", (token,))
+            session = None
+        if session is None:
+            self._session_key = None
+            self._stored = None
+            return {}
+        if (yield Call("due_for_touch", (session,), plain=True)):
+            yield Call("touch", (token,))
+        self._stored = Stored(token, session.identity, copy.deepcopy(data))
+        return data
+
+    def _move_in_flow(self, token: str) -> Flow[Session | None]:
+        previous = Previous(self._backend().fallback, token)
+        found = yield Call("load", on=previous)
+        if found is None or found[1] <= 0:
+            # not there either, unless another request just moved it in (and deleted it there)
+            again: Session | None = yield Call("get", (token,))
+            return again
+        data, left = found
+        yield from self._storing(lambda d: Call("create", (identity_of(d), d, left), {"token": token}), data)
+        yield Call("delete", on=previous)
+        return (yield Call("get", (token,)))  # type: ignore[no-any-return]
+
+    def _create_flow(self, data: Data, token: str | None = None) -> Flow[None]:
+        """A new session holding `data`; under `token` when given (CreateError if taken)."""
+        ttl = self._ttl_of(data)
+        if ttl is not None and ttl <= 0:  # over before it starts: nothing to store
+            self._session_key = token or new_token()
+            self._stored = None
+            return
+        if token is not None and (digest_of(token) is None or (yield Call("get", (token,))) is not None):
+            raise CreateError  # checked, not atomic: densekv's create(token=) would overwrite
+        identity = identity_of(data)
+        made, stored = yield from self._storing(
+            lambda d: Call("create", (identity, d, ttl), {"token": token}), data)
+        self._session_key = made
+        self._stored = Stored(made, identity, copy.deepcopy(stored))
+
+    def _save_flow(self, data: Data, must_create: bool) -> Flow[None]:
+        token = self.session_key
+        if token is None:
+            return (yield from self._create_flow(data))
+        if must_create:
+            return (yield from self._create_flow(data, token))
+        base = self._base()
+        if base is None:  # data never read here (clear() before any load): read what is stored
+            session = yield Call("get", (token,))
+            if session is None:
+                raise UpdateError
+            base = Stored(token, session.identity, session.data or {})
+        identity = identity_of(data)
+        if identity is not None and identity != base.identity:
+            moved = yield Call("login", (token, identity))
+            if moved is None:
+                raise UpdateError
+            self._session_key = token = moved
+            base = Stored(moved, identity, base.data)
+        changes = {k: v for k, v in data.items() if k not in base.data or not same(base.data[k], v)}
+        removed = [k for k in base.data if k not in data]
+        if not changes and not removed:
+            self._stored = base
+            return
+        merged, _ = yield from self._storing(lambda d: Call("apply", (token, d, removed)), changes)
+        if merged is None:
+            raise UpdateError
+        data.clear()
+        data.update(merged)
+        self._stored = Stored(token, identity if identity is not None else base.identity, copy.deepcopy(merged))
+
+    def _cycle_flow(self, data: Data) -> Flow[None]:
+        token = self.session_key
+        if token is None:
+            return (yield from self._create_flow(data))
+        base = self._base()
+        identity = identity_of(data)
+        if identity is not None and (base is None or identity != base.identity):
+            moved = yield Call("login", (token, identity))
+        else:
+            moved = yield Call("regenerate", (token,))
+        if moved is None:
+            if base is not None:  # read in this request, gone since: a concurrent logout
+                raise SessionInterrupted("The session ended in another request while this one ran.")
+            return (yield from self._create_flow(data))
+        self._session_key = moved
+        self._stored = None if base is None else Stored(
+            moved, identity if identity is not None else base.identity, base.data)
+
+    def _delete_flow(self, session_key: str | None) -> Flow[None]:
+        if session_key is None:
+            session_key = self.session_key
+            if session_key is None:
+                return
+        if digest_of(session_key) is not None:
+            yield Call("destroy", (session_key,))
+        if session_key == self.session_key:
+            self._stored = None
+
+    def _exists_flow(self, session_key: str | None) -> Flow[bool]:
+        if not session_key or digest_of(session_key) is None:
+            return False
+        return (yield Call("get", (session_key,))) is not None
+
+    def _end_all_flow(self, data: Data) -> Flow[int]:
+        base = self._base()
+        identity = base.identity if base is not None and base.identity is not None else identity_of(data)
+        ended = 0
+        if identity is not None:
+            ended = yield Call("destroy_all", (identity,))
+        yield from self._delete_flow(None)
+        return int(ended)
+
+    # -- SessionBase, sync ------------------------------------------------------------------
+    def _get_new_session_key(self) -> str:
+        return new_token()  # 192 random bits: no need to ask the server whether it is taken
+
+    async def _aget_new_session_key(self) -> str:
+        return new_token()
+
+    def exists(self, session_key: str | None) -> bool:
+        return self._run(self._exists_flow(session_key))
+
+    def create(self) -> None:
+        self._run(self._create_flow(self._get_session(no_load=True)))
+        self.modified = True
+
+    def save(self, must_create: bool = False) -> None:
+        if self.session_key is None:
+            return self.create()
+        self._run(self._save_flow(self._get_session(no_load=must_create), must_create))
+
+    def delete(self, session_key: str | None = None) -> None:
+        self._run(self._delete_flow(session_key))
+
+    def load(self) -> Data:
+        return self._run(self._load_flow())
+
+    def cycle_key(self) -> None:
+        """A new key, the data kept, the old key dead at once (densekv's atomic
+        regenerate, or login when ``_auth_user_id`` differs from the stored identity)."""
+        data = self._session
+        self._run(self._cycle_flow(data))
+        self._session_cache = data
+        self.modified = True
+
+    def logout_everywhere(self) -> int:
+        """End every session of this session's user (this one too); the count ended."""
+        ended = self._run(self._end_all_flow(self._session))
+        self.clear()
+        self._session_key = None
+        return ended
+
+    @classmethod
+    def clear_expired(cls) -> None:
+        cls._backend().sync().sweep()
+
+    # -- SessionBase, async -----------------------------------------------------------------
+    async def aexists(self, session_key: str | None) -> bool:
+        return await self._arun(self._exists_flow(session_key))
+
+    async def acreate(self) -> None:
+        await self._arun(self._create_flow(await self._aget_session(no_load=True)))
+        self.modified = True
+
+    async def asave(self, must_create: bool = False) -> None:
+        if self.session_key is None:
+            return await self.acreate()
+        data = await self._aget_session(no_load=must_create)
+        await self._arun(self._save_flow(data, must_create))
+
+    async def adelete(self, session_key: str | None = None) -> None:
+        await self._arun(self._delete_flow(session_key))
+
+    async def aload(self) -> Data:
+        return await self._arun(self._load_flow())
+
+    async def acycle_key(self) -> None:
+        data = await self._aget_session()
+        await self._arun(self._cycle_flow(data))
+        self._session_cache = data
+        self.modified = True
+
+    async def alogout_everywhere(self) -> int:
+        ended = await self._arun(self._end_all_flow(await self._aget_session()))
+        self.clear()
+        self._session_key = None
+        return ended
+
+    @classmethod
+    async def aclear_expired(cls) -> None:
+        backend = cls._backend()
+        if backend.real_async:
+            await (await backend.for_loop()).sweep()
+        else:
+            await sync_to_async(backend.sync().sweep)()
+

@@ -1,0 +1,52 @@
+"""How a Django session's values map onto densekv's: the identity a session is indexed
+under (its ``_auth_user_id``), the base a save diffs against, and the exact comparison
+that decides which top-level keys changed (1 == True, but they store apart)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import SESSION_KEY  # type: ignore[import-untyped]
+
+from densekv.sessions.model import Identity
+
+Data = dict[str, Any]
+EXPIRY_KEY = "_session_expiry"  # where SessionBase.set_expiry keeps a custom expiry
+
+
+def identity_of(data: Mapping[str, Any]) -> Identity | None:
+    """The densekv identity of a session: its ``_auth_user_id``, int when it is a decimal
+    string in densekv's int range (Django writes integer primary keys so), else str."""
+    uid = data.get(SESSION_KEY)
+    if uid is None or uid == "" or isinstance(uid, bool):
+        return None
+    if isinstance(uid, int) and 0 <= uid < 2**64:
+        return uid
+    text = str(uid)
+    if text.isascii() and text.isdecimal() and int(text) < 2**64:
+        return int(text)
+    return text
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal and of the same types all the way down (1 == True, but they store apart)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(same, a, b))
+    return bool(a == b)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What this object last saw stored under `token`: the base of the next diff."""
+
+    token: str
+    identity: Identity | None
+    data: Data
+
+
