@@ -398,7 +398,18 @@ class _ScriptMemory:
         self.loaded.update(s.sha for s in scripts)
 
 
-class SyncExecutor:
+class ManyRunner:
+    """What the sync executors share: `run` is `run_many` of one plan."""
+
+    def run(self, plan: Plan[T]) -> T:
+        result: T = self.run_many([plan])[0]
+        return result
+
+    def run_many(self, plans: Sequence[Plan[Any]]) -> list[Any]:
+        raise NotImplementedError
+
+
+class SyncExecutor(ManyRunner):
     """Runs plans on a redis-py `Redis` client (its connection pool, raw replies)."""
 
     def __init__(self, client: redis.Redis, durable: bool | Durability | None = None) -> None:
@@ -406,10 +417,6 @@ class SyncExecutor:
         self.pool = client.connection_pool
         self._scripts = _ScriptMemory()
         self.durable = durability(durable)
-
-    def run(self, plan: Plan[T]) -> T:
-        result: T = self.run_many([plan])[0]
-        return result
 
     def run_many(self, plans: Sequence[Plan[Any]]) -> list[Any]:
         """All plans in one round trip (plus one more only after a NOSCRIPT)."""

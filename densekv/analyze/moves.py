@@ -204,6 +204,21 @@ def id_bytes(text: str, how: str, size: int) -> bytes | None:
 
 
 class _SetSizing:
+    """Sizes and builds the CompactSet a set move loads: `count` items of `size` bytes,
+    partitioned as CompactSet would partition `per_set` items (one set at full size)."""
+
+    size: int
+    count: int
+    per_set: int
+    layout: str
+
+    def build(self, client: Any) -> Any:
+        from densekv.sets.compact import CompactSet
+
+        self.layout, partitions = self._sized(client, self.per_set, self.size, self.count)
+        return CompactSet(client, NAMESPACE, layout=self.layout, expected=self.count, item_size=self.size,
+                          partitions=partitions)
+
     def _sized(self, client: Any, expected: int, size: int, loaded: int) -> tuple[str, int]:
         """(layout, partitions) CompactSet picks for `expected`, scaled to `loaded` items."""
         from densekv.sets.compact import CompactSet
@@ -233,7 +248,7 @@ class SetMove(_SetSizing, _Dropping):
             if item is not None:
                 self.ids.append(item)
                 self.sources.append(c.key)
-        self.full = full
+        self.full = self.per_set = full
         self.count = min(full, budget)
         self.stands_for = full
         self.fixed_count = 1
@@ -242,13 +257,6 @@ class SetMove(_SetSizing, _Dropping):
 
     def describe(self) -> str:
         return f"CompactSet ({self.layout}) of {self.size}-byte IDs, sized as for {self.full:,}"
-
-    def build(self, client: Any) -> Any:
-        from densekv.sets.compact import CompactSet
-
-        self.layout, partitions = self._sized(client, self.full, self.size, self.count)
-        return CompactSet(client, NAMESPACE, layout=self.layout, expected=self.count, item_size=self.size,
-                          partitions=partitions)
 
     def load(self, s: Any) -> int:
         rng = random.Random(SEED)
@@ -286,7 +294,7 @@ class MemberSetMove(_SetSizing):
                 item = id_bytes(m.decode("latin-1"), how or "", self.size)
                 if item is not None:
                     self.members.append(item)
-        self.mean = max(1, round(sum(cards) / len(cards))) if cards else 1
+        self.mean = self.per_set = max(1, round(sum(cards) / len(cards))) if cards else 1
         self.count = min(self.mean, budget)
         self.stands_for = full * self.mean
         self.fixed_count = full
@@ -295,13 +303,6 @@ class MemberSetMove(_SetSizing):
 
     def describe(self) -> str:
         return f"one CompactSet ({self.layout}) per key, {self.size}-byte members"
-
-    def build(self, client: Any) -> Any:
-        from densekv.sets.compact import CompactSet
-
-        self.layout, partitions = self._sized(client, self.mean, self.size, self.count)
-        return CompactSet(client, NAMESPACE, layout=self.layout, expected=self.count, item_size=self.size,
-                          partitions=partitions)
 
     def load(self, s: Any) -> int:
         rng = random.Random(SEED)

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from densekv.errors import WrongType
 from densekv.flows import Flow
@@ -80,6 +80,8 @@ SCRIPT_ITEMS = 500  # items per BF.MADD / BF.MEXISTS call (native: one C command
 #: server time on all four servers of the matrix, where a batch call saves 14-17% on
 #: valkey-9.1 and redis-7.0 (benchmarks/bloom_speed.py --baseline).
 BITFIELD_MIN_ITEMS = 8
+
+R = TypeVar("R")  # a script call's decoded reply (add_many, contains_many)
 
 
 def _decode_add(reply: Any) -> tuple[int, int, int, bytes]:
@@ -269,53 +271,60 @@ class BloomCore:
         """Add items in order: one script call per shard per SCRIPT_BITS bit calls, all
         calls of a round in one round trip; a call that stops short (budget, a stage to
         make, a stale stage count) has the rest of its items sent in the next round."""
-        data = items_bytes(items)
-        if not data:
-            return []
-        if self.native:
-            return (yield from self._native_many("BF.MADD", data))
-        if len(data) == 1:
-            return [(yield from self._add_one(data[0]))]
-        batch = Batch(data, self.opened.shards)
-        pending = batch.spans
-        while pending:
-            calls: list[tuple[Span, list[Stage]]] = []
-            for shard, group in _by_shard(pending).items():
-                stages = self._add_stages(shard, sum(hi - lo for _, lo, hi in group))
-                per_call = items_per_call(sum(st.k for st in stages))
-                calls += [(part, stages) for span in group for part in cut(span, per_call)]
-            replies = yield [self._plan_add(shard, stages, batch.walks(stages, lo, hi), hi - lo)
-                             for (shard, lo, hi), stages in calls]
-            pending = []
-            for ((shard, lo, hi), sent), (stages, count, last, flags) in zip(calls, replies):
-                self._seen(shard, stages, count, last)
-                batch.put(lo, flags)
-                if lo + len(flags) < hi:
-                    self._check_growth(shard, sent, stages, last)
-                    pending.append((shard, lo + len(flags), hi))
-        return batch.results()
+
+        def stages_of(shard: int, group: list[Span]) -> list[Stage]:
+            return self._add_stages(shard, sum(hi - lo for _, lo, hi in group))
+
+        def took(span: Span, sent: list[Stage], reply: tuple[int, int, int, bytes]) -> bytes:
+            shard, lo, hi = span
+            stages, count, last, flags = reply
+            self._seen(shard, stages, count, last)
+            if lo + len(flags) < hi:
+                self._check_growth(shard, sent, stages, last)
+            return flags
+
+        return (yield from self._many(items, "BF.MADD", self._add_one, stages_of, self._plan_add, took))
 
     def contains_many(self, items: Sequence[object]) -> Flow[list[bool]]:
+        def stages_of(shard: int, group: list[Span]) -> list[Stage]:
+            return self._stage_list(max(1, self.stages[shard]))
+
+        def took(span: Span, sent: list[Stage], reply: tuple[int, bytes]) -> bytes:
+            stages, flags = reply
+            self._seen(span[0], stages)
+            return flags
+
+        return (yield from self._many(items, "BF.MEXISTS", self._contains_one, stages_of, self._plan_has, took))
+
+    def _many(self, items: Sequence[object], verb: str, one: Callable[[bytes], Flow[bool]],
+              stages_of: Callable[[int, list[Span]], list[Stage]],
+              plan: Callable[[int, list[Stage], bytes, int], Plan[R]],
+              took: Callable[[Span, list[Stage], R], bytes]) -> Flow[list[bool]]:
+        """The rounds of add_many / contains_many: `verb` with RedisBloom; one item through
+        `one`; else script calls (`plan`) with each shard's `stages_of`, cut to what a call
+        carries, all of a round in one round trip; `took` reads a reply into its flags, and
+        a call that stops short has the rest of its span sent in the next round."""
         data = items_bytes(items)
         if not data:
             return []
         if self.native:
-            return (yield from self._native_many("BF.MEXISTS", data))
+            return (yield from self._native_many(verb, data))
         if len(data) == 1:
-            return [(yield from self._contains_one(data[0]))]
+            return [(yield from one(data[0]))]
         batch = Batch(data, self.opened.shards)
         pending = batch.spans
         while pending:
             calls: list[tuple[Span, list[Stage]]] = []
             for shard, group in _by_shard(pending).items():
-                stages = self._stage_list(max(1, self.stages[shard]))
+                stages = stages_of(shard, group)
                 per_call = items_per_call(sum(st.k for st in stages))
                 calls += [(part, stages) for span in group for part in cut(span, per_call)]
-            replies = yield [self._plan_has(shard, stages, batch.walks(stages, lo, hi), hi - lo)
+            replies = yield [plan(shard, stages, batch.walks(stages, lo, hi), hi - lo)
                              for (shard, lo, hi), stages in calls]
             pending = []
-            for ((shard, lo, hi), _), (stages, flags) in zip(calls, replies):
-                self._seen(shard, stages)
+            for (span, sent), reply in zip(calls, replies):
+                flags = took(span, sent, reply)
+                shard, lo, hi = span
                 batch.put(lo, flags)
                 if lo + len(flags) < hi:
                     pending.append((shard, lo + len(flags), hi))

@@ -31,7 +31,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from densekv.keys import glob_escape, tag
 from densekv.lua import script
@@ -181,25 +181,47 @@ class SetLayout(ABC):
         return out
 
 
-class SetOfMembers(SetLayout):
+class _Op(NamedTuple):
+    """One command on a partition's key and one member: name, key, *before, member, *after."""
+
+    name: str
+    before: tuple[Any, ...] = ()
+    after: tuple[Any, ...] = ()
+    decode: Callable[[Any], bool] = bool
+
+
+def _not_none(reply: Any) -> bool:
+    return reply is not None
+
+
+class _MemberLayout(SetLayout):
+    """A layout whose add (CAS), contains and remove are one command each on the item's
+    partition key and member: `ops` names them, in that order."""
+
+    ops: tuple[_Op, _Op, _Op]
+
+    def _plan_op(self, stored: bytes, op: _Op) -> Plan[bool]:
+        key, m = self.locate(stored)
+        return command(op.name, key, *op.before, m, *op.after, keys=(key,), decode=op.decode)
+
+    def plan_add(self, stored: bytes) -> Plan[Any]:
+        return self._plan_op(stored, self.ops[0])
+
+    def plan_contains(self, stored: bytes) -> Plan[bool]:
+        return self._plan_op(stored, self.ops[1])
+
+    def plan_remove(self, stored: bytes) -> Plan[bool]:
+        return self._plan_op(stored, self.ops[2])
+
+
+class SetOfMembers(_MemberLayout):
     name = "set"
     code = "s"
     redis_type = "set"
-
-    def plan_add(self, stored: bytes) -> Plan[bool]:
-        key, m = self.locate(stored)
-        return command("SADD", key, m, keys=(key,), decode=bool)
-
-    def plan_contains(self, stored: bytes) -> Plan[bool]:
-        key, m = self.locate(stored)
-        return command("SISMEMBER", key, m, keys=(key,), decode=bool)
-
-    def plan_remove(self, stored: bytes) -> Plan[bool]:
-        key, m = self.locate(stored)
-        return command("SREM", key, m, keys=(key,), decode=bool)
+    ops = (_Op("SADD"), _Op("SISMEMBER"), _Op("SREM"))
 
 
-class HashOfFields(SetLayout):
+class HashOfFields(_MemberLayout):
     name = "hash"
     code = "h"
     redis_type = "hash"
@@ -207,21 +229,10 @@ class HashOfFields(SetLayout):
     size_command = "HLEN"
     many_contains = "HMGET"
     scan_pairs = True
-
-    def plan_add(self, stored: bytes) -> Plan[bool]:
-        key, m = self.locate(stored)
-        return command("HSETNX", key, m, 1, keys=(key,), decode=bool)
-
-    def plan_contains(self, stored: bytes) -> Plan[bool]:
-        key, m = self.locate(stored)
-        return command("HEXISTS", key, m, keys=(key,), decode=bool)
-
-    def plan_remove(self, stored: bytes) -> Plan[bool]:
-        key, m = self.locate(stored)
-        return command("HDEL", key, m, keys=(key,), decode=bool)
+    ops = (_Op("HSETNX", after=(1,)), _Op("HEXISTS"), _Op("HDEL"))
 
 
-class SortedSet(SetLayout):
+class SortedSet(_MemberLayout):
     name = "zset"
     code = "z"
     redis_type = "zset"
@@ -229,23 +240,11 @@ class SortedSet(SetLayout):
     size_command = "ZCARD"
     many_contains = "ZMSCORE"
     scan_pairs = True
-
-    def plan_add(self, stored: bytes) -> Plan[bool]:
-        key, m = self.locate(stored)
-        return command("ZADD", key, "NX", 1, m, keys=(key,), decode=bool)
-
-    def plan_contains(self, stored: bytes) -> Plan[bool]:
-        key, m = self.locate(stored)
-        return command("ZSCORE", key, m, keys=(key,), decode=lambda r: r is not None)
-
-    def plan_remove(self, stored: bytes) -> Plan[bool]:
-        key, m = self.locate(stored)
-        return command("ZREM", key, m, keys=(key,), decode=bool)
+    ops = (_Op("ZADD", before=("NX", 1)), _Op("ZSCORE", decode=_not_none), _Op("ZREM"))
 
 
-class DenseSet(SetOfMembers):
-    name = "dense"
-    code = "ds"
+class _BinaryMembers(SetLayout):
+    """Members are the quotient's own bytes (qbytes, big-endian), not its hex."""
 
     def member(self, q: int) -> bytes:
         return q.to_bytes(self.radix.qbytes, "big")
@@ -258,28 +257,20 @@ class DenseSet(SetOfMembers):
         return int.from_bytes(member, "big")
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "encoding": "set"}
+        return {**super().describe(), "encoding": self.redis_type}
 
 
-class DenseHash(HashOfFields):
+class DenseSet(_BinaryMembers, SetOfMembers):
+    name = "dense"
+    code = "ds"
+
+
+class DenseHash(_BinaryMembers, HashOfFields):
     """The first dense hash (field = all of q, value 1): kept to reopen sets recorded with
     code "dh"; new dense hash sets are DenseSplitHash."""
 
     name = "dense"
     code = "dh"
-
-    def member(self, q: int) -> bytes:
-        return q.to_bytes(self.radix.qbytes, "big")
-
-    def members_of(self, qs: list[int]) -> list[bytes]:
-        width = self.radix.qbytes
-        return [q.to_bytes(width, "big") for q in qs]
-
-    def quotient(self, member: bytes) -> int:
-        return int.from_bytes(member, "big")
-
-    def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "encoding": "hash"}
 
 
 class DenseSplitHash(HashOfFields):

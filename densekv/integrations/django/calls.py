@@ -32,20 +32,40 @@ class Call:
 Flow = Generator[Call, Any, T]
 
 
+class _Stepper:
+    """Feeds a flow the outcome of its last call (a result, or an error thrown into it) and
+    hands back its next call; `value` is what the flow returned once `next` says None."""
+
+    def __init__(self, flow: Flow[Any]) -> None:
+        self.flow = flow
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.value: Any = None
+
+    def next(self) -> Call | None:
+        try:
+            return self.flow.send(self.result) if self.error is None else self.flow.throw(self.error)
+        except StopIteration as done:
+            self.value = done.value
+            return None
+
+    def done(self, result: Any) -> None:
+        self.result, self.error = result, None
+
+    def failed(self, error: BaseException) -> None:
+        self.result, self.error = None, error
+
+
 def drive(flow: Flow[T], backend: Backend) -> T:
     """Run a flow against the sync store (the calls a flow yields, in order)."""
-    result: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            call = flow.send(result) if error is None else flow.throw(error)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    steps = _Stepper(flow)
+    while (call := steps.next()) is not None:
         try:
             target = backend.sync() if call.on is None else call.on
-            result, error = getattr(target, call.name)(*call.args, **call.kwargs), None
+            steps.done(getattr(target, call.name)(*call.args, **call.kwargs))
         except Exception as exc:  # noqa: BLE001 - thrown into the flow, which re-raises it unless it handles it
-            result, error = None, exc
+            steps.failed(exc)
+    return steps.value  # type: ignore[no-any-return]
 
 
 async def adrive(flow: Flow[T], backend: Backend) -> T:
@@ -54,13 +74,8 @@ async def adrive(flow: Flow[T], backend: Backend) -> T:
     if not backend.real_async:
         return await sync_to_async(drive)(flow, backend)
     store: AsyncSessionStore | None = None
-    result: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            call = flow.send(result) if error is None else flow.throw(error)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+    steps = _Stepper(flow)
+    while (call := steps.next()) is not None:
         try:
             if call.on is not None:
                 result = await getattr(call.on, "a" + call.name)(*call.args, **call.kwargs)
@@ -69,6 +84,7 @@ async def adrive(flow: Flow[T], backend: Backend) -> T:
                 method = getattr(store, call.name)
                 result = method(*call.args, **call.kwargs) if call.plain else await method(
                     *call.args, **call.kwargs)
-            error = None
+            steps.done(result)
         except Exception as exc:  # noqa: BLE001 - thrown into the flow, which re-raises it unless it handles it
-            result, error = None, exc
+            steps.failed(exc)
+    return steps.value  # type: ignore[no-any-return]

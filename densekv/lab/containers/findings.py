@@ -13,7 +13,7 @@ imported by the caller, not here).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -241,36 +241,33 @@ def _xaxis(ax: Any, ns: list[int]) -> None:
     ax.grid(True, which="both", alpha=0.3)
 
 
-def draw_rps(fig: Any, records: Sequence[dict[str, Any]]) -> None:
+def _draw_per_mix(fig: Any, records: Sequence[dict[str, Any]],
+                  value: Callable[[dict[str, Any]], float], ylabel: str, log: bool) -> None:
+    """One panel per mix (read-only, read-write): value(record of one mix) per container vs N."""
     c = curves(records)
     ns = sorted({r["n"] for r in records})
     for i, (mix, title) in enumerate((("ro", "read-only"), ("rw", "read-write")), 1):
         ax = fig.add_subplot(1, 2, i)
         for name, rs in c.items():
-            ax.plot([r["n"] for r in rs], [r[mix]["rps"] for r in rs], marker=".", label=label_of(rs),
+            ax.plot([r["n"] for r in rs], [value(r[mix]) for r in rs], marker=".", label=label_of(rs),
                     color=COLORS.get(name), linestyle="--" if name == "none" else "-")
         _xaxis(ax, ns)
-        ax.set_ylabel("requests per second (median of rounds)")
+        if log:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
+        ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=9)
-        ax.set_ylim(bottom=0)
     handles, labels = fig.axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside right upper", fontsize=7)
+
+
+def draw_rps(fig: Any, records: Sequence[dict[str, Any]]) -> None:
+    _draw_per_mix(fig, records, lambda m: m["rps"], "requests per second (median of rounds)", log=False)
 
 
 def draw_p99(fig: Any, records: Sequence[dict[str, Any]]) -> None:
-    c = curves(records)
-    ns = sorted({r["n"] for r in records})
-    for i, (mix, title) in enumerate((("ro", "read-only"), ("rw", "read-write")), 1):
-        ax = fig.add_subplot(1, 2, i)
-        for name, rs in c.items():
-            ax.plot([r["n"] for r in rs], [max(r[mix]["p99_ms"], 1e-3) for r in rs], marker=".",
-                    label=label_of(rs), color=COLORS.get(name), linestyle="--" if name == "none" else "-")
-        _xaxis(ax, ns)
-        ax.set_yscale("log")
-        ax.set_ylabel("p99 latency, ms (median of rounds)")
-        ax.set_title(title, fontsize=9)
-    handles, labels = fig.axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside right upper", fontsize=7)
+    _draw_per_mix(fig, records, lambda m: max(m["p99_ms"], 1e-3), "p99 latency, ms (median of rounds)", log=True)
 
 
 def draw_bytes(fig: Any, records: Sequence[dict[str, Any]]) -> None:

@@ -32,6 +32,7 @@ from densekv.lab.experiments.base import (
     TableSpec,
     record_settings,
 )
+from densekv.lab.experiments.plotting import log_axes
 from densekv.lab.observe import (
     commandstats,
     converted_share,
@@ -417,10 +418,6 @@ def _label(r: VariantResult) -> str:
     return r.variant.label + (f" (P={r.partitions:,})" if r.partitions else "")
 
 
-def _legend_outside(ax: Any) -> None:
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
-
-
 def _plot_curves(fig: Any, results: list[VariantResult], stamp: Any) -> None:
     ax = fig.add_subplot(1, 1, 1)
     for r in results:
@@ -431,12 +428,8 @@ def _plot_curves(fig: Any, results: list[VariantResult], stamp: Any) -> None:
         conv = _conversions(r)
         if conv:
             ax.scatter([c[0] for c in conv], [c[1] for c in conv], s=70, facecolors="none", edgecolors=color)
-    ax.set_xscale("log")
-    ax.set_xlabel("sessions stored (N)")
-    ax.set_ylabel("bytes per session (used_memory delta / N)")
-    ax.set_title(f"{stamp.flavor} {stamp.version}, {stamp.allocator}", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    _legend_outside(ax)
+    log_axes(ax, "sessions stored (N)", "bytes per session (used_memory delta / N)",
+             title=f"{stamp.flavor} {stamp.version}, {stamp.allocator}")
 
 
 def _plot_zsets(fig: Any, results: list[VariantResult], stamp: Any) -> None:
@@ -458,12 +451,8 @@ def _plot_zsets(fig: Any, results: list[VariantResult], stamp: Any) -> None:
                     ax.axvline(x, color=color, linestyle=":", alpha=0.7)
                     ax.text(x, 0.98, f"P={r.partitions:,}: {what} full ", color=color, fontsize=8, rotation=90,
                             ha="right", va="top", transform=ax.get_xaxis_transform())
-    ax.set_xscale("log")
-    ax.set_xlabel("sessions stored (N)")
-    ax.set_ylabel("bytes per session")
-    ax.set_title(f"{stamp.flavor} {stamp.version}: partition count vs listpack limits", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    _legend_outside(ax)
+    log_axes(ax, "sessions stored (N)", "bytes per session",
+             title=f"{stamp.flavor} {stamp.version}: partition count vs listpack limits")
 
 
 def _plot_throughput(fig: Any, results: list[VariantResult]) -> None:

@@ -7,9 +7,11 @@ hands it.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator
 from typing import Any
 
 from densekv.lab.experiments.base import Context, FigureSpec, Output, TableSpec
+from densekv.lab.experiments.plotting import legend_outside, log_axes
 from densekv.lab.experiments.sets_plan import (
     CAS_BATCH,
     CAS_ROUNDS,
@@ -193,12 +195,17 @@ _LIMIT_OF = {"hash": "hash_max_listpack_entries", "set": "set_max_listpack_entri
              "zset": "zset_max_listpack_entries"}
 
 
-def _legend_outside(ax: Any) -> None:
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
-
-
 def _series(results: list[Result], layout: str) -> list[Result]:
     return sorted((r for r in results if r.job.layout == layout), key=lambda r: r.partitions)
+
+
+def _exact_and_dense(results: list[Result]) -> Iterator[tuple[str, list[Result], list[int], str]]:
+    """Each exact layout and dense that has results: (layout, its results by partition
+    count, their partition counts, its marker)."""
+    for layout in (*EXACT, "dense"):
+        rs = _series(results, layout)
+        if rs:
+            yield layout, rs, [r.partitions for r in rs], "*" if layout == "dense" else "o"
 
 
 def _converted(r: Result) -> bool:
@@ -230,12 +237,7 @@ def _plot_bytes(fig: Any, results: list[Result], limits: Any, n: int) -> None:
         ax.axhline(r.bytes_per_item, color=COLORS["bloom"], linestyle=styles[i % len(styles)], alpha=0.9,
                    label=f"{r.job.label}: {r.bytes_per_item:.2f} B/item, {f}")
     ax.axhline(MINIMUM, color="black", linestyle="--", linewidth=0.8, label="16 B (the ID itself)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("partitions (keys the IDs are spread over)")
-    ax.set_ylabel("bytes per ID (used_memory delta / N)")
-    ax.grid(True, which="both", alpha=0.3)
-    _legend_outside(ax)
+    log_axes(ax, "partitions (keys the IDs are spread over)", "bytes per ID (used_memory delta / N)", yscale="log")
 
 
 def _plot_overhead(fig: Any, results: list[Result]) -> None:
@@ -252,50 +254,29 @@ def _plot_overhead(fig: Any, results: list[Result]) -> None:
     for r in _series(results, "dense"):
         ax.scatter([r.partitions], [max(0.1, r.bytes_per_item - MINIMUM)], marker="*", s=180,
                    color=COLORS["dense"], zorder=5, label=f"dense: {r.bytes_per_item - MINIMUM:.1f} B over 16")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("partitions (rings: sampled partitions not in a listpack)")
-    ax.set_ylabel("overhead bytes per ID (bytes per ID - 16)")
-    ax.grid(True, which="both", alpha=0.3)
-    _legend_outside(ax)
+    log_axes(ax, "partitions (rings: sampled partitions not in a listpack)",
+             "overhead bytes per ID (bytes per ID - 16)", yscale="log")
 
 
 def _plot_rates(fig: Any, results: list[Result]) -> None:
     axes = fig.subplots(1, 2, sharey=True)
     for ax, (hit, miss, title) in zip(axes, (("cas_hit", "cas_miss", "add (CAS)"),
                                              ("contains_hit", "contains_miss", "contains"))):
-        for layout in (*EXACT, "dense"):
-            rs = _series(results, layout)
-            if not rs:
-                continue
-            xs = [r.partitions for r in rs]
-            marker = "*" if layout == "dense" else "o"
+        for layout, rs, xs, marker in _exact_and_dense(results):
             ax.plot(xs, [r.ops[hit]["ops_per_s"] for r in rs], "-", marker=marker, color=COLORS[layout],
                     label=f"{layout} hit")
             ax.plot(xs, [r.ops[miss]["ops_per_s"] for r in rs], "--", marker=marker, color=COLORS[layout],
                     label=f"{layout} miss")
-        ax.set_xscale("log")
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("partitions")
-        ax.grid(True, which="both", alpha=0.3)
+        log_axes(ax, "partitions", title=title, legend=None)
     axes[0].set_ylabel("items per second (one client, pipelined)")
-    _legend_outside(axes[1])
+    legend_outside(axes[1])
 
 
 def _plot_usec(fig: Any, results: list[Result]) -> None:
     ax = fig.add_subplot(1, 1, 1)
-    for layout in (*EXACT, "dense"):
-        rs = _series(results, layout)
-        if not rs:
-            continue
-        xs = [r.partitions for r in rs]
-        marker = "*" if layout == "dense" else "o"
+    for layout, rs, xs, marker in _exact_and_dense(results):
         for op, ls in (("cas_hit", "-"), ("cas_miss", "--")):
             ys = [r.ops[op]["server_usec_per_call"] for r in rs]
             ax.plot(xs, [y if y is not None else float("nan") for y in ys], ls, marker=marker,
                     color=COLORS[layout], label=f"{layout} {op.replace('cas_', '')}")
-    ax.set_xscale("log")
-    ax.set_xlabel("partitions")
-    ax.set_ylabel("server µs per CAS call (INFO commandstats)")
-    ax.grid(True, which="both", alpha=0.3)
-    _legend_outside(ax)
+    log_axes(ax, "partitions", "server µs per CAS call (INFO commandstats)")

@@ -35,6 +35,7 @@ from densekv.lab.experiments.base import (
     TableSpec,
     record_settings,
 )
+from densekv.lab.experiments.plotting import log_axes
 from densekv.lab.observe import commandstats, stats_delta
 from densekv.lab.results import RunRecord, op_stats
 from densekv.lab.sizing import Sizing, sizes_around
@@ -277,11 +278,7 @@ def _plot_per_entry(fig: Any, series: list[Series]) -> None:
                     ax.axvline(limit, color="#777777", linestyle=":", alpha=0.7)
                     ax.text(limit, 0.98, name.replace("-max-", " ").replace("-entries", " limit "), rotation=90,
                             fontsize=8, va="top", ha="right", transform=ax.get_xaxis_transform())
-        ax.set_xscale("log")
-        ax.set_title(f"{config} limits", fontsize=9)
-        ax.set_xlabel("entries per key")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        log_axes(ax, "entries per key", title=f"{config} limits", legend="inside")
     axes[0].set_ylabel("bytes per entry")
 
 
@@ -296,12 +293,7 @@ def _plot_marginal(fig: Any, series: list[Series]) -> None:
                 xs.append(b)
                 ys.append((tb - ta) / (b - a))
             ax.plot(xs, ys, color=_COLORS[s.structure], label=s.structure, linewidth=0.9)
-        ax.set_xscale("log")
-        ax.set_yscale("symlog")
-        ax.set_title(f"{config} limits", fontsize=9)
-        ax.set_xlabel("entries per key")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        log_axes(ax, "entries per key", title=f"{config} limits", yscale="symlog", legend="inside")
     axes[0].set_ylabel("bytes added per entry")
 
 

@@ -50,7 +50,7 @@ class KeyPerSessionLayout(Layout):
 
     # -- value codec ------------------------------------------------------------------
     def encode(self, rec: Record) -> bytes:
-        raise NotImplementedError
+        return self.pack(self.document(rec))
 
     @staticmethod
     def document(rec: Record) -> dict[str, Any]:
@@ -61,6 +61,14 @@ class KeyPerSessionLayout(Layout):
         return doc
 
     def decode_value(self, digest: bytes, raw: Any, expiretime: int) -> Record:
+        doc = self.unpack(raw)
+        return Record(digest, doc["i"], expiretime, int(doc["x"]), doc.get("d"))
+
+    def pack(self, doc: dict[str, Any]) -> bytes:
+        """The document's bytes in this layout's serialization."""
+        raise NotImplementedError
+
+    def unpack(self, raw: Any) -> dict[str, Any]:
         raise NotImplementedError
 
     def _decode(self, digest: bytes, raw: Any, expiretime: Any) -> Record | None:
@@ -139,12 +147,11 @@ class JsonLayout(KeyPerSessionLayout):
     touch_kind = "json"
     holds_bytes = False  # JSON has no bytes: such data is refused before the write
 
-    def encode(self, rec: Record) -> bytes:
-        return json.dumps(self.document(rec), separators=(",", ":")).encode()
+    def pack(self, doc: dict[str, Any]) -> bytes:
+        return json.dumps(doc, separators=(",", ":")).encode()
 
-    def decode_value(self, digest: bytes, raw: Any, expiretime: int) -> Record:
-        doc = json.loads(raw)
-        return Record(digest, doc["i"], expiretime, int(doc["x"]), doc.get("d"))
+    def unpack(self, raw: Any) -> dict[str, Any]:
+        return json.loads(raw)  # type: ignore[no-any-return]
 
 
 class PackedLayout(KeyPerSessionLayout):
@@ -155,12 +162,11 @@ class PackedLayout(KeyPerSessionLayout):
     def key_rest(self, rest: bytes) -> bytes:
         return rest
 
-    def encode(self, rec: Record) -> bytes:
-        return msgpack.packb(self.document(rec), use_bin_type=True)  # type: ignore[no-any-return]
+    def pack(self, doc: dict[str, Any]) -> bytes:
+        return msgpack.packb(doc, use_bin_type=True)  # type: ignore[no-any-return]
 
-    def decode_value(self, digest: bytes, raw: Any, expiretime: int) -> Record:
-        doc = msgpack.unpackb(raw, raw=False)
-        return Record(digest, doc["i"], expiretime, int(doc["x"]), doc.get("d"))
+    def unpack(self, raw: Any) -> dict[str, Any]:
+        return msgpack.unpackb(raw, raw=False)  # type: ignore[no-any-return]
 
 
 class HashLayout(KeyPerSessionLayout):
