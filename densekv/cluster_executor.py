@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import redis
 from redis.cluster import ClusterNode
@@ -64,6 +64,7 @@ from redis.exceptions import (
 from densekv.errors import ServerUnavailable, WriteInDoubt
 from densekv.plan import (
     Durability,
+    ManyRunner,
     Plan,
     _exchange,
     _finish,
@@ -73,11 +74,11 @@ from densekv.plan import (
     plan_writes,
 )
 
-T = TypeVar("T")
-
 #: how long one run_many keeps retrying redirects, TRYAGAIN and a lost master
 RECOVERY_SECONDS = 20.0
 _WAITS = (TryAgainError, ClusterDownError, BusyLoadingError, MasterDownError, ReadOnlyError)
+#: replies that mean a step did not run on the node that sent them
+_REDIRECTS = (MovedError, AskError, NoScriptError, *_WAITS)
 
 
 class _NotSent(Exception):
@@ -102,7 +103,7 @@ def _send(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         pool.release(conn)
 
 
-class ClusterExecutor:
+class ClusterExecutor(ManyRunner):
     """Runs plans on a redis-py `RedisCluster`: grouped by slot, one pipeline per node,
     through migrations and failovers (see the module docstring)."""
 
@@ -113,10 +114,6 @@ class ClusterExecutor:
         self.recovery = recovery
         self.revocation = Durability()  # the wait of a revoking plan (see module docstring)
         self._scripts: dict[str, _ScriptMemory] = {}
-
-    def run(self, plan: Plan[T]) -> T:
-        result: T = self.run_many([plan])[0]
-        return result
 
     def run_many(self, plans: Sequence[Plan[Any]]) -> list[Any]:
         if not plans:
@@ -235,11 +232,16 @@ class _Run:
                     del self.todo[i]
             return True, True
         memory.mark(preload)
-        wait = refresh = False
-        for i, got in zip(indexes, wire.replies_of(raw)):
+        wait = refresh = wrote = False
+        for i, sub, got in zip(indexes, subs, wire.replies_of(raw)):
+            wrote = wrote or (plan_writes(sub) and any(not isinstance(r, _REDIRECTS) for r in got))
             w, r = self._take(i, got, memory, asked.get(i))
             wait, refresh = wait or w, refresh or r
-        if check is not None and wire.wait_at is not None:
+        # Only a write that ran here needs the replica's word. When every write of the
+        # pipeline was redirected (a manual failover turned this node into a replica while
+        # our commands waited: MOVED, and WAIT refused on a replica), nothing ran here and
+        # the WAIT goes with the writes to their new node.
+        if check is not None and wire.wait_at is not None and wrote:
             check.check(wire.wait_reply(raw), node.name)
         return wait, refresh
 
