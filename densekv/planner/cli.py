@@ -34,8 +34,11 @@ from densekv.cli_params import COUNT, REDIS_URL
               help="load the plan (all of it up to 1M items, else 1M items' worth of partitions) on a "
                    "server like the target and print predicted vs measured")
 @click.option("--refresh", is_flag=True, help="measure again even if the calibration cache has this server")
+@click.option("--masters", type=click.IntRange(1, 16384), default=None,
+              help="spread the plan over this many cluster masters (slots split evenly): partitions and "
+                   "bytes per master, and the imbalance (a redis+cluster:// --url uses its own slots)")
 def plan(kind: str, items: int, payload: int, ttl: bool, url: str | None, server_name: str | None,
-         layouts: tuple[str, ...], as_json: bool, verify: bool, refresh: bool) -> None:
+         layouts: tuple[str, ...], as_json: bool, verify: bool, refresh: bool, masters: int | None) -> None:
     """Recommend a layout, partition count and config, with predicted bytes per item."""
     from densekv.planner.core import plan as make_plan
     from densekv.planner.errors import PlannerError
@@ -43,7 +46,7 @@ def plan(kind: str, items: int, payload: int, ttl: bool, url: str | None, server
     if url and server_name:
         raise PlannerError("give --url or --server, not both")
     rec = make_plan(kind, items, payload, ttl, url=url, server=server_name, verify=verify,
-                    layouts=layouts or None, refresh=refresh)
+                    layouts=layouts or None, refresh=refresh, masters=masters)
     if as_json:
         click.echo(json.dumps(rec.to_dict(), indent=2))
         return
@@ -58,6 +61,17 @@ def plan(kind: str, items: int, payload: int, ttl: bool, url: str | None, server
         config = ", ".join(f"{k} {v}" for k, v in advice["config"].items())
         extra = f" ({advice['saving_pct']}% smaller)" if "saving_pct" in advice else ""
         click.echo(f"advice      {config}{extra}: {advice['why']}")
+    if rec.cluster:
+        c = rec.cluster
+        click.echo(f"cluster     {c['masters']} masters ({c['slot_source']}): imbalance {c['imbalance']:.3f} "
+                   "(fullest master / mean)")
+        rows = list(zip(c["partitions_per_master"], c["bytes_per_master"]))
+        for i, (n, b) in enumerate(rows[:16]):
+            click.echo(f"  master {i:<3} {n:>8} partitions  {b / 2**20:>10,.1f} MiB")
+        if len(rows) > 16:
+            click.echo(f"  ... {len(rows) - 16} more masters (--json lists all)")
+        if c["advice"]:
+            click.echo(f"advice      {c['advice']}")
     for note in rec.notes:
         click.echo(f"note        {note}")
     if rec.verify:

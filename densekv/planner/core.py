@@ -25,6 +25,7 @@ from typing import Any
 import redis
 
 from densekv.planner import cache
+from densekv.planner.cluster import check_masters, read_ranges, spread
 from densekv.planner.errors import PlannerError
 from densekv.planner.kinds import KINDS, Candidate, Workload
 from densekv.planner.listpack import entry_size
@@ -66,6 +67,9 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
     config_advice: list[dict[str, Any]] = field(default_factory=list)
     verify: dict[str, Any] | None = None
+    #: with masters= or a cluster target: partitions and bytes per master, imbalance
+    #: (densekv/planner/cluster.py ClusterSpread.to_dict())
+    cluster: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -290,15 +294,43 @@ def entries_advice(kp: Any, wl: Workload, caps: Any, best: Candidate, cal: Calib
     return found
 
 
+def cluster_section(kind: str, wl: Workload, best: Candidate, cal: Calibration, total: float, target: Target,
+                    caps: Any, masters: int | None, notes: list[str]) -> dict[str, Any] | None:
+    """The plan spread over the target's masters (CLUSTER SLOTS) or `masters` (an even split)."""
+    ranges = read_ranges(target.client) if caps.cluster or isinstance(target.client, redis.RedisCluster) else None
+    if ranges is None and masters is None:
+        return None
+    if ranges is not None and masters is not None and masters != len(ranges):
+        notes.append(f"{target.label} is a cluster of {len(ranges)} masters: the plan is spread over "
+                     f"its slots, not over {masters} masters")
+    got = spread(kind, best.partitions, total, masters=masters, ranges=ranges,
+                 source="even split" if ranges is None else f"CLUSTER SLOTS of {target.label}")
+    if got.better_partitions is not None:
+        try:
+            t = predict_total(cal, wl.items, got.better_partitions, best.distribution)
+            cost = f"; predicted {t / wl.items:.2f} B/item there (now {total / wl.items:.2f})"
+        except ValueError:
+            cost = ""
+        how = ("a map's bucket count follows from expected=, it is not an option"
+               if kind == "map" else f"partitions={got.better_partitions}")
+        got = dataclasses.replace(got, advice=f"{got.advice}{cost} ({how})")
+    return got.to_dict()
+
+
 def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: Any = None,
          url: str | None = None, server: str | None = None, verify: bool = False,
-         layouts: tuple[str, ...] | list[str] | None = None, refresh: bool = False) -> Recommendation:
+         layouts: tuple[str, ...] | list[str] | None = None, refresh: bool = False,
+         masters: int | None = None) -> Recommendation:
     """Recommend a layout, partition count and config for `items` of `kind` (see module doc).
 
     `client` / `url` / `server`: the server planned for (default: the embedded Valkey).
     `layouts`: only these candidate layouts (default: all the kind has here).
-    `refresh`: measure again even where the cache holds a calibration."""
+    `refresh`: measure again even where the cache holds a calibration.
+    `masters`: also spread the plan over that many masters (slots split evenly); a
+    cluster target is spread over its own masters (CLUSTER SLOTS) in any case."""
     wl = check_input(kind, items, payload, ttl)
+    if masters is not None:
+        check_masters(masters)
     kp = KINDS[kind]
     if layouts is not None:
         unknown = [name for name in layouts if name not in kp.layouts]
@@ -332,9 +364,10 @@ def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: 
         if more is not None:
             advice.append(more)
             config.update(more["config"])
-        if cal.measured_on.startswith("measured on an embedded"):
-            notes.append(cal.measured_on)
+        if cal.measured_on.startswith("measured on an embedded") and not cal.cached:
+            notes.append(cal.measured_on)  # a cached model's note names the target it was made for
         verified = run_verify(kp, best, wl, target, total) if verify else None
+        spread_ = cluster_section(kind, wl, best, cal, total, target, caps, masters, notes)
         stamp = {"target": target.label, "version": caps.version, "flavor": caps.flavor,
                  "allocator": caps.allocator, "hash_max_listpack_entries": caps.hash_max_listpack_entries,
                  "hash_max_listpack_value": caps.hash_max_listpack_value,
@@ -357,4 +390,5 @@ def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: 
                      "predicted_bytes_per_item": round(t / wl.items, 3), "predicted_total_bytes": int(t),
                      "calibration_cached": k.cached} for t, c, k in others],
         calibration=cal.to_dict(), server=stamp, notes=notes, config_advice=advice, verify=verified,
+        cluster=spread_,
     )
