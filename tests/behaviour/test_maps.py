@@ -28,6 +28,7 @@ from densekv.maps.buckets import KeyTooLong
 from densekv.maps.compact import MapConfigError, NotAnInteger
 from densekv.server.probe import probe
 from densekv.server.process import ServerProcess
+from tests.behaviour.seeds import shows_seed, stable_seed
 
 TTL_MODES = ["packed", "field"]
 
@@ -154,6 +155,11 @@ def check_all(m: CompactMap, model: Model, where: str) -> None:
 
 
 def run_against_model(m: CompactMap, clock: Clock, seed: int, steps: int = 200, batched: bool = False) -> None:
+    with shows_seed(seed):
+        _run_against_model(m, clock, seed, steps, batched)
+
+
+def _run_against_model(m: CompactMap, clock: Clock, seed: int, steps: int = 200, batched: bool = False) -> None:
     rng = random.Random(seed)
     model = Model(clock)
     i = 0
@@ -199,7 +205,7 @@ def test_map_matches_the_model(client: redis.Redis, server_name: str, batched: b
     m = CompactMap(client, f"m{int(batched)}", expected=50, aliases={"user": "u", "post": "p"}, clock=clock,
                    ttl_mode=ttl_mode)
     assert m.explain()["item_ttl"] == ttl_mode
-    run_against_model(m, clock, seed=hash((server_name, batched)) & 0xFFFF, batched=batched)
+    run_against_model(m, clock, seed=stable_seed(server_name, batched), batched=batched)
 
 
 @pytest.mark.parametrize("codec", ["zlib", "msgpack"])

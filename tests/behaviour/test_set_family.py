@@ -16,6 +16,7 @@ from densekv.errors import WrongType
 from densekv.server.process import ServerProcess
 from densekv.sets import AsyncSetFamily, BadItem, SetFamily
 from densekv.sets.compact import limits_from_probe
+from tests.behaviour.seeds import shows_seed, stable_seed
 
 
 def encodings_for(client: object) -> list[str]:
@@ -23,6 +24,11 @@ def encodings_for(client: object) -> list[str]:
 
 
 def run_against_model(fam: SetFamily, seed: int, steps: int = 150) -> None:
+    with shows_seed(seed):
+        _run_against_model(fam, seed, steps)
+
+
+def _run_against_model(fam: SetFamily, seed: int, steps: int = 150) -> None:
     rng = random.Random(seed)
     parents = ["org-1", "org-2", 3, b"org\xff4"]
     children = [f"job-{i}" for i in range(12)] + [7, 8]
@@ -64,7 +70,7 @@ def run_against_model(fam: SetFamily, seed: int, steps: int = 150) -> None:
 
 def test_families_match_the_model(client: redis.Redis, server_name: str) -> None:
     for enc in encodings_for(client):
-        run_against_model(SetFamily(client, f"f{enc}", encoding=enc), seed=hash((server_name, enc)) & 0xFFFF)
+        run_against_model(SetFamily(client, f"f{enc}", encoding=enc), seed=stable_seed(server_name, enc))
 
 
 def test_families_match_the_model_on_a_cluster(cluster_client: redis.RedisCluster) -> None:
