@@ -29,15 +29,6 @@ COUNT = click.IntRange(1, 10**12)
 SECONDS = click.FloatRange(0, 86_400)
 
 
-def hide_password(url: str) -> str:
-    """The URL with any password as ***, even one urlsplit cannot read (a bad port)."""
-    head, sep, rest = url.partition("//")
-    userinfo, at, after = rest.rpartition("@")  # a password may hold '@' or '/'
-    if not (sep and at and ":" in userinfo):
-        return url
-    return f"{head}//{userinfo.split(':', 1)[0]}:***@{after}"
-
-
 class RedisUrl(click.ParamType):  # type: ignore[type-arg,unused-ignore]  # generic from click 8.3
     """redis://[:password@]host[:port][/db], rediss://, unix:// or redis+cluster://."""
 
@@ -45,7 +36,7 @@ class RedisUrl(click.ParamType):  # type: ignore[type-arg,unused-ignore]  # gene
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = str(value)
-        shown = hide_password(text)
+        shown = redact(text)
         parts = urlsplit(text)
         if parts.scheme not in URL_SCHEMES:
             self.fail(f"{shown!r} is not a redis:// URL (redis://host:port/db, rediss://, unix://, "
