@@ -66,11 +66,11 @@ from densekv.plan import (
     Durability,
     ManyRunner,
     Plan,
-    _exchange,
-    _finish,
-    _ScriptMemory,
-    _Wire,
+    ScriptMemory,
+    Wire,
     durability,
+    exchange,
+    finish_plans,
     plan_writes,
 )
 
@@ -95,7 +95,7 @@ def _send(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         raise _NotSent(str(exc)) from exc
     try:
-        return _exchange(conn, commands)
+        return exchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         conn.disconnect()
         raise _Lost(str(exc)) from exc
@@ -113,7 +113,7 @@ class ClusterExecutor(ManyRunner):
         self.durable = durability(durable)
         self.recovery = recovery
         self.revocation = Durability()  # the wait of a revoking plan (see module docstring)
-        self._scripts: dict[str, _ScriptMemory] = {}
+        self._scripts: dict[str, ScriptMemory] = {}
 
     def run_many(self, plans: Sequence[Plan[Any]]) -> list[Any]:
         if not plans:
@@ -131,8 +131,8 @@ class ClusterExecutor(ManyRunner):
         node = self.client.nodes_manager.get_node(host=host, port=port)
         return node if node is not None else ClusterNode(host, port)  # type: ignore[no-untyped-call]  # redis-py: untyped
 
-    def memory(self, node: Any) -> _ScriptMemory:
-        return self._scripts.setdefault(node.name, _ScriptMemory())
+    def memory(self, node: Any) -> ScriptMemory:
+        return self._scripts.setdefault(node.name, ScriptMemory())
 
     def send(self, node: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         return _send(self.client.get_redis_connection(node).connection_pool, commands)
@@ -182,7 +182,7 @@ class _Run:
                 f"lost the connection after sending {len(self.doubt)} write(s) (keys {names}): "
                 f"they may or may not have been applied ({self.last_problem}); read back before repeating"
             )
-        return _finish(self.plans, self.replies)
+        return finish_plans(self.plans, self.replies)
 
     def _sub(self, i: int) -> Plan[Any]:
         plan, steps = self.plans[i], self.todo[i]
@@ -217,7 +217,7 @@ class _Run:
         if wait_cmd is None and self._replicated(subs):
             check = self.ex.revocation
             wait_cmd = ("WAIT", check.replicas, check.timeout_ms)
-        wire = _Wire.build(subs, preload, asking=asking, wait=wait_cmd)
+        wire = Wire.build(subs, preload, asking=asking, wait=wait_cmd)
         asked = {i: self.ask.pop(i) for i in indexes if i in self.ask}
         try:
             raw = self.ex.send(node, wire.commands)
@@ -251,7 +251,7 @@ class _Run:
         slots = [p.slot() for p in subs if p.revokes]
         return any(s is not None and len(cache.get(s, ())) > 1 for s in slots)
 
-    def _take(self, i: int, got: list[Any], memory: _ScriptMemory, asked: Any = None) -> tuple[bool, bool]:
+    def _take(self, i: int, got: list[Any], memory: ScriptMemory, asked: Any = None) -> tuple[bool, bool]:
         """Keep the replies of steps that ran; queue the redirected ones again (to the
         same ASK target, `asked`, after NOSCRIPT or TRYAGAIN there)."""
         plan, steps = self.plans[i], self.todo[i]

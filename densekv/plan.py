@@ -177,7 +177,7 @@ def durability(durable: bool | Durability | None) -> Durability | None:
 
 
 @dataclass
-class _Wire:
+class Wire:
     """A batch of plans flattened to commands, and how to fold the replies back."""
 
     plans: Sequence[Plan[Any]]
@@ -188,7 +188,7 @@ class _Wire:
 
     @classmethod
     def build(cls, plans: Sequence[Plan[Any]], preload: Sequence[Script], *,
-              asking: frozenset[int] = frozenset(), wait: tuple[Any, ...] | None = None) -> _Wire:
+              asking: frozenset[int] = frozenset(), wait: tuple[Any, ...] | None = None) -> Wire:
         """ASKING goes before each command of a plan in `asking` (before MULTI for an
         atomic one: the flag holds for the whole transaction); WAIT, if given, last."""
         wire = cls(plans, asking=asking)
@@ -251,13 +251,13 @@ def _translate(exc: Exception, step: Step) -> Exception:
     return exc
 
 
-def _finish(plans: Sequence[Plan[Any]], per_plan: list[list[Any]]) -> list[Any]:
+def finish_plans(plans: Sequence[Plan[Any]], per_plan: list[list[Any]]) -> list[Any]:
     for plan, replies in zip(plans, per_plan):
         _raise_errors(plan, replies)
     return [plan.decode(replies) for plan, replies in zip(plans, per_plan)]
 
 
-def _noscript_positions(wire: _Wire, per_plan: list[list[Any]]) -> list[tuple[int, int]]:
+def _noscript_positions(wire: Wire, per_plan: list[list[Any]]) -> list[tuple[int, int]]:
     return [
         (p, s)
         for p, replies in enumerate(per_plan)
@@ -266,7 +266,7 @@ def _noscript_positions(wire: _Wire, per_plan: list[list[Any]]) -> list[tuple[in
     ]
 
 
-def _reload_commands(wire: _Wire, failed: list[tuple[int, int]]) -> tuple[list[Script], list[tuple[Any, ...]]]:
+def _reload_commands(wire: Wire, failed: list[tuple[int, int]]) -> tuple[list[Script], list[tuple[Any, ...]]]:
     """SCRIPT LOAD of the scripts that were missing, then the failed calls again."""
     calls = [wire.plans[p].steps[s] for p, s in failed]
     scripts = list({c.script.sha: c.script for c in calls if isinstance(c, ScriptCall)}.values())
@@ -291,7 +291,7 @@ def _roundtrip(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     """Send all commands in one write, read every reply raw; errors come back as values."""
     conn = pool.get_connection()
     try:
-        return _exchange(conn, commands)
+        return exchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         conn.disconnect()
         raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
@@ -299,7 +299,7 @@ def _roundtrip(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         pool.release(conn)
 
 
-def _exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+def exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     """The commands on one connection taken from its pool: one write, every reply read."""
     if _hiredis is not None and getattr(conn, "_sock", None) is not None and len(commands) > 1:
         return _hiredis_roundtrip(conn, commands)
@@ -382,7 +382,7 @@ async def _aroundtrip(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         await pool.release(conn)
 
 
-class _ScriptMemory:
+class ScriptMemory:
     """Which script SHAs a connection pool is known to hold."""
 
     def __init__(self) -> None:
@@ -415,7 +415,7 @@ class SyncExecutor(ManyRunner):
     def __init__(self, client: redis.Redis, durable: bool | Durability | None = None) -> None:
         self.client = client
         self.pool = client.connection_pool
-        self._scripts = _ScriptMemory()
+        self._scripts = ScriptMemory()
         self.durable = durability(durable)
 
     def run_many(self, plans: Sequence[Plan[Any]]) -> list[Any]:
@@ -424,16 +424,16 @@ class SyncExecutor(ManyRunner):
             return []
         preload = self._scripts.missing(plans)
         wait = self.durable.wait_for(plans) if self.durable else None
-        wire = _Wire.build(plans, preload, wait=wait)
+        wire = Wire.build(plans, preload, wait=wait)
         replies = _roundtrip(self.pool, wire.commands)
         self._scripts.mark(preload)
         per_plan = wire.replies_of(replies)
         self._retry_noscript(wire, per_plan)
         if self.durable and wait is not None:
             self.durable.check(wire.wait_reply(replies))
-        return _finish(plans, per_plan)
+        return finish_plans(plans, per_plan)
 
-    def _retry_noscript(self, wire: _Wire, per_plan: list[list[Any]]) -> None:
+    def _retry_noscript(self, wire: Wire, per_plan: list[list[Any]]) -> None:
         failed = _noscript_positions(wire, per_plan)
         if not failed:
             return
@@ -455,7 +455,7 @@ class AsyncExecutor:
     def __init__(self, client: redis.asyncio.Redis, durable: bool | Durability | None = None) -> None:
         self.client = client
         self.pool = client.connection_pool
-        self._scripts = _ScriptMemory()
+        self._scripts = ScriptMemory()
         self.durable = durability(durable)
 
     async def run(self, plan: Plan[T]) -> T:
@@ -467,7 +467,7 @@ class AsyncExecutor:
             return []
         preload = self._scripts.missing(plans)
         wait = self.durable.wait_for(plans) if self.durable else None
-        wire = _Wire.build(plans, preload, wait=wait)
+        wire = Wire.build(plans, preload, wait=wait)
         replies = await _aroundtrip(self.pool, wire.commands)
         self._scripts.mark(preload)
         per_plan = wire.replies_of(replies)
@@ -485,7 +485,7 @@ class AsyncExecutor:
                 per_plan[p][s] = reply
         if self.durable and wait is not None:
             self.durable.check(wire.wait_reply(replies))
-        return _finish(plans, per_plan)
+        return finish_plans(plans, per_plan)
 
 
 def executor_for(client: Any, *, durable: bool = False) -> Any:

@@ -12,7 +12,7 @@ from densekv.bulk import encode_commands
 from densekv.errors import PlanError
 from densekv.lua import script
 from densekv.measure import log_checkpoints
-from densekv.plan import Command, Plan, ScriptCall, _Wire
+from densekv.plan import Command, Plan, ScriptCall, Wire
 from densekv.server.cluster import slot_ranges
 from densekv.server.probe import version_tuple
 
@@ -41,7 +41,7 @@ def test_empty_plan_is_refused() -> None:
 def test_wire_folds_replies_per_plan_and_unwraps_exec() -> None:
     p1 = Plan((Command(("GET", "a"), ("a",)),))
     p2 = Plan((Command(("SET", "b", "1"), ("b",)), Command(("INCR", "b"), ("b",))), atomic=True)
-    wire = _Wire.build([p1, p2], preload=[script("compare_and_set")])
+    wire = Wire.build([p1, p2], preload=[script("compare_and_set")])
     assert wire.commands[0][:2] == ("SCRIPT", "LOAD")
     assert [c[0] for c in wire.commands[1:]] == ["GET", "MULTI", "SET", "INCR", "EXEC"]
     replies = ["sha", b"x", b"OK", b"QUEUED", b"QUEUED", [b"OK", 2]]
@@ -50,7 +50,7 @@ def test_wire_folds_replies_per_plan_and_unwraps_exec() -> None:
 
 def test_wire_reports_the_queueing_error_of_an_aborted_multi() -> None:
     p = Plan((Command(("SET", "b", "1"), ("b",)), Command(("BOGUS",), ("b",))), atomic=True)
-    wire = _Wire.build([p], preload=[])
+    wire = Wire.build([p], preload=[])
     err = ResponseError("ERR unknown command 'BOGUS'")
     folded = wire.replies_of([b"OK", b"QUEUED", err, ResponseError("EXECABORT")])
     assert folded == [[err, err]]
