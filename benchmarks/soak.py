@@ -197,7 +197,15 @@ def census(client: redis.Redis | redis.RedisCluster) -> tuple[dict[str, int], di
 
     Read-only and script-free (an EVAL would add to the server's script cache): SCAN, then
     TYPE of each key whose fields are counted, then HLEN of the hashes among them; a string
-    where a partition or continuation hash belongs is a repartition tombstone."""
+    where a partition or continuation hash belongs is a repartition tombstone.
+
+    On one server the HLENs run in one MULTI/EXEC, so the counts are one moment's (a session
+    destroyed in one partition and its successor created in another are never both counted).
+    A cluster refuses a transaction across slots, so there each count may be off by the
+    operations in flight while it is read. Even one moment's counts show the index one entry
+    ahead of the records mid-create or mid-regenerate: a session is listed under its identity
+    before it can be found, so that destroy_all never misses it."""
+    atomic = not isinstance(client, redis.RedisCluster)
     mem = dict.fromkeys(("used_memory", "data_memory", *BUFFERS), 0)
     keys: dict[str, int] = {f"{c}_keys": 0 for c in COUNTED}
     keys.update({name: 0 for name in ENTRIES.values()})
@@ -223,9 +231,10 @@ def census(client: redis.Redis | redis.RedisCluster) -> tuple[dict[str, int], di
         hashes = [(code, k) for (code, k), t in zip(listed, types) if t in (b"hash", "hash")]
         keys["tombstones"] += sum(1 for (code, _), t in zip(listed, types)
                                   if code in ("sd", "sc") and t in (b"string", "string"))
+        counts = node.pipeline(transaction=atomic)
         for _, k in hashes:
-            pipe.hlen(k)
-        for (code, _), n in zip(hashes, pipe.execute() if hashes else []):
+            counts.hlen(k)
+        for (code, _), n in zip(hashes, counts.execute() if hashes else []):
             keys[ENTRIES[code]] += int(n)
     return mem, keys
 

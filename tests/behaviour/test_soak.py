@@ -56,14 +56,15 @@ def test_a_short_soak_reports_every_kind_and_a_steady_census(server: ServerProce
     samples = record["memory"]["samples"]
     assert len(samples) >= 2 and all(0 < s["data_memory"] <= s["used_memory"] for s in samples)
     # The worker keeps 50 sessions alive, each once in the identity index: exactly so after
-    # it stopped (the last sample); a sample taken mid-churn (one destroyed, its successor
-    # not yet created) may see one fewer.
+    # it stopped (the last sample). A sample taken mid-churn may see one session fewer (one
+    # destroyed, its successor not yet created) and one index entry more (a new token is
+    # listed under its identity before its record is written: create and regenerate).
     assert samples[-1]["keys"]["sessions"] == 50 == samples[-1]["keys"]["index_entries"]
     # Before the worker has made its live set (a loaded machine may sample that early) the
-    # counts only grow; from the first full sample on they stay at 50 (49 mid-churn).
+    # counts only grow; from the first full sample on they stay within those bounds.
     counts = [(s["keys"]["sessions"], s["keys"]["index_entries"]) for s in samples]
     full = counts.index((50, 50))
-    assert all(a <= 50 and b <= 50 for a, b in counts), counts
+    assert all(a <= 50 and b <= 51 for a, b in counts), counts
     assert all(49 <= a and 49 <= b for a, b in counts[full:]), counts
     assert all(s["keys"]["tombstones"] == 0 for s in samples)
     assert isinstance(record["memory"]["slope_bytes_per_s"], float)
