@@ -36,7 +36,14 @@ from densekv.maps.compact import (
     NotAnInteger,
 )
 from densekv.measure import Curve, Meter, Point
-from densekv.plan import AsyncExecutor, ClusterExecutor, Plan, SyncExecutor, executor_for
+from densekv.plan import (
+    AsyncClusterExecutor,
+    AsyncExecutor,
+    ClusterExecutor,
+    Plan,
+    SyncExecutor,
+    executor_for,
+)
 from densekv.planner import Recommendation
 from densekv.planner import plan as plan_layout
 from densekv.server.binaries import MATRIX, ServerBinary, find_servers
@@ -65,6 +72,7 @@ __version__ = "0.1.0"
 
 __all__ = [  # noqa: RUF022  # plain sorted(), as tests/unit/test_public_api.py asserts
     "AsyncBloomFilter",
+    "AsyncClusterExecutor",
     "AsyncCompactMap",
     "AsyncCompactSet",
     "AsyncExecutor",

@@ -1,4 +1,9 @@
-"""ClusterExecutor: plans on a redis-py `RedisCluster`, through resharding and failover.
+"""ClusterExecutor: plans on a redis-py `RedisCluster`, through resharding and failover;
+AsyncClusterExecutor: the same on redis-py's asyncio `RedisCluster`.
+
+Both drive the same rounds (`_Run`, which does no I/O: it groups the pending steps by
+node, folds each node's replies back, and says what to send again and how long to wait);
+only sending, re-reading the slot map and sleeping differ.
 
 Plans are grouped by the node that serves their slot and each group goes as one pipeline
 (densekv/plan.py's wire: SCRIPT LOAD ahead, MULTI/EXEC, EVALSHA). What a cluster answers
@@ -43,11 +48,15 @@ RECOVERY_SECONDS after the call began, then ServerUnavailable says what kept fai
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import redis
+import redis.asyncio
+from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
 from redis.cluster import ClusterNode
 from redis.exceptions import (
     AskError,
@@ -58,10 +67,12 @@ from redis.exceptions import (
     NoScriptError,
     ReadOnlyError,
     RedisClusterException,
+    ResponseError,
     TryAgainError,
 )
 
 from densekv.errors import ServerUnavailable, WriteInDoubt
+from densekv.lua import Script
 from densekv.plan import (
     Durability,
     ManyRunner,
@@ -73,6 +84,8 @@ from densekv.plan import (
     finish_plans,
     plan_writes,
 )
+
+T = TypeVar("T")
 
 #: how long one run_many keeps retrying redirects, TRYAGAIN and a lost master
 RECOVERY_SECONDS = 20.0
@@ -103,36 +116,98 @@ def _send(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         pool.release(conn)
 
 
-class ClusterExecutor(ManyRunner):
+async def _asend(node: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """The same on a node of redis-py's asyncio RedisCluster (its own connection list)."""
+    try:
+        conn = node.acquire_connection()
+        if not conn.is_connected:
+            await conn.connect()
+    except (redis.ConnectionError, redis.TimeoutError, OSError, RedisClusterException) as exc:
+        if "conn" in locals():
+            node.release(conn)
+        raise _NotSent(str(exc)) from exc
+    try:
+        await conn.send_packed_command(conn.pack_commands(commands))
+        replies: list[Any] = []
+        for _ in commands:
+            try:
+                replies.append(await conn.read_response(disable_decoding=True))
+            except ResponseError as exc:
+                replies.append(exc)
+        return replies
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        await conn.disconnect()
+        raise _Lost(str(exc)) from exc
+    finally:
+        node.release(conn)
+
+
+class _Routing:
+    """What both executors share: their settings, where a plan goes, the scripts each node
+    is known to hold."""
+
+    client: Any
+    durable: Durability | None
+    recovery: float
+    revocation: Durability
+    _scripts: dict[str, ScriptMemory]
+
+    def _setup(self, client: Any, durable: bool | Durability | None, recovery: float) -> None:
+        self.client = client
+        self.durable = durability(durable)
+        self.recovery = recovery
+        self.revocation = Durability()  # the wait of a revoking plan (see module docstring)
+        self._scripts = {}
+
+    def node_for(self, plan: Plan[Any]) -> Any:
+        slot = plan.slot()
+        if slot is None:
+            return self.client.get_default_node()
+        return self.client.nodes_manager.get_node_from_slot(slot)
+
+    def memory(self, node: Any) -> ScriptMemory:
+        return self._scripts.setdefault(node.name, ScriptMemory())
+
+    def node_at(self, host: str, port: int) -> Any:
+        """The node an ASK reply names (known to the slot map or not)."""
+        raise NotImplementedError
+
+
+class ClusterExecutor(_Routing, ManyRunner):
     """Runs plans on a redis-py `RedisCluster`: grouped by slot, one pipeline per node,
     through migrations and failovers (see the module docstring)."""
 
     def __init__(self, client: redis.RedisCluster, durable: bool | Durability | None = None,
                  recovery: float = RECOVERY_SECONDS) -> None:
-        self.client = client
-        self.durable = durability(durable)
-        self.recovery = recovery
-        self.revocation = Durability()  # the wait of a revoking plan (see module docstring)
-        self._scripts: dict[str, ScriptMemory] = {}
+        self._setup(client, durable, recovery)
 
     def run_many(self, plans: Sequence[Plan[Any]]) -> list[Any]:
         if not plans:
             return []
-        return _Run(self, plans).finish()
-
-    # -- routing --------------------------------------------------------------------------
-    def node_for(self, plan: Plan[Any]) -> Any:
-        slot = plan.slot()
-        if slot is None:
-            return self.client.get_default_node()  # type: ignore[no-untyped-call]  # redis-py: untyped
-        return self.client.nodes_manager.get_node_from_slot(slot)
+        run = _Run(self, plans)
+        while True:
+            for send in run.round():
+                try:
+                    raw = self.send(send.node, send.wire.commands)
+                except (_NotSent, _Lost) as exc:
+                    run.failed(send, exc)
+                else:
+                    run.took(send, raw)
+            for moved in run.take_moves():
+                try:
+                    self.client.nodes_manager.move_slot(moved)
+                except (KeyError, RedisClusterException):
+                    run.refresh = True
+            pause = run.next_pause()
+            if pause is None:
+                return run.result()
+            if run.refresh:
+                run.refreshed(self.refresh())
+            time.sleep(pause)
 
     def node_at(self, host: str, port: int) -> Any:
         node = self.client.nodes_manager.get_node(host=host, port=port)
         return node if node is not None else ClusterNode(host, port)  # type: ignore[no-untyped-call]  # redis-py: untyped
-
-    def memory(self, node: Any) -> ScriptMemory:
-        return self._scripts.setdefault(node.name, ScriptMemory())
 
     def send(self, node: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         return _send(self.client.get_redis_connection(node).connection_pool, commands)
@@ -146,36 +221,169 @@ class ClusterExecutor(ManyRunner):
         return None
 
 
-class _Run:
-    """One run_many: which steps of which plans are still to send, and where."""
+class AsyncClusterExecutor(_Routing):
+    """The same on redis-py's asyncio `RedisCluster`: the same rounds (`_Run`), awaited."""
 
-    def __init__(self, ex: ClusterExecutor, plans: Sequence[Plan[Any]]) -> None:
+    def __init__(self, client: redis.asyncio.RedisCluster, durable: bool | Durability | None = None,
+                 recovery: float = RECOVERY_SECONDS) -> None:
+        self._setup(client, durable, recovery)
+
+    async def run(self, plan: Plan[T]) -> T:
+        result: T = (await self.run_many([plan]))[0]
+        return result
+
+    async def run_many(self, plans: Sequence[Plan[Any]]) -> list[Any]:
+        if not plans:
+            return []
+        await self.client.initialize()  # the slot map, on first use (a no-op after)
+        run = _Run(self, plans)
+        while True:
+            for send in run.round():
+                try:
+                    raw = await _asend(send.node, send.wire.commands)
+                except (_NotSent, _Lost) as exc:
+                    run.failed(send, exc)
+                else:
+                    run.took(send, raw)
+            for moved in run.take_moves():
+                try:
+                    await self.client.nodes_manager.move_slot(moved)
+                except (KeyError, RedisClusterException):
+                    run.refresh = True
+            pause = run.next_pause()
+            if pause is None:
+                return run.result()
+            if run.refresh:
+                run.refreshed(await self.refresh())
+            await asyncio.sleep(pause)
+
+    def node_at(self, host: str, port: int) -> Any:
+        manager = self.client.nodes_manager
+        node = manager.get_node(host=host, port=port)
+        return node if node is not None else AsyncClusterNode(host, port, **manager.connection_kwargs)
+
+    async def refresh(self) -> str | None:
+        try:
+            await self.client.nodes_manager.initialize()
+        except (RedisClusterException, redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            return str(exc)
+        return None
+
+
+@dataclass
+class _Send:
+    """One node's pipeline of a round: which plans (and steps) it carries, and how."""
+
+    node: Any
+    indexes: list[int]
+    subs: list[Plan[Any]]
+    preload: list[Script]
+    check: Durability | None
+    wire: Wire
+    asked: dict[int, Any]
+
+
+class _Run:
+    """One run_many, without I/O: which steps of which plans are still to send, and where.
+    The executor asks for a round of sends (`round`), hands back each reply (`took`) or
+    failure (`failed`), applies the slot moves the replies announced (`take_moves`), and
+    asks how long to pause before the next round (`next_pause`: None when all is done;
+    ServerUnavailable once RECOVERY_SECONDS have passed)."""
+
+    def __init__(self, ex: _Routing, plans: Sequence[Plan[Any]]) -> None:
         self.ex = ex
         self.plans = plans
         self.replies: list[list[Any]] = [[None] * len(p.steps) for p in plans]
         self.todo: dict[int, list[int]] = {i: list(range(len(p.steps))) for i, p in enumerate(plans)}
         self.ask: dict[int, Any] = {}  # plan -> ASK target, for the next send only
         self.doubt: list[int] = []
+        self.moves: list[MovedError] = []
         self.last_problem = ""
+        self.started = time.monotonic()
+        self.attempt = 0
+        self.wait = self.refresh = False
 
-    def finish(self) -> list[Any]:
-        started = time.monotonic()
-        attempt = 0
-        while self.todo:
-            wait, refresh = self._round()
-            if not self.todo:
-                break
-            if time.monotonic() - started > self.ex.recovery:
-                raise ServerUnavailable(
-                    f"the cluster did not recover within {self.ex.recovery:.0f} s: {self.last_problem}"
-                )
-            if refresh:
-                problem = self.ex.refresh()
-                if problem:
-                    self.last_problem = f"no node gave a slot map: {problem}"
-            if wait or refresh or attempt >= 2:
-                time.sleep(min(0.25, 0.02 * 2 ** min(attempt, 4)))
-            attempt += 1
+    def round(self) -> list[_Send]:
+        """Every pending step, grouped into one pipeline per node."""
+        self.wait = self.refresh = False
+        groups: dict[str, tuple[Any, list[int]]] = {}
+        for i in self.todo:
+            try:
+                node = self.ask.get(i) or self.ex.node_for(self.plans[i])
+            except RedisClusterException as exc:  # slot not covered: the map is stale
+                self.last_problem = str(exc)
+                self.refresh = True
+                continue
+            groups.setdefault(node.name, (node, []))[1].append(i)
+        return [self._prepare(node, indexes) for node, indexes in groups.values()]
+
+    def _prepare(self, node: Any, indexes: list[int]) -> _Send:
+        subs = [self._sub(i) for i in indexes]
+        asking = frozenset(k for k, i in enumerate(indexes) if i in self.ask)
+        preload = self.ex.memory(node).missing(subs)
+        check = self.ex.durable
+        wait_cmd = check.wait_for(subs) if check else None
+        if wait_cmd is None and self._replicated(subs):
+            check = self.ex.revocation
+            wait_cmd = ("WAIT", check.replicas, check.timeout_ms)
+        wire = Wire.build(subs, preload, asking=asking, wait=wait_cmd)
+        asked = {i: self.ask.pop(i) for i in indexes if i in self.ask}
+        return _Send(node, indexes, subs, preload, check, wire, asked)
+
+    def _sub(self, i: int) -> Plan[Any]:
+        plan, steps = self.plans[i], self.todo[i]
+        if len(steps) == len(plan.steps):
+            return plan
+        return Plan(tuple(plan.steps[j] for j in steps), revokes=plan.revokes)
+
+    def failed(self, send: _Send, exc: Exception) -> None:
+        """Nothing came back: nothing ran (_NotSent), or writes are in doubt (_Lost)."""
+        self.wait = self.refresh = True
+        if isinstance(exc, _NotSent):
+            self.last_problem = f"{send.node.name} does not answer: {exc}"
+            return
+        self.last_problem = f"lost {send.node.name}: {exc}"
+        for i, sub in zip(send.indexes, send.subs):
+            if plan_writes(sub):
+                self.doubt.append(i)
+                del self.todo[i]
+
+    def took(self, send: _Send, raw: list[Any]) -> None:
+        memory = self.ex.memory(send.node)
+        memory.mark(send.preload)
+        wrote = False
+        for i, sub, got in zip(send.indexes, send.subs, send.wire.replies_of(raw)):
+            wrote = wrote or (plan_writes(sub) and any(not isinstance(r, _REDIRECTS) for r in got))
+            self._take(i, got, memory, send.asked.get(i))
+        # Only a write that ran here needs the replica's word. When every write of the
+        # pipeline was redirected (a manual failover turned this node into a replica while
+        # our commands waited: MOVED, and WAIT refused on a replica), nothing ran here and
+        # the WAIT goes with the writes to their new node.
+        if send.check is not None and send.wire.wait_at is not None and wrote:
+            send.check.check(send.wire.wait_reply(raw), send.node.name)
+
+    def take_moves(self) -> list[MovedError]:
+        """The MOVED replies of this round, for the executor to apply to its slot map."""
+        moves, self.moves = self.moves, []
+        return moves
+
+    def next_pause(self) -> float | None:
+        """Seconds to wait before the next round; None when every plan is done."""
+        if not self.todo:
+            return None
+        if time.monotonic() - self.started > self.ex.recovery:
+            raise ServerUnavailable(
+                f"the cluster did not recover within {self.ex.recovery:.0f} s: {self.last_problem}"
+            )
+        pause = min(0.25, 0.02 * 2 ** min(self.attempt, 4)) if (self.wait or self.refresh or self.attempt >= 2) else 0.0
+        self.attempt += 1
+        return pause
+
+    def refreshed(self, problem: str | None) -> None:
+        if problem:
+            self.last_problem = f"no node gave a slot map: {problem}"
+
+    def result(self) -> list[Any]:
         if self.doubt:
             names = ", ".join(str(self.plans[i].keys()[:1]) for i in self.doubt[:3])
             raise WriteInDoubt(
@@ -184,92 +392,27 @@ class _Run:
             )
         return finish_plans(self.plans, self.replies)
 
-    def _sub(self, i: int) -> Plan[Any]:
-        plan, steps = self.plans[i], self.todo[i]
-        if len(steps) == len(plan.steps):
-            return plan
-        return Plan(tuple(plan.steps[j] for j in steps), revokes=plan.revokes)
-
-    def _round(self) -> tuple[bool, bool]:
-        """Send every pending step once; (should back off, should refresh the slot map)."""
-        groups: dict[str, tuple[Any, list[int]]] = {}
-        refresh = wait = False
-        for i in self.todo:
-            try:
-                node = self.ask.get(i) or self.ex.node_for(self.plans[i])
-            except RedisClusterException as exc:  # slot not covered: the map is stale
-                self.last_problem = str(exc)
-                refresh = True
-                continue
-            groups.setdefault(node.name, (node, []))[1].append(i)
-        for node, indexes in groups.values():
-            w, r = self._send_group(node, indexes)
-            wait, refresh = wait or w, refresh or r
-        return wait, refresh
-
-    def _send_group(self, node: Any, indexes: list[int]) -> tuple[bool, bool]:
-        subs = [self._sub(i) for i in indexes]
-        asking = frozenset(k for k, i in enumerate(indexes) if i in self.ask)
-        memory = self.ex.memory(node)
-        preload = memory.missing(subs)
-        check = self.ex.durable
-        wait_cmd = check.wait_for(subs) if check else None
-        if wait_cmd is None and self._replicated(subs):
-            check = self.ex.revocation
-            wait_cmd = ("WAIT", check.replicas, check.timeout_ms)
-        wire = Wire.build(subs, preload, asking=asking, wait=wait_cmd)
-        asked = {i: self.ask.pop(i) for i in indexes if i in self.ask}
-        try:
-            raw = self.ex.send(node, wire.commands)
-        except _NotSent as exc:
-            self.last_problem = f"{node.name} does not answer: {exc}"
-            return True, True
-        except _Lost as exc:
-            self.last_problem = f"lost {node.name}: {exc}"
-            for i, sub in zip(indexes, subs):
-                if plan_writes(sub):
-                    self.doubt.append(i)
-                    del self.todo[i]
-            return True, True
-        memory.mark(preload)
-        wait = refresh = wrote = False
-        for i, sub, got in zip(indexes, subs, wire.replies_of(raw)):
-            wrote = wrote or (plan_writes(sub) and any(not isinstance(r, _REDIRECTS) for r in got))
-            w, r = self._take(i, got, memory, asked.get(i))
-            wait, refresh = wait or w, refresh or r
-        # Only a write that ran here needs the replica's word. When every write of the
-        # pipeline was redirected (a manual failover turned this node into a replica while
-        # our commands waited: MOVED, and WAIT refused on a replica), nothing ran here and
-        # the WAIT goes with the writes to their new node.
-        if check is not None and wire.wait_at is not None and wrote:
-            check.check(wire.wait_reply(raw), node.name)
-        return wait, refresh
-
     def _replicated(self, subs: list[Plan[Any]]) -> bool:
         """A revoking plan among `subs` whose slot has a replica in the slot map."""
         cache = self.ex.client.nodes_manager.slots_cache
         slots = [p.slot() for p in subs if p.revokes]
         return any(s is not None and len(cache.get(s, ())) > 1 for s in slots)
 
-    def _take(self, i: int, got: list[Any], memory: ScriptMemory, asked: Any = None) -> tuple[bool, bool]:
+    def _take(self, i: int, got: list[Any], memory: ScriptMemory, asked: Any = None) -> None:
         """Keep the replies of steps that ran; queue the redirected ones again (to the
         same ASK target, `asked`, after NOSCRIPT or TRYAGAIN there)."""
         plan, steps = self.plans[i], self.todo[i]
         again: list[int] = []
-        wait = refresh = False
         for j, reply in zip(steps, got):
             if isinstance(reply, MovedError):
                 self.last_problem = f"slot {reply.slot_id} moved to {reply.host}:{reply.port}"
-                try:
-                    self.ex.client.nodes_manager.move_slot(reply)
-                except (KeyError, RedisClusterException):
-                    refresh = True
+                self.moves.append(reply)
             elif isinstance(reply, AskError):
                 self.last_problem = f"slot {reply.slot_id} is migrating to {reply.host}:{reply.port}"
                 self.ask[i] = self.ex.node_at(reply.host, reply.port)
             elif isinstance(reply, _WAITS):
                 self.last_problem = f"{type(reply).__name__}: {reply}"
-                wait = True
+                self.wait = True
                 if asked is not None:
                     self.ask[i] = asked
             elif isinstance(reply, NoScriptError):
@@ -287,4 +430,3 @@ class _Run:
             self.todo[i] = again
         else:
             del self.todo[i]
-        return wait, refresh

@@ -9,6 +9,7 @@ build plans; they never touch a socket. Executors run plans:
   * ClusterExecutor - a redis-py `RedisCluster`: plans grouped by slot, one pipeline per
     node; MOVED, ASK, TRYAGAIN, a dead master and a failover are handled there
     (densekv/cluster_executor.py, which states the rules)
+  * AsyncClusterExecutor - redis-py's asyncio `RedisCluster`: the same rounds, awaited
 
 So the logic of an operation is written once and sync, async, batch and cluster cannot
 drift apart. Invariants kept here:
@@ -496,13 +497,14 @@ def executor_for(client: Any, *, durable: bool = False) -> Any:
     if isinstance(client, redis.asyncio.Redis):
         return AsyncExecutor(client, durable=durable)
     if isinstance(client, redis.asyncio.RedisCluster):
-        raise TypeError("asyncio cluster clients are not supported yet: use redis.RedisCluster")
+        return AsyncClusterExecutor(client, durable=durable)
     if isinstance(client, redis.Redis):
         return SyncExecutor(client, durable=durable)
     raise TypeError(f"densekv needs a redis-py client, got {type(client).__name__}")
 
 
 # the cluster executor builds on the wire above; importing it last keeps one import path
+from densekv.cluster_executor import AsyncClusterExecutor as AsyncClusterExecutor  # noqa: PLC0414  # re-export (mypy)
 from densekv.cluster_executor import ClusterExecutor as ClusterExecutor  # noqa: PLC0414  # re-export (mypy)
 
 Executor = SyncExecutor | ClusterExecutor

@@ -85,6 +85,8 @@ REPLICATED_TOO = {
     ("test_sets", "test_every_layout_matches_the_model_on_a_cluster"),
     ("test_maps", "test_map_matches_the_model_on_a_cluster"),
     ("test_bloom", "test_contract_on_a_cluster"),
+    ("test_cluster_async", "test_the_async_session_store_matches_the_model_on_a_cluster"),
+    ("test_cluster_async", "test_the_async_set_matches_the_model_on_a_cluster"),
 }
 
 

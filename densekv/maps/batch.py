@@ -309,13 +309,14 @@ class AsyncMapBatch(BatchOps):
     """The asyncio twin of MapBatch (`await b.execute()`, `async with`)."""
 
     def __init__(self, ready: Callable[[], Awaitable[MapCore]],
-                 run: Callable[[Flow[list[Any]]], Awaitable[list[Any]]], transaction: bool = False) -> None:
+                 run: Callable[[Flow[list[Any]]], Awaitable[list[Any]]], cluster: bool,
+                 transaction: bool = False) -> None:
         super().__init__(transaction)
-        self._ready, self._run = ready, run
+        self._ready, self._run, self._cluster = ready, run, cluster
 
     async def execute(self) -> list[Any]:
         core = await self._ready()
-        queued, flow, spans = self._take(core, False)
+        queued, flow, spans = self._take(core, self._cluster)
         return self._settle(queued, spans, await self._run(flow))
 
     async def __aenter__(self) -> Self:

@@ -53,7 +53,7 @@ from densekv.maps.errors import (
 from densekv.maps.meta import TTL_MODES, check_namespace, meta_key
 from densekv.maps.queue import Pending
 from densekv.maps.settings import MapFacts, facts_of
-from densekv.plan import ClusterExecutor, executor_for
+from densekv.plan import AsyncClusterExecutor, ClusterExecutor, executor_for
 from densekv.server.probe import probe_flow
 
 T = TypeVar("T")
@@ -314,7 +314,7 @@ class AsyncCompactMap:
         return await self.expire(key, None)
 
     def batch(self, transaction: bool = False) -> AsyncMapBatch:
-        return AsyncMapBatch(self.ready, self._drive, transaction)
+        return AsyncMapBatch(self.ready, self._drive, self.is_cluster, transaction)
 
     pipeline = batch
 
@@ -370,4 +370,4 @@ class AsyncCompactMap:
 
     @property
     def is_cluster(self) -> bool:
-        return isinstance(self._ex, ClusterExecutor)  # asyncio cluster clients are refused today
+        return isinstance(self._ex, AsyncClusterExecutor)

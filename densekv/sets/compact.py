@@ -38,7 +38,7 @@ import redis
 from densekv.errors import DensekvError, WrongType
 from densekv.flows import Flow, Scan, adrive, drive
 from densekv.keys import tag
-from densekv.plan import Plan, command, executor_for
+from densekv.plan import AsyncClusterExecutor, Plan, command, executor_for
 from densekv.server.probe import Capabilities, probe, probe_flow
 from densekv.sets.items import ItemCodec
 from densekv.sets.layouts import LAYOUTS, FlatKeys, SetLayout, SetLimits, make_layout
@@ -468,7 +468,8 @@ class AsyncCompactSet:
                 limits = limits_of(await adrive(probe_flow(), self._ex))
             name, layout, expected, item_size, partitions, spread = self._args
             self._core = await adrive(SetCore.open(name, layout, expected, item_size,
-                                                   partitions, spread, limits, False), self._ex)
+                                                   partitions, spread, limits,
+                                                   isinstance(self._ex, AsyncClusterExecutor)), self._ex)
         return self._core
 
     async def _run(self, make: Callable[[SetCore], Flow[T]]) -> T:
