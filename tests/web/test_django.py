@@ -275,6 +275,30 @@ def test_the_async_engine_is_asyncio_and_closes_its_client_with_the_loop(
     assert _connections(client) == before  # closed when asyncio.run shut the loop down
 
 
+def test_the_engine_on_a_cluster_url_sync_and_async(cluster_client: redis.RedisCluster, ns: str) -> None:
+    """`redis+cluster://`: the sync engine on a RedisCluster, the async one on redis-py's
+    asyncio RedisCluster (densekv's AsyncClusterExecutor), one store between them."""
+    node = cluster_client.get_default_node()
+    engine = SessionStore.bound_to({"url": f"redis+cluster://127.0.0.1:{node.port}/0", "namespace": ns})
+    s = engine()
+    s["a"] = 1
+    s.save()
+
+    async def use(key: str) -> str:
+        again = engine(key)
+        assert await again.aget("a") == 1
+        await again.aset("b", 2)
+        await again.asave()
+        await again.acycle_key()
+        assert not await again.aexists(key)
+        return str(again.session_key)
+
+    new_key = asyncio.run(use(str(s.session_key)))
+    assert dict(engine(new_key).load()) == {"a": 1, "b": 2}
+    engine(new_key).delete()
+    assert not engine().exists(new_key)
+
+
 # -- Django's own auth ----------------------------------------------------------------------
 def test_contrib_auth_login_and_logout(driver: django_app.DjangoDriver, store: densekv.SessionStore,
                                        migrated: None) -> None:

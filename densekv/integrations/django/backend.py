@@ -45,6 +45,12 @@ def _sync_client(url: str) -> redis.Redis | redis.RedisCluster:
     return redis.Redis.from_url(url)
 
 
+def _async_client(url: str) -> redis.asyncio.Redis | redis.asyncio.RedisCluster:
+    if url.startswith("redis+cluster://"):
+        return redis.asyncio.RedisCluster.from_url("redis://" + url[len("redis+cluster://"):])
+    return redis.asyncio.Redis.from_url(url)
+
+
 class Backend:
     """The densekv stores of one DENSEKV_SESSIONS value, built on first use."""
 
@@ -97,7 +103,7 @@ class Backend:
             entry = self._per_loop.get(loop)
         if entry is None:
             assert self.url
-            client = redis.asyncio.Redis.from_url(self.url)
+            client = _async_client(self.url)
             keeper = _closing(client)
             await keeper.__anext__()  # registered with this loop: closed at its shutdown
             entry = (AsyncSessionStore(client, **self.kwargs), keeper)
