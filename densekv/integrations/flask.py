@@ -16,7 +16,8 @@ Invariants (checked for every backend by tests/web/test_contract.py):
     reads cost no write.
 Cookie name, domain, path, flags and the permanent lifetime come from Flask's config through
 the helpers of flask.sessions.SessionInterface; a permanent session is also stored for
-PERMANENT_SESSION_LIFETIME.
+PERMANENT_SESSION_LIFETIME, also when it becomes permanent (or stops being so) after it was
+made (`store.set_ttl`).
 
 Values pass through Flask's own tags (`session_json_serializer.tag`, as in Flask's cookie
 session): tuples (flash() stores them), bytes, Markup, UUID and datetimes come back as
@@ -320,6 +321,8 @@ class SessionInterface(FlaskSessionInterface):
             changed, removed = session.changes()
             if changed or removed:
                 alive = store.apply(token, changed, removed) is not None
+            if alive and ("_permanent" in changed or "_permanent" in removed):
+                alive = store.set_ttl(token, self._lifetime(app, session))  # remember me, or not
         new_token: str | None = token
         if alive and session.login_as is not None:
             new_token = store.login(token, session.login_as)
@@ -345,11 +348,15 @@ class SessionInterface(FlaskSessionInterface):
             if dropped:
                 self._drop_cookie(app, response)
             return
-        # A lifetime under a second (Flask allows 0) is the store's ttl, as it always was: the
-        # store refuses a session that would be dead at once.
-        ttl = (int(app.permanent_session_lifetime.total_seconds()) or None) if session.permanent else None
-        token = self.store.create(session.login_as, session.tagged(), ttl)
+        token = self.store.create(session.login_as, session.tagged(), self._lifetime(app, session))
         self._set_cookie(app, session, response, token)
+
+    @staticmethod
+    def _lifetime(app: Flask, session: DensekvSession) -> int | None:
+        """A permanent session's ttl: PERMANENT_SESSION_LIFETIME; else the store's. A lifetime
+        under a second (Flask allows 0) is the store's ttl too: the store refuses a session
+        that would be dead at once."""
+        return (int(app.permanent_session_lifetime.total_seconds()) or None) if session.permanent else None
 
     # -- cookies ---------------------------------------------------------------------------
     def _set_cookie(self, app: Flask, session: DensekvSession, response: Response,

@@ -3,6 +3,8 @@
 -- ARGV[1]  the msgpack payload, or "" to clear it   ARGV[2] now (unix s)
 -- ARGV[3]  compare-and-set: "any" (write unconditionally) | "none" (only if there is no
 --          "d" field now) | "is" (only if "d" holds ARGV[4] now)
+-- ARGV[5]  optional, with ARGV[6] (set_ttl): the new expires_at (the key's EXPIREAT) and
+--          absolute_at (field "x"), unix s; "" or absent: both stay
 -- Reply:   1 updated, 0 the session is missing or expired, -2 "d" changed since the
 --          caller read it (nothing written in the last two cases)
 local exp = redis.call('EXPIRETIME', KEYS[1])
@@ -16,5 +18,9 @@ if ARGV[1] == '' then
   redis.call('HDEL', KEYS[1], 'd')
 else
   redis.call('HSET', KEYS[1], 'd', ARGV[1])
+end
+if ARGV[5] and ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[1], 'x', ARGV[6])
+  redis.call('EXPIREAT', KEYS[1], ARGV[5])
 end
 return 1

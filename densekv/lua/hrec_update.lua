@@ -4,13 +4,18 @@
 -- key); whatever the old payload left elsewhere is removed.
 -- Record format: densekv/sessions/record.py; payload framing: densekv/sessions/payload.py.
 -- KEYS[1]  the partition hash   KEYS[2] the session's out-of-line key
--- KEYS[3]  the partition's continuation hash
+-- KEYS[3]  the partition's continuation hash   KEYS[4] its expiry zset (with ARGV[8], mode "zset")
 -- ARGV[1]  field   ARGV[2] now (unix s)   ARGV[3] the new framed payload ("" for none)
 -- ARGV[4]  the largest record the partition may hold (hash-max-listpack-value)
 -- ARGV[5]  mode: "plain" | "zset" | "fieldttl" (re-apply the field TTL: HSET clears it;
 --          no split: a continuation entry would have no TTL of its own)
 -- ARGV[6]  compare-and-set: the record as the caller read it ("" = write unconditionally)
 -- ARGV[7]  compare-and-set: the continuation or out-of-line value the caller read with it
+-- ARGV[8]  optional, with ARGV[9] (set_ttl): the new expires_at and absolute_at (unix s);
+--          the record's header is rebuilt with them (it may grow or shrink by the 4 bytes
+--          of absolute_at, so the payload is placed again under the limit like any
+--          update), a zset's score (KEYS[4], mode "zset") and an out-of-line key's EXAT
+--          follow. "" or absent: both expiries stay as they are
 -- Reply:   1 updated, 0 missing or expired, -2 changed since the caller read it
 --          (nothing written in the last two cases)
 local rec = redis.call('HGET', KEYS[1], ARGV[1])
@@ -38,7 +43,26 @@ if ARGV[6] ~= '' then
 end
 flags = flags % 64
 if ARGV[3] ~= '' then flags = flags + 128 end
-local head = string.char(flags) .. string.sub(rec, 2, pos - 1)
+local head
+if ARGV[8] and ARGV[8] ~= '' then
+  local function be32(n)
+    return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+                       math.floor(n / 256) % 256, n % 256)
+  end
+  local ident_at = 6
+  if math.floor(flags / 32) % 2 == 1 then ident_at = 10 end
+  exp, abs = tonumber(ARGV[8]), tonumber(ARGV[9])
+  local times = be32(exp)
+  flags = flags - (math.floor(flags / 32) % 2) * 32
+  if abs ~= exp then
+    flags = flags + 32
+    times = times .. be32(abs)
+  end
+  head = string.char(flags) .. times .. string.sub(rec, ident_at, pos - 1)
+  if ARGV[5] == 'zset' then redis.call('ZADD', KEYS[4], exp, ARGV[1]) end
+else
+  head = string.char(flags) .. string.sub(rec, 2, pos - 1)
+end
 local limit = tonumber(ARGV[4])
 local payload = ARGV[3]
 local first = limit - #head - 1

@@ -353,6 +353,34 @@ class SessionCore:
         (new_expiry,) = yield from self.run_on([digest], [self.layout.plan_touch(digest, self.now(), self.idle_ttl)])
         return bool(new_expiry)
 
+    def set_ttl(self, token: str, ttl: int | None) -> Flow[bool]:
+        """Give a live session a new lifetime: it now ends `ttl` seconds from now (None:
+        the store's ttl), longer or shorter than before, and with an idle_ttl it also ends
+        after idle_ttl seconds without a touch, as a new session would. True if the session
+        was live. A compare-and-set on the record as read (the payload is written again
+        with the new header, placed under the limit like any update); the identity index
+        learns the new expiry first, so destroy_all never misses the session."""
+        digest = digest_of(token)
+        now = self.now()
+        seconds = self.ttl_of(ttl, now)  # InvalidArgument before anything is read
+        if digest is None:
+            return False
+        for _ in range(MAX_CAS_TRIES):
+            current = yield from self._read(digest)
+            if current is None:
+                return False
+            now = self.now()
+            absolute = now + seconds
+            expires = min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute
+            if self.index is not None and current.identity is not None and absolute > current.absolute_at:
+                yield [self.index.plan_add(current.identity, digest, absolute)]
+            _, framed = payloads.encode(self, current.data)
+            plan = self.layout.plan_replace(digest, current, current.data, framed, now, (expires, absolute))
+            (result,) = yield from self.run_on([digest], [plan])
+            if result != -2:
+                return bool(result == 1)
+        raise DensekvError(f"session {digest.hex()} kept changing under {MAX_CAS_TRIES} tries to write it")
+
     def update(self, token: str, data: dict[str, Any] | None) -> Flow[bool]:
         """Replace the whole payload of a live session (None clears it)."""
         digest = digest_of(token)

@@ -189,6 +189,12 @@ class SessionStore(_Options):
     def touch(self, token: str) -> bool:
         return self._run(lambda c: c.touch(token))
 
+    def set_ttl(self, token: str, ttl: int | None) -> bool:
+        """A new lifetime for a live session: it ends `ttl` seconds from now (None: the
+        store's ttl), longer or shorter than before (idle_ttl still applies). False if
+        the session is gone; InvalidArgument for a ttl a record cannot hold."""
+        return self._run(lambda c: c.set_ttl(token, ttl))
+
     def update(self, token: str, data: Data | None) -> bool:
         return self._run(lambda c: c.update(token, data))
 
@@ -350,6 +356,9 @@ class AsyncSessionStore(_Options):
 
     async def touch(self, token: str) -> bool:
         return await self._run(lambda c: c.touch(token))
+
+    async def set_ttl(self, token: str, ttl: int | None) -> bool:
+        return await self._run(lambda c: c.set_ttl(token, ttl))
 
     async def update(self, token: str, data: Data | None) -> bool:
         return await self._run(lambda c: c.update(token, data))

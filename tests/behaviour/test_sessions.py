@@ -86,6 +86,14 @@ class Model:
             s.expires = max(s.expires, min(s.absolute, self.now() + self.idle))
         return True
 
+    def set_ttl(self, token: str, ttl: int | None) -> bool:
+        s = self.live(token)
+        if s is None:
+            return False
+        s.absolute = self.now() + (ttl or self.ttl)
+        s.expires = min(s.absolute, self.now() + self.idle) if self.idle else s.absolute
+        return True
+
     def update(self, token: str, data: Any) -> bool:
         s = self.live(token)
         if s is None:
@@ -143,8 +151,8 @@ def run_against_model(store: SessionStore, clock: Clock, seed: int, steps: int =
     for i in range(steps):
         op = rng.choices(
             ["create", "get", "touch", "update", "apply", "destroy", "regen", "login", "of", "all", "tick",
-             "sweep", "bad"],
-            weights=[20, 20, 8, 6, 8, 5, 6, 4, 6, 2, 10, 3, 3],
+             "sweep", "bad", "ttl"],
+            weights=[20, 20, 8, 6, 8, 5, 6, 4, 6, 2, 10, 3, 3, 5],
         )[0]
         pick = rng.choice(tokens) if tokens else "nope"
         where = f"step {i} {op} ({store.layout})"
@@ -167,6 +175,9 @@ def run_against_model(store: SessionStore, clock: Clock, seed: int, steps: int =
                 assert (got.identity, got.expires_at, got.data) == (want.identity, want.expires, want.data), where
         elif op == "touch":
             assert store.touch(pick) == model.touch(pick), where
+        elif op == "ttl":
+            ttl = rng.choice([None, 10, 45, 3000])
+            assert store.set_ttl(pick, ttl) == model.set_ttl(pick, ttl), where
         elif op == "update":
             data = rng.choice(DATA)
             if store.layout == "json" and data is not None and "b" in data:

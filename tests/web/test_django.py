@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 import redis
+from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 from django.contrib.sessions.backends.base import CreateError
 from django.core.management import call_command
@@ -116,7 +117,7 @@ def test_the_cookie_follows_the_session_cookie_settings(driver: django_app.Djang
     assert morsel.value == driver.cookie()
 
 
-def test_set_expiry_before_the_first_save_is_the_sessions_lifetime(
+def test_set_expiry_is_the_sessions_lifetime_before_and_after_the_first_save(
         driver: django_app.DjangoDriver, store: densekv.SessionStore) -> None:
     start = time.time()
     assert driver.request("POST", "/set-expiry/120") == OK
@@ -125,12 +126,45 @@ def test_set_expiry_before_the_first_save_is_the_sessions_lifetime(
     assert token is not None
     first = store.get(token)
     assert first is not None and start + 119 <= first.expires_at <= time.time() + 121
-    # on an existing session: the cookie follows, the record keeps its lifetime (documented)
+    # on an existing session the record follows the cookie: shorter, then much longer
+    # than the store's ttl (SESSION_COOKIE_AGE): "remember me" is kept on the server too
     assert driver.request("POST", "/set-expiry/30") == OK
     assert driver.last_response.cookies[COOKIE]["max-age"] == 30
     assert driver.cookie() == token
     again = store.get(token)
-    assert again is not None and again.expires_at == first.expires_at
+    assert again is not None and start + 29 <= again.expires_at <= time.time() + 31
+    month = 30 * 86400
+    assert driver.request("POST", f"/set-expiry/{month}") == OK
+    assert driver.last_response.cookies[COOKIE]["max-age"] == month
+    later = store.get(token)
+    assert later is not None and start + month - 1 <= later.expires_at <= time.time() + month + 1
+    assert later.expires_at > start + settings.SESSION_COOKIE_AGE
+
+
+def test_set_expiry_in_seconds_restarts_at_each_save(server: ServerProcess, ns: str,
+                                                     store: densekv.SessionStore) -> None:
+    """As Django's own backends: set_expiry(n) is n seconds of inactivity, counted from
+    the last save; set_expiry(None) gives the store's ttl back."""
+    clock = Clock()
+    engine = engine_on(server, ns, clock=clock)
+    s = engine()
+    s["a"] = 1
+    s.set_expiry(600)
+    s.save()
+    key = s.session_key
+    got = store.get(key)
+    assert got is not None and got.expires_at == int(clock.now) + 600
+    clock.now += 500
+    s = engine(key)
+    s["a"] = 2
+    s.save()
+    got = store.get(key)
+    assert got is not None and got.expires_at == int(clock.now) + 600
+    s = engine(key)
+    s.set_expiry(None)
+    s.save()
+    got = store.get(key)
+    assert got is not None and got.expires_at == int(clock.now) + settings.SESSION_COOKIE_AGE
 
 
 def test_an_expiry_already_past_ends_the_session(server: ServerProcess, ns: str,

@@ -85,6 +85,32 @@ def test_permanent_session_lives_for_permanent_session_lifetime(store: densekv.S
     assert abs(found.absolute_at - (now + 2 * 86400)) < 5  # not the store's ttl (3600)
 
 
+def test_a_session_made_permanent_later_is_kept_that_long(store: densekv.SessionStore) -> None:
+    """"Remember me" after the session exists: the stored lifetime follows the cookie's
+    (store.set_ttl), and back to the store's ttl when it stops being permanent."""
+    app = make_app(store, config={"PERMANENT_SESSION_LIFETIME": dt.timedelta(days=30)})
+
+    @app.post("/remember/<int:on>")
+    def remember(on: int) -> ResponseReturnValue:
+        session.permanent = bool(on)
+        return jsonify(ok=True)
+
+    client = app.test_client()
+    client.post("/set/a", json={"value": 1})
+    token = client.get_cookie(COOKIE).value  # type: ignore[union-attr]
+    first = store.get(token)
+    assert first is not None and first.absolute_at < time.time() + 3601  # the store's ttl
+    now = time.time()
+    client.post("/remember/1")
+    assert client.get_cookie(COOKIE).value == token  # type: ignore[union-attr]
+    kept = store.get(token)
+    assert kept is not None and abs(kept.absolute_at - (now + 30 * 86400)) < 5
+    assert kept.data == {"a": 1, "_permanent": True}
+    client.post("/remember/0")
+    back = store.get(token)
+    assert back is not None and back.absolute_at < time.time() + 3601
+
+
 # -- values, clear(), nested changes, no needless server calls -------------------------------
 def test_flask_tagged_values_come_back_as_themselves(store: densekv.SessionStore) -> None:
     app = make_app(store)

@@ -39,13 +39,14 @@ How Django's session maps onto densekv (one fact each, all enforced in engine.py
     ``_auth_user_id``, so there the key changes twice; without contrib.auth, set
     ``session["_auth_user_id"] = str(uid)`` and call ``session.cycle_key()``. Removing
     ``_auth_user_id`` without ``flush()`` leaves the stored identity until the session ends.
-  * Expiry: a session's lifetime is fixed when it is created: ``get_expiry_age()`` if
-    ``set_expiry()`` was called before the first save (a value already past stores
-    nothing), else the store's ttl; ``idle_ttl`` rolls it on reads (only when due), never
-    past that. A save does not extend it. ``set_expiry()`` on a session that exists already
-    changes the cookie (Django derives Max-Age from it) and is kept in the data; the
-    record's lifetime stays, except that an expiry moment already past (a datetime, or a
-    negative number of seconds) ends the session at its next load.
+  * Expiry: a session lives ``get_expiry_age()`` if ``set_expiry()`` was called (a value
+    already past stores nothing, or ends the session), else the store's ttl; ``idle_ttl``
+    rolls it on reads (only when due), never past that. ``set_expiry()`` on a session that
+    exists already changes the stored lifetime at the next save (``store.set_ttl``: longer
+    or shorter, "remember me" after login), as it changes the cookie; ``set_expiry(None)``
+    gives back the store's ttl. With a number of seconds, every save restarts that many
+    (as Django's own backends do: seconds of inactivity); a save of a session with no
+    custom expiry does not extend it.
   * ``clear_expired()`` (the ``clearsessions`` command) is ``store.sweep()``.
 
 Where each part lives (this package's modules, one job each):

@@ -57,11 +57,12 @@ class Layout(ABC):
 
     @abstractmethod
     def plan_replace(self, digest: bytes, current: Record | None, data: dict[str, Any] | None,
-                     framed: bytes | None, now: int) -> Plan[int]:
+                     framed: bytes | None, now: int, times: tuple[int, int] | None = None) -> Plan[int]:
         """Replace the payload of a live session (`data`; `framed` is its encoding for the
         partitioned layouts): 1 done, 0 missing or expired, -2 changed since `current` was
         read (nothing written). current=None writes unconditionally, except where
-        `needs_read`."""
+        `needs_read`. `times` (set_ttl; with `current`): the new (expires_at, absolute_at),
+        written in the same step."""
 
     @abstractmethod
     def plan_delete(self, digest: bytes) -> Plan[Record | None]:

@@ -226,13 +226,17 @@ class PartitionedLayout(Layout):
         return script_call(script("hrec_touch"), self._keys(p), (field, now, idle_ttl, self.mode), int)
 
     def plan_replace(self, digest: bytes, current: Record | None, data: dict[str, Any] | None,
-                     framed: bytes | None, now: int) -> Plan[int]:
+                     framed: bytes | None, now: int, times: tuple[int, int] | None = None) -> Plan[int]:
         p, field = self.locate(digest)
         expected = (b"", b"") if current is None else (current.raw, current.ool or b"")
+        keys: tuple[bytes, ...] = (self.hash_key(p), self.ool_key(digest), self.cont_key(p))
+        if times is not None:
+            keys += self._keys(p)[1:]  # the zset, in the zset layout
         return script_call(
             script("hrec_update"),
-            (self.hash_key(p), self.ool_key(digest), self.cont_key(p)),
-            (field, now, framed or b"", self.limits.hash_max_listpack_value, self.mode, *expected),
+            keys,
+            (field, now, framed or b"", self.limits.hash_max_listpack_value, self.mode, *expected,
+             *(times or ())),
             int,
         )
 

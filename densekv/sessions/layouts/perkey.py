@@ -107,12 +107,16 @@ class KeyPerSessionLayout(Layout):
         return script_call(script("key_touch"), (key,), (now, idle_ttl, self.touch_kind), int)
 
     def plan_replace(self, digest: bytes, current: Record | None, data: dict[str, Any] | None,
-                     framed: bytes | None, now: int) -> Plan[int]:
-        """Compare-and-set on the whole value: 1 done, -2 changed or gone since `current`."""
+                     framed: bytes | None, now: int, times: tuple[int, int] | None = None) -> Plan[int]:
+        """Compare-and-set on the whole value: 1 done, -2 changed or gone since `current`.
+        With `times`, the value's absolute expiry and the key's EXAT change with it."""
         assert current is not None
         key = self.key(digest)
-        new = self.encode(replace(current, data=data))
-        return script_call(script("kv_cas"), (key,), (current.raw, new), lambda r: 1 if int(r) else -2)
+        if times is None:
+            new = self.encode(replace(current, data=data))
+            return script_call(script("kv_cas"), (key,), (current.raw, new), lambda r: 1 if int(r) else -2)
+        new = self.encode(replace(current, data=data, expires_at=times[0], absolute_at=times[1]))
+        return script_call(script("kv_cas"), (key,), (current.raw, new, times[0]), lambda r: 1 if int(r) else -2)
 
     def plan_delete(self, digest: bytes) -> Plan[Record | None]:
         key = self.key(digest)
@@ -220,10 +224,11 @@ class HashLayout(KeyPerSessionLayout):
         return Record(digest, ident, expiretime, int(fields[b"x"]), data)
 
     def plan_replace(self, digest: bytes, current: Record | None, data: dict[str, Any] | None,
-                     framed: bytes | None, now: int) -> Plan[int]:
-        """Compare-and-set on the payload field "d" only (owner and expiry stay)."""
+                     framed: bytes | None, now: int, times: tuple[int, int] | None = None) -> Plan[int]:
+        """Compare-and-set on the payload field "d" only (owner and expiry stay, unless
+        `times` gives new ones)."""
         assert current is not None
         key = self.key(digest)
         payload = b"" if data is None else msgpack.packb(data, use_bin_type=True)
         check = ("is", current.raw) if current.raw else ("none", b"")
-        return script_call(script("hkey_update"), (key,), (payload, now, *check), int)
+        return script_call(script("hkey_update"), (key,), (payload, now, *check, *(times or ())), int)

@@ -1,0 +1,139 @@
+"""SessionStore.set_ttl: a live session's lifetime changed after it was made (Django's
+set_expiry on an existing session, "remember me" after login), on every layout of every
+server: longer or shorter than the store's ttl, idle expiry kept, the identity index told
+(destroy_all still finds a session that now outlives its first expiry), nothing written
+for a gone session or a bad ttl, and a record that grows by the 4 bytes of its absolute
+expiry never converts its partition (it is split like any record over the limit).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from densekv import SessionStore
+from densekv.errors import InvalidArgument
+from densekv.server.probe import probe
+from tests.behaviour.test_reliability_limits import dump_all
+
+LAYOUTS = ["dense", "zset", "packed", "hash", "json", "fieldttl"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = float(int(time.time()))
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def store_for(client: redis.Redis, layout: str, clock: Clock, **options: Any) -> SessionStore:
+    if layout == "fieldttl" and probe(client).field_ttl == "none":
+        pytest.skip("no hash field TTL on this server")
+    return SessionStore(client, layout=layout, expected_sessions=1000, auto_train=None, clock=clock, **options)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_longer_and_a_shorter_lifetime(client: redis.Redis, layout: str) -> None:
+    clock = Clock()
+    store = store_for(client, layout, clock, ttl=100)
+    token = store.create(7, {"cart": [1, 2]})
+    other = store.create(7, {"n": 1})
+    assert store.set_ttl(token, 1000)
+    got = store.get(token)
+    assert got is not None and got.expires_at == int(clock.now) + 1000 and got.data == {"cart": [1, 2]}
+    clock.now += 500  # past the store's ttl: the other session is over, this one is not
+    assert store.get(other) is None
+    got = store.get(token)
+    assert got is not None and got.identity == 7
+    assert [s.data for s in store.sessions_of(7)] == [{"cart": [1, 2]}]
+    assert store.set_ttl(token, 10)  # shorter than what is left
+    clock.now += 11
+    assert store.get(token) is None
+    assert not store.set_ttl(token, 1000)  # over: never brought back
+    assert store.get(token) is None
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_idle_expiry_still_applies_and_destroy_all_finds_the_session(client: redis.Redis, layout: str) -> None:
+    clock = Clock()
+    store = store_for(client, layout, clock, ttl=100, idle_ttl=30)
+    token = store.create("alice", {"a": 1}, ttl=20)  # absolute = expires: no absolute in the record
+    assert store.set_ttl(token, 5000)
+    got = store.get(token)
+    assert got is not None and got.expires_at == int(clock.now) + 30  # the idle window
+    for _ in range(10):  # touched every 25 s, it lives past its first ttl (20) and the store's (100)
+        clock.now += 25
+        assert store.touch(token)
+    assert store.get(token) is not None
+    assert store.destroy_all("alice") == 1  # the index was told of the longer life
+    assert store.get(token) is None
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_index_keeps_a_session_past_its_first_day(client: redis.Redis, layout: str) -> None:
+    """The identity index drops an entry once its day has passed (sweep): a session given
+    days more must be listed with its new day, or "log out everywhere" misses it."""
+    clock = Clock()
+    store = store_for(client, layout, clock, ttl=60)
+    token = store.create(42, {"a": 1})
+    assert store.set_ttl(token, 3 * 86400)
+    clock.now += 2 * 86400
+    store.sweep()
+    assert [s.data for s in store.sessions_of(42)] == [{"a": 1}]
+    assert store.destroy_all(42) == 1
+    assert store.get(token) is None
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_bad_ttl_or_a_gone_session_writes_nothing(client: redis.Redis, layout: str) -> None:
+    clock = Clock()
+    store = store_for(client, layout, clock, ttl=100)
+    token = store.create(1, {"a": 1})
+    before = dump_all(client)
+    for bad in (0, -5, 2**32, "60", True, 1.5e12):
+        with pytest.raises(InvalidArgument):
+            store.set_ttl(token, bad)  # type: ignore[arg-type]
+    assert not store.set_ttl("x" * 43, 100)
+    assert not store.set_ttl("", 100)
+    assert dump_all(client) == before
+
+
+@pytest.mark.parametrize("layout", ["dense", "zset"])
+def test_a_record_at_the_limit_grows_without_converting_its_partition(client: redis.Redis, layout: str) -> None:
+    """The record of an idle store that holds no absolute expiry (it equals expires_at)
+    and is exactly hash-max-listpack-value long gains 4 bytes from set_ttl: the payload is
+    split (or moved out of line), the partition stays a listpack, the data reads back."""
+    limit = int(client.config_get("hash-max-listpack-value")["hash-max-listpack-value"])
+    clock = Clock()
+    store = store_for(client, layout, clock, ttl=100, idle_ttl=30, partitions=1, index_identities=False)
+    key = store._core.layout.hash_key(0)  # type: ignore[attr-defined]
+    n, token, data = limit // 2, "", {}
+    for _ in range(40):  # size the payload (random bytes: nothing compresses) to the limit
+        data = {"b": os.urandom(n)}
+        token = store.create(None, data, ttl=20)
+        length = max(len(v) for v in client.hvals(key))
+        if length == limit:
+            break
+        store.destroy(token)
+        n += limit - length
+    assert max(len(v) for v in client.hvals(key)) == limit
+    for _ in range(20):  # company in the partition, all inline
+        store.create(None, {"k": 1})
+    assert client.object("encoding", key) == b"listpack"
+    assert store.set_ttl(token, 5000)
+    assert client.object("encoding", key) == b"listpack"
+    assert max(len(v) for v in client.hvals(key)) <= limit
+    layout_ = store._core.layout  # type: ignore[attr-defined]
+    outside = client.hlen(layout_.cont_key(0)) + len(list(client.scan_iter(match=f"{layout_.namespace}:so:*")))
+    assert outside == 1  # the payload was split (or moved out of line)
+    got = store.get(token)
+    assert got is not None and got.data == data and got.expires_at == int(clock.now) + 30
+    clock.now += 25
+    assert store.touch(token)
+    clock.now += 25
+    assert store.get(token) is not None  # past its first ttl of 20, inside the new one
