@@ -118,12 +118,13 @@ def _send(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
 
 async def _asend(node: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     """The same on a node of redis-py's asyncio RedisCluster (its own connection list)."""
+    conn = None
     try:
         conn = node.acquire_connection()
         if not conn.is_connected:
             await conn.connect()
     except (redis.ConnectionError, redis.TimeoutError, OSError, RedisClusterException) as exc:
-        if "conn" in locals():
+        if conn is not None:
             node.release(conn)
         raise _NotSent(str(exc)) from exc
     try:

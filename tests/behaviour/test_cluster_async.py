@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
+import time
 from collections.abc import Awaitable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -28,8 +29,10 @@ from densekv import (
     AsyncCompactSet,
     AsyncSessionStore,
 )
+from densekv.cluster_executor import RECOVERY_SECONDS
 from densekv.server.cluster import LocalCluster, call
 from tests.behaviour import test_sessions, test_sets
+from tests.behaviour.cluster_writers import busiest_master
 
 pytestmark = pytest.mark.cluster
 T = TypeVar("T")
@@ -189,3 +192,35 @@ def test_a_slot_moved_under_the_async_store(cluster: LocalCluster, cluster_clien
         loop.run(client.aclose())
     finally:
         loop.close()
+
+
+def test_the_async_store_recovers_after_a_master_is_killed(
+        replicated_client: redis.RedisCluster, replicated_cluster: LocalCluster) -> None:
+    """SIGKILL of the master holding most of the sessions, the async client kept: once a
+    replica took over, every session written with durable=True reads back (the executor
+    re-read the slot map from the nodes left), and new writes work."""
+    loop = Loop()
+    try:
+        victim_port = None
+        first = AsyncSessionStore(loop.run(_make_client(replicated_cluster.primaries()[0].port)),
+                                  namespace="akill", partitions=8, ttl=600, durable=True)
+        tokens = [loop.run(first.create(i, {"n": i})) for i in range(40)]
+        loop.run(first._ex.client.aclose())
+        victim = busiest_master(replicated_cluster)
+        victim_port = victim.port
+        # the client that lives through the kill knows the cluster through the victim itself
+        client = loop.run(_make_client(victim.port))
+        store = AsyncSessionStore(client, namespace="akill", partitions=8, ttl=600, durable=True)
+        assert loop.run(store.get(tokens[0])) is not None
+        replicated_cluster.kill_master(victim, wait=True)
+        started = time.monotonic()
+        got = [loop.run(store.get(t)) for t in tokens]
+        assert [g.data["n"] if g else None for g in got] == list(range(40))
+        assert time.monotonic() - started < RECOVERY_SECONDS
+        plain = AsyncSessionStore(client, namespace="akill", partitions=8, ttl=600)
+        assert loop.run(plain.get(loop.run(plain.create(99, {"after": True})))) is not None
+        loop.run(client.aclose())
+    finally:
+        loop.close()
+        replicated_cluster.heal()
+    assert victim_port is not None
