@@ -43,14 +43,17 @@ class LabInterrupted(LabError):
 @click.option("--json", "as_json", is_flag=True, help="print results.json to stdout (no live display)")
 @click.option("--allow-config", is_flag=True,
               help="with --url: allow CONFIG SET on your server (restored after) for the raised-limit curves")
+@click.option("--cluster", is_flag=True,
+              help="measure on a cluster the lab starts: 3 masters + 3 replicas of --server (default: the "
+                   "embedded valkey); figures per cluster, per master beside them")
 def lab(url: str | None, servers: tuple[str, ...], n: int | None, only: str | None, out_dir: str,
-        as_json: bool, allow_config: bool) -> None:
+        as_json: bool, allow_config: bool, cluster: bool) -> None:
     """Rerun the seed experiments here and write DIR/report.html and DIR/results.json."""
     from densekv.lab.runner import Display, LabConfig, LiveDisplay, run_lab
 
     kinds = tuple(k.strip() for k in only.split(",") if k.strip()) if only else None
     config = LabConfig(url=url, servers=servers, n=n, only=kinds, out=Path(out_dir),
-                       allow_config=allow_config, command=_command_line())
+                       allow_config=allow_config, cluster=cluster, command=_command_line())
     display = Display() if as_json else LiveDisplay()
     try:
         result = run_lab(config, display)
@@ -63,9 +66,10 @@ def lab(url: str | None, servers: tuple[str, ...], n: int | None, only: str | No
         raise LabInterrupted(f"interrupted: partial report ({records} configurations measured) in "
                              f"{result.paths['report']}; the lab's keys were removed")
     if not as_json:
+        from densekv.lab.cluster_target import cluster_lines
         from densekv.lab.summary import headline
 
-        for line in headline(result.doc):
+        for line in headline(result.doc) + cluster_lines(result.doc):
             click.echo(line)
         click.echo(f"report: {result.paths['report']}  results: {result.paths['results']}  "
                    f"({result.seconds:.0f}s)")

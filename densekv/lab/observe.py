@@ -8,6 +8,10 @@ valkey-8.0 and valkey-9.1). So when a phase contains a wrapper, its server time 
 wrappers' time (plus MULTI's) and the inner commands are listed but not added: nothing
 is counted twice. The lab's phases never mix wrapped and unwrapped writes.
 
+On a cluster (a RedisCluster client) the snapshot is the sum over the masters: every
+master's commandstats, added command by command, so a phase's server time is the whole
+cluster's.
+
 Encodings come from OBJECT ENCODING on a fixed-seed sample of partition keys: the share
 of listpacks that have converted to hashtables / skiplists at each checkpoint is what
 puts the conversion points on the curves.
@@ -32,11 +36,19 @@ WRAPPERS = frozenset({"exec", "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall
 Stats = dict[str, tuple[int, int]]  # command -> (calls, usec)
 
 
-def commandstats(client: redis.Redis) -> Stats:
+def commandstats(client: redis.Redis | redis.RedisCluster) -> Stats:
+    if isinstance(client, redis.RedisCluster):
+        per_node = client.info("commandstats", target_nodes=redis.RedisCluster.PRIMARIES)
+        sections = [v for v in per_node.values() if isinstance(v, dict)]
+    else:
+        sections = [client.info("commandstats")]
     out: Stats = {}
-    for key, value in client.info("commandstats").items():
-        if isinstance(value, dict):
-            out[key.removeprefix("cmdstat_")] = (int(value.get("calls", 0)), int(value.get("usec", 0)))
+    for section in sections:
+        for key, value in section.items():
+            if isinstance(value, dict):
+                name = key.removeprefix("cmdstat_")
+                calls, usec = out.get(name, (0, 0))
+                out[name] = (calls + int(value.get("calls", 0)), usec + int(value.get("usec", 0)))
     return out
 
 
@@ -58,7 +70,7 @@ def stats_delta(before: Stats, after: Stats) -> tuple[float, dict[str, dict[str,
     return float(total), per
 
 
-def encodings(client: redis.Redis, keys: Iterable[bytes]) -> dict[str, int]:
+def encodings(client: redis.Redis | redis.RedisCluster, keys: Iterable[bytes]) -> dict[str, int]:
     """How many of `keys` have each encoding (missing keys are left out)."""
     pipe = client.pipeline(transaction=False)
     keys = list(keys)

@@ -78,6 +78,10 @@ def _fmt(value: Any) -> str:
 
 
 def _where(stamp: dict[str, Any]) -> str:
+    cluster = stamp.get("cluster")
+    if cluster:
+        return (f"a cluster started by the lab: {cluster['masters']} masters ({', '.join(cluster['master_nodes'])}) "
+                f"with {cluster['replicas_per_master']} replica each")
     return "started by the lab" if stamp["scratch"] else f"your server {stamp.get('url') or ''}".strip()
 
 
@@ -160,6 +164,17 @@ def _lede(doc: dict[str, Any], cleaned: list[str]) -> str:
                  "the one running shows the configurations it had measured, the rest did not run.</p>")
     for line in cleaned:
         text += f"<p class=lede>{_e(line)}.</p>"
+    for s in doc["servers"]:
+        if s.get("cluster"):
+            skipped = [e["kind"] for e in doc["experiments"] if e["status"] == "skipped"
+                       and e["reason"].startswith("not run on a cluster")]
+            text += (f"<p class=banner><b>Per cluster.</b> On {_e(s['name'])} every bytes-per-item figure is per "
+                     "cluster: the sum over its masters of each master's used_memory delta. Replicas hold a copy "
+                     "each and are not counted (with R replicas per master the cluster holds about 1 + R times "
+                     "these bytes). Each experiment's section lists the bytes of every master and the imbalance "
+                     "(largest master / mean) beside the totals."
+                     + (f" Not run on the cluster, each with its reason below: {_e(', '.join(skipped))}."
+                        if skipped else "") + "</p>")
     return text
 
 

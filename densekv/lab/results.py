@@ -46,6 +46,8 @@ class ServerStamp:
     maxmemory_policy: str = ""
     scratch: bool = True  # started by the lab (may be flushed and reconfigured)
     url: str | None = None  # a user's server, password removed
+    #: a cluster the lab started (--cluster): masters, replicas_per_master, master_nodes
+    cluster: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

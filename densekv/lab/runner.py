@@ -2,9 +2,11 @@
 
 Order of work: check the options and that the report can be drawn (before spending
 minutes measuring); then for each target in turn (the user's URL, each --server, or
-the embedded default) run every per-server experiment, one at a time, on that target
-alone; then the cross-server experiments (the matrix); then results.json, the PNGs and
-report.html. Only one server runs at a time, so the machine's cores are not shared
+the embedded default, or with --cluster one cluster of that binary) run every
+per-server experiment, one at a time, on that target alone (on a cluster, those that set
+`not_on_cluster` are reported skipped with their reason, and each record gets its
+per-master bytes: densekv/lab/cluster_target.py); then the cross-server experiments (the
+matrix); then results.json, the PNGs and report.html. Only one server runs at a time, so the machine's cores are not shared
 between measurements.
 
 Budgets: in the default run (no --n) each experiment has a time budget (its budget_s,
@@ -53,6 +55,7 @@ class LabConfig:
     only: tuple[str, ...] | None = None
     out: Path = Path("densekv-lab")
     allow_config: bool = False
+    cluster: bool = False  # measure on a 3-master + 3-replica cluster the lab starts
     command: str = "densekv lab"
     #: per-kind experiment knobs, e.g. {"sessions": {"layouts": ("dense",)}} (tests)
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -91,6 +94,10 @@ def select(only: tuple[str, ...] | None) -> list[Experiment]:
 def check(config: LabConfig) -> list[Experiment]:
     if config.url and config.servers:
         raise LabError("give --url or --server, not both")
+    if config.cluster and config.url:
+        raise LabError("--cluster starts a cluster of its own: give --cluster or --url, not both")
+    if config.cluster and len(resolve_servers(config.servers)) > 1:
+        raise LabError("--cluster takes one --server: the binary every node of the cluster runs")
     if config.n is not None and config.n < MIN_N:
         raise LabError(f"--n is at least {MIN_N}")
     chosen = select(config.only)
@@ -104,6 +111,11 @@ def check(config: LabConfig) -> list[Experiment]:
 def targets(config: LabConfig) -> Iterator[Iterator[contextlib.AbstractContextManager[Target]]]:
     if config.url:
         yield iter([url_target(config.url, allow_config=config.allow_config)])
+    elif config.cluster:
+        from densekv.lab.cluster_target import cluster_target
+
+        binary = resolve_servers(config.servers)[0] if config.servers else server_binary(EMBEDDED)
+        yield iter([cluster_target(binary)])
     else:
         binaries = resolve_servers(config.servers) if config.servers else [server_binary(EMBEDDED)]
         yield (scratch_target(b) for b in binaries)
@@ -116,6 +128,7 @@ class Recorder(Progress):
     def __init__(self, display: Progress) -> None:
         self.display = display
         self.records: list[RunRecord] = []
+        self.target: Target | None = None  # on a cluster: each record gets its per-master split
 
     def start(self, description: str, total: float) -> None:
         self.display.start(description, total)
@@ -124,6 +137,12 @@ class Recorder(Progress):
         self.display.advance(amount)
 
     def record(self, record: RunRecord) -> None:
+        if self.target is not None and self.target.is_cluster:
+            from densekv.lab.cluster_target import split_of
+
+            split = split_of(self.target, record)
+            if split is not None:
+                record.params["cluster"] = split
         self.records.append(record)
         self.display.record(record)
 
@@ -141,7 +160,7 @@ def run_lab(config: LabConfig, display: Display | None = None) -> LabRun:
     for exp in chosen:
         if not exp.available:
             outputs.append(Output(exp.kind, None, status="not available", reason=exp.reason))
-    count = 1 if config.url else len(resolve_servers(config.servers)) if config.servers else 1
+    count = 1 if config.url or config.cluster else len(resolve_servers(config.servers)) if config.servers else 1
     recorder = Recorder(display)
     current: tuple[Experiment, str] | None = None
     interrupted = False
@@ -156,10 +175,18 @@ def run_lab(config: LabConfig, display: Display | None = None) -> LabRun:
                         display.notice(target.cleaned)
                     stamps.append(target.stamp)
                     overrun, observed = 0.0, None
+                    recorder.target = target
                     for exp in per_server:
+                        if target.is_cluster and exp.not_on_cluster:
+                            outputs.append(skip_on_cluster(exp, target, display))
+                            continue
                         current, recorder.records = (exp, target.name), []
                         out = run_one(exp, target, config, recorder, overrun, observed)
                         current = None
+                        if target.is_cluster:
+                            from densekv.lab.cluster_target import describe
+
+                            describe(out, target)
                         outputs.append(out)
                         if out.seconds is not None and config.n is None:
                             overrun = max(0.0, overrun + out.seconds - exp.budget_s)
@@ -177,7 +204,11 @@ def run_lab(config: LabConfig, display: Display | None = None) -> LabRun:
                     outputs.append(Output(exp.kind, stamp.name, status="skipped",
                                           reason="not run: the lab was interrupted (Ctrl-C) before it"))
     for exp in chosen:
-        if exp.available and not exp.per_server:
+        if exp.available and not exp.per_server and config.cluster and exp.not_on_cluster:
+            from densekv.lab.cluster_target import skipped
+
+            outputs.append(skipped(exp.kind, None, exp.not_on_cluster))
+        elif exp.available and not exp.per_server:
             outputs.append(exp.combine([o for o in outputs if o.status in ("ran", "interrupted")]))
     order = {e.kind: i for i, e in enumerate(chosen)}
     outputs.sort(key=lambda o: order.get(o.kind, len(order)))  # report order, servers in turn
@@ -191,6 +222,14 @@ def run_lab(config: LabConfig, display: Display | None = None) -> LabRun:
 
     paths.update(write_report(doc, outputs, chosen, config.out, cleaned=cleaned))
     return LabRun(doc, outputs, paths, time.monotonic() - started, interrupted, cleaned)
+
+
+def skip_on_cluster(exp: Experiment, target: Target, display: Display) -> Output:
+    from densekv.lab.cluster_target import skipped
+
+    out = skipped(exp.kind, target.name, exp.not_on_cluster)
+    display.finished(out)
+    return out
 
 
 def observed_pace(out: Output) -> float | None:

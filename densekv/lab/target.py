@@ -1,7 +1,8 @@
 """Where the lab measures, and what it may do there.
 
 Two kinds of target, one rule each:
-  * scratch: a server the lab started itself (`--server NAME`, or the embedded default).
+  * scratch: a server the lab started itself (`--server NAME`, or the embedded default),
+    or a cluster it started (`--cluster`: densekv/lab/cluster_target.py).
     The lab owns it: it flushes the whole server between measurements and may change its
     config (for the raised-limit curves), and stops it at the end.
   * url: the user's server (`--url`). The lab owns only the database the URL names, and
@@ -94,7 +95,7 @@ class Target:
     """A server the lab may measure on, with the rights it has there."""
 
     name: str
-    client: redis.Redis
+    client: redis.Redis | redis.RedisCluster  # a RedisCluster on a --cluster target
     scratch: bool
     stamp: ServerStamp
     meter: Meter
@@ -108,7 +109,33 @@ class Target:
     def may_configure(self) -> bool:
         return self.scratch or self.allow_config
 
+    @property
+    def is_cluster(self) -> bool:
+        return isinstance(self.client, redis.RedisCluster)
+
+    def masters(self) -> list[redis.Redis]:
+        """A plain client of each master: the server itself, or each master of a cluster
+        (for what runs on every node: Lua's garbage collection, warm-ups)."""
+        if isinstance(self.client, redis.RedisCluster):
+            from densekv.measure_cluster import ClusterMeter
+
+            assert isinstance(self.meter, ClusterMeter)
+            return list(self.meter.clients)
+        return [self.client]
+
+    def disconnect(self) -> None:
+        """Close the client's connections (a loader's buffers are not data; the meter nets
+        out what is left, Reading.minus). They reopen on the next command."""
+        if isinstance(self.client, redis.RedisCluster):
+            for node in self.client.get_nodes():  # type: ignore[no-untyped-call]  # redis-py: untyped
+                if node.redis_connection is not None:
+                    node.redis_connection.connection_pool.disconnect()
+        else:
+            self.client.connection_pool.disconnect()
+
     def restamp(self) -> None:
+        if isinstance(self.client, redis.RedisCluster):
+            raise LabError("a cluster target is stamped once, when it starts")
         self.stamp = stamp_of(self.client, self.name, scratch=self.scratch, url=self.url)
 
     def clear(self) -> None:
@@ -124,6 +151,9 @@ class Target:
         the same kind (the same matrix server, or the embedded default for a URL) started
         with those settings and stopped on exit.
         """
+        if isinstance(self.client, redis.RedisCluster):
+            raise LabError("the lab does not reconfigure its cluster: curves that need another config "
+                           "are measured on one server")
         if self.may_configure:
             before = {k: _config_get(self.client, k) for k in settings}
             self.clear()

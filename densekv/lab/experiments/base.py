@@ -124,6 +124,9 @@ class Experiment:
     available: bool = True
     reason: str = ""  # why not available
     per_server: bool = True
+    #: why it does not run on a cluster (`densekv lab --cluster` reports it skipped with
+    #: this reason); "" if it does
+    not_on_cluster: str = ""
     #: seconds of the default lab this experiment may take (its sizing is fitted to them
     #: at the machine's pace); an explicit --n has no budget (see runner.py)
     budget_s: float = 60.0

@@ -85,6 +85,8 @@ def auto_is_dense_index(client: Any) -> bool:
 
 class Containers(Experiment):
     kind = "containers"
+    not_on_cluster = ("its web apps are given one server's redis:// URL (their session backends, Flask-Session "
+                      "and the rest, open a plain client), and it meters that one server")
     title = "Session containers under HTTP load as stored sessions grow"
     seed = "003"
     budget_s = 25.0

@@ -167,11 +167,11 @@ class Maps(Experiment):
             seconds = time.perf_counter() - t0
             usec, per = stats_delta(commands, commandstats(client))
             result.ops["load"] = op_stats(n, seconds, _server_usec(usec, per), per)
-            client.connection_pool.disconnect()  # the loader's buffers are not data
+            ctx.target.disconnect()  # the loader's buffers are not data
 
         meter = ctx.target.meter
         t_start = time.perf_counter()
-        client.connection_pool.disconnect()  # no buffers of the last phase in the baseline
+        ctx.target.disconnect()  # no buffers of the last phase in the baseline
         base = meter.reset()
         t_reset = time.perf_counter()
         load()

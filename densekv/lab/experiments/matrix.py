@@ -20,6 +20,8 @@ class Matrix(Experiment):
     title = "Server matrix: bytes per item by layout x server"
     seed = None
     per_server = False
+    not_on_cluster = ("it lines up servers side by side, and --cluster measures one cluster of one binary; to "
+                      "compare servers, run the lab with --server all (without --cluster)")
 
     def combine(self, outputs: list[Output]) -> Output:
         out = Output(self.kind, None)

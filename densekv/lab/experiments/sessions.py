@@ -228,7 +228,7 @@ class Sessions(Experiment):
                 agg = commands.setdefault(name, {"calls": 0, "usec": 0})
                 agg["calls"] += v["calls"]
                 agg["usec"] += v["usec"]
-            client.connection_pool.disconnect()  # the loader's buffers are not data
+            ctx.target.disconnect()  # the loader's buffers are not data
 
         def on_point(point: Point) -> None:
             entry: dict[str, Any] = {
@@ -243,6 +243,7 @@ class Sessions(Experiment):
             result.points.append(entry)
 
         meter = ctx.target.meter
+        ctx.target.disconnect()  # the readings are taken with the loader's connections closed: so is the baseline
         meter.reset()  # the store's metadata, written when it opened, goes with the flush
         done = 0
         for mark in marks:

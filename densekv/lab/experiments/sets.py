@@ -168,18 +168,19 @@ class Sets(Experiment):
 
     def _baseline(self, ctx: Context) -> None:
         """Flush and take the baseline on a fresh connection."""
-        ctx.target.client.connection_pool.disconnect()
+        ctx.target.disconnect()
         self._settle_lua(ctx)
         self._base = ctx.target.meter.reset()
 
     def _reading(self, ctx: Context) -> int:
         """The data's bytes since the baseline, net of client buffers (Reading.minus)."""
-        ctx.target.client.connection_pool.disconnect()
+        ctx.target.disconnect()
         self._settle_lua(ctx)
         return ctx.target.meter.reading().minus(self._base)
 
     def _settle_lua(self, ctx: Context) -> None:
-        ctx.target.client.eval("collectgarbage('collect') return 0", 0)
+        for node in ctx.target.masters():  # each master of a cluster has its own Lua heap
+            node.eval("collectgarbage('collect') return 0", 0)
 
     def _exact(self, ctx: Context, job: Job, n: int, run_n: int, limits: Any, cas: int) -> Result:
         from densekv.sets.layouts import FlatKeys
