@@ -3,7 +3,8 @@
 One server of the matrix that loads RedisBloom (redis-7.4 by default); N random 16-byte
 items and N absent ones (fixed seeds); a densekv BloomFilter (module-free) and a RedisBloom
 filter (BF.RESERVE key p N, its default expansion 2) of the same capacity N and error rate
-p; with --baseline REV also the module-free filter of an older commit (its densekv package
+p (--capacity C instead: a filter smaller than N grows, stages for densekv, sub-filters
+for RedisBloom); with --baseline REV also the module-free filter of an older commit (its densekv package
 taken with `git archive REV`, renamed densekv_base so both load in this process; with a
 baseline, a server without RedisBloom may be measured too, old code against new). Every
 operation runs in rounds in which the sides take turns, the first side changing from round
@@ -22,8 +23,9 @@ for densekv, whose scripts' own commands are inside them; the BF.* command for
 RedisBloom), and how long single calls took: the private server logs every call slower
 than --slowlog-usec (default 50; each densekv batch call is slower than that, so all are
 there) in a SLOWLOG long enough to keep them all, read and reset per phase (an entry is
-told apart by its script SHA or command name): median, 99th percentile and longest (null:
-none was that slow). SLOWLOG times a call from start to end, so a server preempted on a
+told apart by its script SHA or command name; a script the two commits share has one SHA,
+so with --baseline both sides show the same figures for it): median, 99th percentile and
+longest (null: none was that slow). SLOWLOG times a call from start to end, so a server preempted on a
 busy machine shows it too: RedisBloom's figures in the same phase are the gauge. A last record (op "filters")
 says what each filter is: k, bits per item, false positives among the N absent items, and
 with a baseline whether the two module-free filters hold the very same bits.
@@ -41,10 +43,15 @@ turns in 4 passes (median) and each one's ratio to setbit's time in the same run
                 argument objects), bitfield_ro: BITFIELD_RO GET u1 x k per item
   bitfield_call one BITFIELD of every SET u1 of the call (4k x items arguments)
   client        BITFIELD SET u1 x k x 140 items sent by the client, pipelined (no Lua)
+  copy          one GET of the whole string into the script per call of BIT_OPS_COPY_ITEMS
+                items, no bit (its record: copy_ns_per_byte)
+  copy_read     the same copy, then each bit tested in it with string.byte and bit.band, as
+                bloom_has.lua does (its record: local_read_usec_per_bit, the walk included,
+                the copy not)
 
 Prints one JSON record per operation and appends them to benchmarks/results/bloom_speed.jsonl.
 
-Usage: python benchmarks/bloom_speed.py [--server redis-7.4] [--n 200000] [--p 0.01]
+Usage: python benchmarks/bloom_speed.py [--server redis-7.4] [--n 200000] [--capacity C] [--p 0.01]
        [--chunk 10000] [--single 4000] [--slowlog-usec 50] [--baseline REV] [--out PATH]
        [--no-save]
        python benchmarks/bloom_speed.py --bit-ops [--server NAME] [--bit-items 10000]
@@ -241,6 +248,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     if "bf" not in binary.modules and not args.baseline:
         raise SystemExit(f"{args.server} has no RedisBloom module: use --server redis-7.4 or --baseline REV")
     n, p, chunk = args.n, args.p, args.chunk
+    capacity = args.capacity or n
     present, absent, singles = items(1, n), items(2, n), items(3, args.single)
     options = {"slowlog-log-slower-than": str(args.slowlog_usec), "slowlog-max-len": "1000000"}
     with ServerProcess(binary, options=options) as proc:
@@ -255,16 +263,16 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             warm.contains_many(items(5, 10_000))
             warm.add(b"x"), warm.contains(b"y")
             warm.delete()
-        sides = [densekv_side(name, module, lua, client, f"{name}", f"{name}-1", n, p)
+        sides = [densekv_side(name, module, lua, client, f"{name}", f"{name}-1", capacity, p)
                  for module, lua, name in modules]
         if "bf" in binary.modules:
             client.execute_command("BF.RESERVE", "warm-rb", p, 20_000)
             client.execute_command("BF.MADD", "warm-rb", *items(4, 1000))
             client.execute_command("BF.EXISTS", "warm-rb", b"x")
             client.delete("warm-rb")
-            sides.append(redisbloom_side(client, "rb", "rb-1", n, p))
+            sides.append(redisbloom_side(client, "rb", "rb-1", capacity, p))
         base = {"benchmark": "bloom_speed", "commit": gitstamp.commit(), "baseline": args.baseline or None,
-                "server": args.server, "version": binary.version, "n": n, "capacity": n, "error_rate": p,
+                "server": args.server, "version": binary.version, "n": n, "capacity": capacity, "error_rate": p,
                 "chunk": chunk, "rb_batch": RB_BATCH, "script_bits": _script_bits()}
 
         def batches(data: list[bytes], verb: str) -> list[Callable[[Side], Any]]:
@@ -306,6 +314,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 BIT_OPS_K = 7
 BIT_OPS_ITEMS = 140  # items per script call: bloom_add.lua's 1000 bit calls at k = 7
+#: items per call of the copy variants (one copy per call, as bloom_has.lua's longer calls)
+BIT_OPS_COPY_ITEMS = 2000
 BIT_OPS_BYTES = 1 << 21
 BIT_OPS_PASSES = 5
 _WALK = """
@@ -316,6 +326,8 @@ for i = 0, k - 1 do args[4 * i + 1] = 'SET'; args[4 * i + 2] = 'u1'; args[4 * i 
 local ro = {}
 for i = 0, k - 1 do ro[3 * i + 1] = 'GET'; ro[3 * i + 2] = 'u1' end
 local big = {}
+local band, MASK, str = bit.band, {128, 64, 32, 16, 8, 4, 2, 1}, nil
+%s
 for j = 0, n - 1 do
   local p1, p2, p3, p4, q1, q2, q3, q4 = byte(w, 8 * j + 1, 8 * j + 8)
   local pos = p1 + p2 * 256 + p3 * 65536 + p4 * 16777216
@@ -325,19 +337,25 @@ end
 %s
 return out"""
 _STEP = "pos = pos + step; if pos >= m then pos = pos - m end"
-_BIT_VARIANTS = {  # name: (Lua per item, Lua after the items)
-    "walk": (f"for _ = 1, k do out = out + pos % 2; {_STEP} end", ""),
-    "setbit": (f"for _ = 1, k do out = out + call('SETBIT', key, pos, 1); {_STEP} end", ""),
-    "getbit": (f"for _ = 1, k do out = out + call('GETBIT', key, pos); {_STEP} end", ""),
-    "bitfield": (f"for i = 0, k - 1 do args[4 * i + 3] = pos; {_STEP} end "
+_COPY = "str = call('GET', key)"
+_BIT_VARIANTS = {  # name: (Lua before the items, Lua per item, Lua after the items)
+    "walk": ("", f"for _ = 1, k do out = out + pos % 2; {_STEP} end", ""),
+    "setbit": ("", f"for _ = 1, k do out = out + call('SETBIT', key, pos, 1); {_STEP} end", ""),
+    "getbit": ("", f"for _ = 1, k do out = out + call('GETBIT', key, pos); {_STEP} end", ""),
+    "bitfield": ("", f"for i = 0, k - 1 do args[4 * i + 3] = pos; {_STEP} end "
                  + "local r = call('BITFIELD', key, unpack(args, 1, 4 * k)) for i = 1, k do out = out + r[i] end",
                  ""),
-    "bitfield_ro": (f"for i = 0, k - 1 do ro[3 * i + 3] = pos; {_STEP} end "
+    "bitfield_ro": ("", f"for i = 0, k - 1 do ro[3 * i + 3] = pos; {_STEP} end "
                     + "local r = call('BITFIELD_RO', key, unpack(ro, 1, 3 * k)) for i = 1, k do out = out + r[i] end",
                     ""),
-    "bitfield_call": ("for _ = 1, k do local b = #big; big[b + 1] = 'SET'; big[b + 2] = 'u1'; "
+    "bitfield_call": ("", "for _ = 1, k do local b = #big; big[b + 1] = 'SET'; big[b + 2] = 'u1'; "
                       + f"big[b + 3] = pos; big[b + 4] = 1; {_STEP} end",
                       "local r = call('BITFIELD', key, unpack(big)) for i = 1, #r do out = out + r[i] end"),
+    # what bloom_has.lua / bloom_add.lua do with a stage they copy: one GET of the whole
+    # string per call ("copy" alone, no bit), then each bit tested in Lua
+    "copy": (_COPY, "", ""),
+    "copy_read": (_COPY, "for _ = 1, k do local r = pos % 8; "
+                  + f"if band(byte(str, (pos - r) / 8 + 1), MASK[r + 1]) ~= 0 then out = out + 1 end; {_STEP} end", ""),
 }
 
 
@@ -366,8 +384,9 @@ def bit_ops(args: argparse.Namespace) -> list[dict[str, Any]]:
 
         def scripted(name: str) -> float:  # commandstats: the script's own time
             before = commandstats(client)
-            for lo in range(0, n, BIT_OPS_ITEMS):
-                hi = min(n, lo + BIT_OPS_ITEMS)
+            per_call = BIT_OPS_COPY_ITEMS if name.startswith("copy") else BIT_OPS_ITEMS
+            for lo in range(0, n, per_call):
+                hi = min(n, lo + per_call)
                 client.evalsha(shas[name], 1, "bits", packed[8 * lo : 8 * hi], hi - lo, m, k)
             return commandstats(client)["evalsha"][1] - before.get("evalsha", (0, 0))[1]
 
@@ -389,8 +408,16 @@ def bit_ops(args: argparse.Namespace) -> list[dict[str, Any]]:
                 if turn:
                     usec[name].append(spent)
     setbit = median(usec["setbit"])
+    calls = -(-n // BIT_OPS_COPY_ITEMS)
+    copy = median(usec["copy"])
+    extra = {  # a copy's cost per byte; a bit tested in the copy, the walk included, the copy not
+        "copy": {"copy_ns_per_byte": round(1000 * copy / calls / BIT_OPS_BYTES, 3)},
+        "copy_read": {"local_read_usec_per_bit": round((median(usec["copy_read"]) - copy) / n / k, 4)},
+    }
     return [{**base, "variant": name, "server_usec_per_item": round(median(got) / n, 4),
              "server_usec_per_bit": round(median(got) / n / k, 4), "ratio_to_setbit": round(median(got) / setbit, 3),
+             **extra.get(name, {}),
+             "items_per_call": BIT_OPS_COPY_ITEMS if name.startswith("copy") else BIT_OPS_ITEMS,
              "measure": "used_cpu_user + used_cpu_sys" if name == "client" else "commandstats evalsha usec",
              "load_average_1m": round(os.getloadavg()[0], 2)} for name, got in usec.items()]
 
@@ -407,6 +434,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--server", default="redis-7.4")
     ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--capacity", type=int, help="the filters' capacity (default: N)")
     ap.add_argument("--p", type=float, default=0.01)
     ap.add_argument("--chunk", type=int, default=10_000)
     ap.add_argument("--single", type=int, default=4000)

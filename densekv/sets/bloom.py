@@ -7,8 +7,9 @@
     bf.stats()                    # m, k, shards, stages, inserted, bytes, fp rate and bound
 
 Module-free: plain strings used as bitmaps, one Lua script call per shard per ~1,000
-bit operations (densekv/lua/bloom_add.lua, bloom_has.lua), all calls of a batch in one
-round trip. The sizes, the allocator rounding, the hash and the growth rule are in
+bit operations (densekv/lua/bloom_add.lua, bloom_has.lua; a contains_many call reads a
+small stage from one copy of it instead, where that is cheaper), all calls of a batch in
+one round trip. The sizes, the allocator rounding, the hash and the growth rule are in
 bloom_math.py; the metadata format in bloom_spec.py; hashing and cutting a batch into
 calls in bloom_batch.py; keys, plans and flows in bloom_core.py. With
 `native=True` the same API runs on RedisBloom's BF.RESERVE/BF.MADD/BF.MEXISTS where the

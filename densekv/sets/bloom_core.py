@@ -17,17 +17,25 @@ fewer stages than the shard has answers "stale" without touching anything and th
 sends that shard's items again with the right keys (a second round trip, only then).
 
 How long one call may hold the server: each bloom_add / bloom_has call stops before its
-next item once it has read or set bloom_batch.SCRIPT_BITS bits (a hard cap in the script,
-whatever the client sends; the rest of its items go in the next round trip), plus a fixed
-part per call (the state hash, one STRLEN per stage, HSET): about 0.3 ms at k = 7 on
-redis-7.4 (add_many's median call 308 us in the SLOWLOG of `python benchmarks/
-bloom_speed.py --baseline HEAD`, 2026-11-24; its multi-ms tail is the shared machine, load
-average 5 on 2 cores: SLOWLOG times a preempted call whole). An add sets a new
-item's bits with SETBIT or with BITFIELD SET u1 x 7, whichever bloom_spec.set_rule found
-cheaper on the server for a batch (SETBIT for calls under BITFIELD_MIN_ITEMS items); the
-same bits either way. The client sizes its
-calls to that budget from the k of the stages it sends, and sends an add the next stage
-only when its items may fill the last one (as far as its cached count knows).
+next item once it has spent the budget the client gave it (a hard cap in the script,
+whatever items the client sends; the rest of its items go in the next round trip), plus a
+fixed part per call (the state hash, one STRLEN per stage, HSET). The unit is one bit read
+or set by redis.call (0.26-0.45 us a GETBIT on the servers of the matrix); a call that
+reads and sets every bit so gets bloom_batch.SCRIPT_BITS = 1,000 (about 0.3 ms at k = 7 on
+redis-7.4: add_many's median call 307-315 us in the SLOWLOG of `python benchmarks/
+bloom_speed.py --baseline HEAD`). A contains_many call may instead copy a stage into the
+script with one GET and test its bits there (bloom_has.lua), where bloom_batch.plan_call
+finds that cheaper: many bits read from a small stage (up to ~270 KiB). Such a call gets
+COPY_CALL_BITS = 1,800 units, the copy charged a unit per 256 bytes and a bit tested in it
+0.3: at most ~0.8 ms by the measured costs (median 0.37-0.55 ms on the four servers at
+200k items, p = 1%; the slowest seen 1.01 ms, on redis-7.4 at load average 0.66). Calls
+are sized by the bits their items are expected to read: k for a found item, about 2 for
+an absent one, weighed by the share the filter's last contains_many found. An add reads
+and sets every bit by redis.call, and sets a new item's bits with SETBIT or with BITFIELD
+SET u1 x 7, whichever bloom_spec.set_rule found cheaper on the server for a batch (SETBIT
+for calls under BITFIELD_MIN_ITEMS items); the same bits either way. The client sends an
+add the next stage only when its items may fill the last one (as far as its cached count
+knows).
 """
 
 from __future__ import annotations
@@ -42,7 +50,17 @@ from densekv.flows import Flow
 from densekv.keys import tag
 from densekv.lua import script
 from densekv.plan import Plan, command, script_call
-from densekv.sets.bloom_batch import SCRIPT_BITS, Batch, Span, cut, group_by_shard, items_per_call
+from densekv.sets.bloom_batch import (
+    LOCAL_READ_UNITS,
+    SCRIPT_BITS,
+    Batch,
+    CallPlan,
+    Span,
+    cut,
+    group_by_shard,
+    items_per_call,
+    plan_call,
+)
 from densekv.sets.bloom_errors import (
     BloomFull,
     BloomModuleMissing,
@@ -120,6 +138,9 @@ class BloomCore:
         self.counts: list[int] = []  # last seen items per shard
         self.lasts: list[int] = []  # last seen items in the last stage per shard
         self._stage_lists: dict[int, list[Stage]] = {}
+        # share of the items found by the last contains_many: how many bits a contains
+        # is expected to read (plan_call's choice between GETBIT and a copy of a stage)
+        self.present_share = 0.5
         self._keys: dict[tuple[int, int], tuple[bytes, ...]] = {}
 
     # -- keys -----------------------------------------------------------------------
@@ -233,7 +254,9 @@ class BloomCore:
                 return stages
         return self._stage_list(made + 1)
 
-    def _plan_add(self, shard: int, stages: list[Stage], walks: bytes, count: int) -> Plan[tuple[int, int, int, bytes]]:
+    def _plan_add(self, shard: int, stages: list[Stage], walks: bytes, count: int,
+                  how: CallPlan | None = None) -> Plan[tuple[int, int, int, bytes]]:
+        """One bloom_add call (every bit by redis.call: `how` is not used, see _add_call_plan)."""
         bitfield = self.set_bits == SET_BITFIELD and count >= BITFIELD_MIN_ITEMS
         args: list[int | bytes] = [len(stages), count, SCRIPT_BITS, int(bitfield)]
         for s in stages:
@@ -241,12 +264,37 @@ class BloomCore:
         args.append(walks)
         return script_call(script("bloom_add"), self._shard_keys(shard, len(stages)), args, decode=_decode_add)
 
-    def _plan_has(self, shard: int, stages: list[Stage], walks: bytes, count: int) -> Plan[tuple[int, bytes]]:
-        args: list[int | bytes] = [len(stages), count, SCRIPT_BITS]
+    def _plan_has(self, shard: int, stages: list[Stage], walks: bytes, count: int,
+                  how: CallPlan | None = None) -> Plan[tuple[int, bytes]]:
+        budget, copies = (how.budget, _copies_arg(how)) if how else (SCRIPT_BITS, "")
+        args: list[int | str | bytes] = [len(stages), count, budget, copies]
         for s in stages:
             args += (s.bytes, s.k)
         args.append(walks)
         return script_call(script("bloom_has"), self._shard_keys(shard, len(stages)), args, decode=_decode_has)
+
+    def _add_call_plan(self, shard: int, stages: list[Stage], items: int) -> CallPlan:
+        """An add reads and sets every bit by redis.call, in calls sized for k bits in every
+        stage sent (items_per_call). Its last stage is written, so only full stages could be
+        copied, where a new item reads about 2 bits: too few for calls that short, and
+        plan_call picks GETBIT for them (a 25k-item filter grown to 2-4 stages). A version
+        that copied them measured 1.045x the old code in one growth run of bloom_speed.py
+        (--capacity 25000) at load average 5.4, inside that run's noise, so it was dropped."""
+        return CallPlan(items_per_call(sum(st.k for st in stages)), SCRIPT_BITS, (0,) * len(stages))
+
+    def _has_call_plan(self, shard: int, stages: list[Stage], items: int) -> CallPlan:
+        """A contains reads about 2 bits of a stage that does not hold the item (at most
+        half of a stage's bits are set) and k of the one that does, then stops: a found
+        item (the last batch's share found) is in stage s in proportion to the items s
+        holds, and reads only the stages up to its own."""
+        h = self.present_share
+        held = [st.capacity for st in stages[:-1]] + [max(1, self.lasts[shard])]
+        total = sum(held)
+        reads, after = [], total
+        for st, n in zip(stages, held):
+            after -= n  # found items in later stages also read ~2 bits here
+            reads.append(h * (n * st.k + after * min(st.k, 2)) / total + (1 - h) * min(st.k, 2))
+        return plan_call(stages, reads, items, len(stages))
 
     def _seen(self, shard: int, stages: int, count: int | None = None, last: int | None = None) -> None:
         """What a reply says of a shard (never backwards: replies may come out of order)."""
@@ -283,7 +331,8 @@ class BloomCore:
                 self._check_growth(shard, sent, stages, last)
             return flags
 
-        return (yield from self._many(items, "BF.MADD", self._add_one, stages_of, self._plan_add, took))
+        return (yield from self._many(items, "BF.MADD", self._add_one, stages_of, self._add_call_plan,
+                                      self._plan_add, took))
 
     def contains_many(self, items: Sequence[object]) -> Flow[list[bool]]:
         def stages_of(shard: int, group: list[Span]) -> list[Stage]:
@@ -294,16 +343,22 @@ class BloomCore:
             self._seen(span[0], stages)
             return flags
 
-        return (yield from self._many(items, "BF.MEXISTS", self._contains_one, stages_of, self._plan_has, took))
+        found = yield from self._many(items, "BF.MEXISTS", self._contains_one, stages_of, self._has_call_plan,
+                                      self._plan_has, took)
+        if len(found) > 1 and not self.native:
+            self.present_share = sum(found) / len(found)
+        return found
 
     def _many(self, items: Sequence[object], verb: str, one: Callable[[bytes], Flow[bool]],
               stages_of: Callable[[int, list[Span]], list[Stage]],
-              plan: Callable[[int, list[Stage], bytes, int], Plan[R]],
+              call_plan: Callable[[int, list[Stage], int], CallPlan],
+              plan: Callable[[int, list[Stage], bytes, int, CallPlan], Plan[R]],
               took: Callable[[Span, list[Stage], R], bytes]) -> Flow[list[bool]]:
         """The rounds of add_many / contains_many: `verb` with RedisBloom; one item through
         `one`; else script calls (`plan`) with each shard's `stages_of`, cut to what a call
-        carries, all of a round in one round trip; `took` reads a reply into its flags, and
-        a call that stops short has the rest of its span sent in the next round."""
+        carries and reading each stage as `call_plan` says, all of a round in one round
+        trip; `took` reads a reply into its flags, and a call that stops short has the rest
+        of its span sent in the next round."""
         data = items_bytes(items)
         if not data:
             return []
@@ -314,15 +369,15 @@ class BloomCore:
         batch = Batch(data, self.opened.shards)
         pending = batch.spans
         while pending:
-            calls: list[tuple[Span, list[Stage]]] = []
+            calls: list[tuple[Span, list[Stage], CallPlan]] = []
             for shard, group in _by_shard(pending).items():
                 stages = stages_of(shard, group)
-                per_call = items_per_call(sum(st.k for st in stages))
-                calls += [(part, stages) for span in group for part in cut(span, per_call)]
-            replies = yield [plan(shard, stages, batch.walks(stages, lo, hi), hi - lo)
-                             for (shard, lo, hi), stages in calls]
+                how = call_plan(shard, stages, sum(hi - lo for _, lo, hi in group))
+                calls += [(part, stages, how) for span in group for part in cut(span, how.items)]
+            replies = yield [plan(shard, stages, batch.walks(stages, lo, hi), hi - lo, how)
+                             for (shard, lo, hi), stages, how in calls]
             pending = []
-            for (span, sent), reply in zip(calls, replies):
+            for (span, sent, _), reply in zip(calls, replies):
                 flags = took(span, sent, reply)
                 shard, lo, hi = span
                 batch.put(lo, flags)
@@ -503,6 +558,14 @@ def predicted_allocation(spec: BloomSpec) -> int:
     """Bytes the allocator accounts for stage 0 of every shard."""
     stage = spec.stage(0)
     return spec.shards * string_allocation(stage.bytes, spec.rule)
+
+
+def _copies_arg(how: CallPlan) -> str:
+    """The scripts' copies argument: "" when no stage is copied, else the units of a bit
+    tested in a copy and of copying each stage (0: read by GETBIT)."""
+    if not any(how.copies):
+        return ""
+    return " ".join(map(str, (LOCAL_READ_UNITS, *how.copies)))
 
 
 def _by_shard(spans: Sequence[Span]) -> dict[int, list[Span]]:

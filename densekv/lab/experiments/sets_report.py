@@ -69,7 +69,8 @@ def describe(out: Output, ctx: Context, n: int, results: list[Result], limits: A
         "several times their hit's; a set of one partition (a hashtable) or one per ID has no such limit."),
         (f"Bloom filter: densekv.sets.bloom.BloomFilter with capacity N, loaded with the same N IDs "
         f"(add_many in chunks of {LOAD_CHUNK:,}: its add/s is that load's rate; module-free = one Lua call "
-        "per shard per 1,000 GETBIT/SETBIT (bloom_batch.SCRIPT_BITS), native = BF.MADD of 500); "
+        "per shard per 1,000 GETBIT/SETBIT (bloom_batch.SCRIPT_BITS; a contains call that copies a stage: "
+        "1,800 GETBIT-units, bloom_batch.COPY_CALL_BITS), native = BF.MADD of 500); "
         "contains/s = contains_many of the absent IDs below (the false-positive count), so it measures misses, which stop at the first "
         "0 bit; benchmarks/bloom_speed.py compares the two modes operation by operation. "
         f"Bits per item = 8 x used_memory delta / N; false-positive rate = hits among "
