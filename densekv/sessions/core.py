@@ -24,12 +24,13 @@ single-session flows and the metadata it shares with every process.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from densekv.errors import DensekvError, InvalidArgument
-from densekv.flows import Flow, gather, retrying
+from densekv.flows import Flow, Sleep, gather, retrying
 from densekv.keys import partition_count
 from densekv.plan import Plan
 from densekv.sessions import payload_flows as payloads
@@ -70,6 +71,14 @@ DEFAULT_TTL = 30 * 24 * 3600
 META_RECHECK_S = 5.0  # while a repartition runs, re-read the store metadata this often
 META_REFRESH_S = 60.0  # otherwise this often (a dictionary trained by another process)
 MAX_CAS_TRIES = 50  # apply/login retries while other writers change the same session
+
+
+def cas_pause(lost: int) -> Flow[None]:
+    """After the `lost`-th lost compare-and-set: at once the first time, then a random pause
+    of up to 0.5 ms doubling to 20 ms. Two writers of one session can otherwise fall into
+    step, one reading just before the other writes every time, until MAX_CAS_TRIES."""
+    if lost > 1:
+        yield Sleep(random.uniform(0, min(0.02, 0.00025 * 2 ** lost)))
 TOUCH_GAIN = 0.25  # due_for_touch: roll the idle expiry once this part of the window has passed
 OUTSIDE_WEIGHT = 0.05  # moving average of reads that found an out-of-line payload ...
 OUTSIDE_SPECULATE = 0.2  # ... above which a get reads the out-of-line key in the same round trip
@@ -365,7 +374,8 @@ class SessionCore:
         seconds = self.ttl_of(ttl, now)  # InvalidArgument before anything is read
         if digest is None:
             return False
-        for _ in range(MAX_CAS_TRIES):
+        for tries in range(MAX_CAS_TRIES):
+            yield from cas_pause(tries)
             current = yield from self._read(digest)
             if current is None:
                 return False
@@ -414,7 +424,8 @@ class SessionCore:
         return (yield from self._change(digest, merge))
 
     def _change(self, digest: bytes, merge: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> Flow[dict[str, Any] | None]:
-        for _ in range(MAX_CAS_TRIES):
+        for tries in range(MAX_CAS_TRIES):
+            yield from cas_pause(tries)
             current = yield from self._read(digest)
             if current is None:
                 return None
@@ -470,7 +481,8 @@ class SessionCore:
         if self.index is None and identity is ...:
             (moved,) = yield from self.run_on([old, new], [self.layout.plan_rename(old, new, self.now())])
             return new_token_ if moved is not None else None
-        for _ in range(MAX_CAS_TRIES):
+        for tries in range(MAX_CAS_TRIES):
+            yield from cas_pause(tries)
             now = self.now()
             (current,) = yield from self.run_on([old, new], [self.layout.plan_get(old)])
             if current is None or not current.live(now):
