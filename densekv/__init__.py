@@ -55,6 +55,7 @@ from densekv.sessions import (
     Session,
     SessionDataInvalid,
     SessionDataTooLarge,
+    SessionExists,
     SessionIdentityInvalid,
     SessionStore,
 )
@@ -115,6 +116,7 @@ __all__ = [  # noqa: RUF022  # plain sorted(), as tests/unit/test_public_api.py 
     "Session",
     "SessionDataInvalid",
     "SessionDataTooLarge",
+    "SessionExists",
     "SessionIdentityInvalid",
     "SessionStore",
     "SetFamily",

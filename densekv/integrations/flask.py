@@ -43,7 +43,7 @@ from flask.sessions import SessionMixin, session_json_serializer
 
 from densekv.errors import DensekvError, ServerUnavailable
 from densekv.integrations.tracked import TrackedDict
-from densekv.sessions.model import Identity, Session, digest_of
+from densekv.sessions.model import Identity, Session, SessionExists, digest_of
 from densekv.sessions.store import SessionStore
 
 __all__ = ["DensekvSession", "FlaskSessionFallback", "SessionInterface"]
@@ -280,6 +280,9 @@ class SessionInterface(FlaskSessionInterface):
         stored = {k: tag_value(v) for k, v in data.items()}
         try:
             self.store.create(None, stored, ttl, token=token)
+        except SessionExists:  # another request moved it in a moment ago: theirs stands
+            self._load(app, session, token)
+            return
         except ServerUnavailable:
             raise
         except DensekvError as exc:  # data densekv cannot hold: start afresh, keep the old key

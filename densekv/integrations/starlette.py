@@ -64,6 +64,7 @@ from densekv.sessions.model import (
     Session,
     SessionDataInvalid,
     SessionDataTooLarge,
+    SessionExists,
     digest_of,
 )
 from densekv.sessions.store import AsyncSessionStore
@@ -309,6 +310,8 @@ class SessionMiddleware:
         ttl = self.store.ttl if left <= 0 else min(left, self.store.ttl)
         try:
             await self.store.create(None, data, ttl=ttl, token=token)
+        except SessionExists:  # another request moved it in a moment ago: theirs stands
+            return await self.store.get(token)
         except (SessionDataTooLarge, SessionDataInvalid):
             return None  # left where it is, to expire there; this browser starts afresh
         await source.forget(token)

@@ -7,6 +7,7 @@ from densekv.sessions.model import (
     Session,
     SessionDataInvalid,
     SessionDataTooLarge,
+    SessionExists,
     SessionIdentityInvalid,
 )
 from densekv.sessions.store import (
@@ -18,4 +19,4 @@ from densekv.sessions.store import (
 )
 
 __all__ = ["LAYOUTS", "AsyncSessionStore", "LayoutUnavailable", "ServerFacts", "Session", "SessionDataInvalid",
-           "SessionDataTooLarge", "SessionIdentityInvalid", "SessionStore"]
+           "SessionDataTooLarge", "SessionExists", "SessionIdentityInvalid", "SessionStore"]

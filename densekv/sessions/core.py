@@ -56,6 +56,7 @@ from densekv.sessions.model import (
     Session,
     SessionDataInvalid,
     SessionDataTooLarge,
+    SessionExists,
     check_identity,
     check_owner,
     digest_of,
@@ -295,7 +296,7 @@ class SessionCore:
     # -- flows ------------------------------------------------------------------------
     def create(self, identity: Identity | None, data: dict[str, Any] | None, ttl: int | None,
                token: str | None = None) -> Flow[str]:
-        tokens = yield from self.put_records([self.new_record(identity, data, ttl, token)])
+        tokens = yield from self.put_records([self.new_record(identity, data, ttl, token)], given=token is not None)
         return tokens[0]
 
     def create_many(self, identities: Iterable[Identity | None], data: dict[str, Any] | None, ttl: int | None) -> Flow[list[str]]:
@@ -305,12 +306,15 @@ class SessionCore:
                     ttl: int | None) -> list[tuple[Record, str, bytes | None]]:
         return [self.new_record(identity, data, ttl) for identity in identities]
 
-    def put_records(self, made: list[tuple[Record, str, bytes | None]]) -> Flow[list[str]]:
+    def put_records(self, made: list[tuple[Record, str, bytes | None]], given: bool = False) -> Flow[list[str]]:
         """Store new records (idempotent: a retry after a repartition tombstone rewrites the
-        same fields, and the split moved any that the first try had stored)."""
+        same fields, and the split moved any that the first try had stored). `given`: the
+        tokens were given, not drawn (create(token=)): each is stored only if no live
+        session holds it (one atomic check-and-put), else SessionExists."""
         now = self.now()
         try:  # every plan is built (and every record sized) before anything is sent
-            puts = [self.layout.plan_put(rec, now) for rec, _, _ in made]
+            puts: list[Plan[Any]] = [(self.layout.plan_put_new if given else self.layout.plan_put)(rec, now)
+                                     for rec, _, _ in made]
         except SessionDataTooLarge:
             self.refused_too_large += 1
             raise
@@ -321,7 +325,9 @@ class SessionCore:
                     for rec, _, _ in made if rec.identity is not None]
             if adds:
                 yield adds
-        yield from self.run_on([rec.digest for rec, _, _ in made], puts)
+        stored = yield from self.run_on([rec.digest for rec, _, _ in made], puts)
+        if given and not all(stored):
+            raise SessionExists("a live session holds this token already: nothing was written")
         yield from payloads.sample(self, [p for _, _, p in made if p is not None])
         return [token for _, token, _ in made]
 

@@ -20,10 +20,10 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from densekv.errors import InvalidArgument
+from densekv.errors import DensekvError, InvalidArgument
 from densekv.sessions.payload import SessionDataInvalid, SessionDataTooLarge
 
-__all__ = ["MAX_STR_IDENTITY", "Identity", "Record", "Session", "SessionDataInvalid", "SessionDataTooLarge",
+__all__ = ["MAX_STR_IDENTITY", "Identity", "Record", "Session", "SessionDataInvalid", "SessionDataTooLarge", "SessionExists",
            "SessionIdentityInvalid",
            "check_identity", "check_owner", "digest_of", "identity_bytes", "new_token"]
 TOKEN_BYTES = 24
@@ -60,6 +60,12 @@ class SessionIdentityInvalid(InvalidArgument, TypeError):
     """An identity that could not be stored and found again (a float, a bool, an int
     outside 0 .. 2**64-1, a str that is empty, longer than 254 UTF-8 bytes or not UTF-8
     text); raised before anything is written. A TypeError and a ValueError, as it was."""
+
+
+class SessionExists(DensekvError):
+    """create(token=...) with a token a live session holds already: nothing was written
+    (a token given is never overwritten: another request may have moved the same session
+    in a moment before)."""
 
 
 def check_identity(identity: object) -> Identity:

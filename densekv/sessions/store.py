@@ -131,10 +131,11 @@ class SessionStore(_Options):
     def create(self, identity: Identity | None = None, data: Data | None = None, ttl: int | None = None,
                *, token: str | None = None) -> str:
         """A new session; identity None is anonymous. `token=` stores it under a given
-        token (a session moved in from another store keeps its cookie value)."""
+        token (a session moved in from another store keeps its cookie value), unless a
+        live session holds that token: SessionExists, nothing written."""
         made = self._core.new_records([identity], data, ttl) if token is None else \
             [self._core.new_record(identity, data, ttl, token)]
-        return self._run(lambda c: c.put_records(made))[0]
+        return self._run(lambda c: c.put_records(made, given=token is not None))[0]
 
     def create_many(self, identities: Iterable[Identity | None], data: Data | None = None, ttl: int | None = None,
                     *, batch: int = 1000) -> list[str]:
@@ -301,7 +302,7 @@ class AsyncSessionStore(_Options):
         core = await self.ready()
         made = core.new_records([identity], data, ttl) if token is None else \
             [core.new_record(identity, data, ttl, token)]
-        return (await self._run(lambda c: c.put_records(made)))[0]
+        return (await self._run(lambda c: c.put_records(made, given=token is not None)))[0]
 
     async def create_many(self, identities: Iterable[Identity | None], data: Data | None = None,
                           ttl: int | None = None, *, batch: int = 1000) -> list[str]:

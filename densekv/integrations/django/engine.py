@@ -22,7 +22,7 @@ from densekv.integrations.django.backend import Backend, backend_for
 from densekv.integrations.django.calls import Call, Flow, adrive, drive
 from densekv.integrations.django.movein import Previous
 from densekv.integrations.django.values import EXPIRY_KEY, Data, Stored, identity_of, same
-from densekv.sessions import Session, SessionDataInvalid
+from densekv.sessions import Session, SessionDataInvalid, SessionExists
 from densekv.sessions import SessionStore as DenseStore
 from densekv.sessions.model import digest_of, new_token
 from densekv.sessions.payload import pack_data
@@ -137,7 +137,10 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             again: Session | None = yield Call("get", (token,))
             return again
         data, left = found
-        yield from self._storing(lambda d: Call("create", (identity_of(d), d, left), {"token": token}), data)
+        try:
+            yield from self._storing(lambda d: Call("create", (identity_of(d), d, left), {"token": token}), data)
+        except SessionExists:  # another request moved it in a moment ago: theirs stands
+            return (yield Call("get", (token,)))  # type: ignore[no-any-return]
         yield Call("delete", on=previous)
         return (yield Call("get", (token,)))  # type: ignore[no-any-return]
 
@@ -148,11 +151,14 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             self._session_key = token or new_token()
             self._stored = None
             return
-        if token is not None and (digest_of(token) is None or (yield Call("get", (token,))) is not None):
-            raise CreateError  # checked, not atomic: densekv's create(token=) would overwrite
+        if token is not None and digest_of(token) is None:
+            raise CreateError
         identity = identity_of(data)
-        made, stored = yield from self._storing(
-            lambda d: Call("create", (identity, d, ttl), {"token": token}), data)
+        try:  # a given token is stored only if no live session holds it (one atomic step)
+            made, stored = yield from self._storing(
+                lambda d: Call("create", (identity, d, ttl), {"token": token}), data)
+        except SessionExists:
+            raise CreateError from None
         self._session_key = made
         self._stored = Stored(made, identity, copy.deepcopy(stored))
 

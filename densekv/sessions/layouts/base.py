@@ -14,7 +14,8 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from densekv.plan import Plan
+from densekv.lua import script
+from densekv.plan import Command, Plan, script_call
 from densekv.sessions.model import Record
 
 
@@ -46,6 +47,23 @@ class Layout(ABC):
     def plan_put(self, rec: Record, now: int) -> Plan[None]:
         """Store a new session (the digest is fresh: nothing to overwrite). Raises
         SessionDataTooLarge, while building the plan, if the record cannot stay compact."""
+
+    def plan_put_new(self, rec: Record, now: int) -> Plan[bool]:
+        """plan_put, run only if no live session holds the digest (lua/put_new.lua), in one
+        atomic step: True stored, False taken (nothing written)."""
+        put = self.plan_put(rec, now)
+        guard_keys, guard_args = self.put_guard(rec.digest)
+        keys: list[Any] = list(guard_keys)
+        args: list[Any] = [*guard_args, now, len(put.steps)]
+        for step in put.steps:
+            assert isinstance(step, Command), "a put is plain commands"
+            keys += [k for k in step.keys if k not in keys]
+            args += [len(step.args), *step.args]
+        return script_call(script("put_new"), keys, args, lambda r: bool(int(r)))
+
+    @abstractmethod
+    def put_guard(self, digest: bytes) -> tuple[tuple[bytes, ...], tuple[Any, ...]]:
+        """(KEYS, ARGV) of lua/put_new.lua's check for this digest."""
 
     @abstractmethod
     def plan_get(self, digest: bytes) -> Plan[Record | None]:

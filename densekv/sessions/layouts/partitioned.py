@@ -166,6 +166,10 @@ class PartitionedLayout(Layout):
     def _put_extra(self, p: int, field: bytes, rec: Record) -> list[Command]:
         return []
 
+    def put_guard(self, digest: bytes) -> tuple[tuple[bytes, ...], tuple[Any, ...]]:
+        p, field = self.locate(digest)
+        return (self.hash_key(p), self.cont_key(p), self.ool_key(digest)), ("field", field)
+
     def plan_get(self, digest: bytes, outside: bool = True) -> Plan[Record | None]:
         """HGET, and with `outside` the continuation entry and the out-of-line key in one
         MULTI (a split payload's two parts must come from one version of the session).

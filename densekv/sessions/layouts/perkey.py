@@ -94,6 +94,9 @@ class KeyPerSessionLayout(Layout):
         key = self.key(rec.digest)
         return Plan((Command(("SET", key, self.encode(rec), "EXAT", rec.expires_at), (key,)),), lambda r: None)
 
+    def put_guard(self, digest: bytes) -> tuple[tuple[bytes, ...], tuple[Any, ...]]:
+        return (self.key(digest),), ("key", b"")
+
     def plan_get(self, digest: bytes) -> Plan[Record | None]:
         key = self.key(digest)
         return Plan(
