@@ -67,7 +67,6 @@ from redis.exceptions import (
     NoScriptError,
     ReadOnlyError,
     RedisClusterException,
-    ResponseError,
     TryAgainError,
 )
 
@@ -79,6 +78,7 @@ from densekv.plan import (
     Plan,
     ScriptMemory,
     Wire,
+    aexchange,
     durability,
     exchange,
     finish_plans,
@@ -128,14 +128,7 @@ async def _asend(node: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
             node.release(conn)
         raise _NotSent(str(exc)) from exc
     try:
-        await conn.send_packed_command(conn.pack_commands(commands))
-        replies: list[Any] = []
-        for _ in commands:
-            try:
-                replies.append(await conn.read_response(disable_decoding=True))
-            except ResponseError as exc:
-                replies.append(exc)
-        return replies
+        return await aexchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         await conn.disconnect()
         raise _Lost(str(exc)) from exc

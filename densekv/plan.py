@@ -365,17 +365,23 @@ def _parse_error(text: str) -> ResponseError:
     return BaseParser.parse_error(text)  # type: ignore[no-untyped-call, no-any-return]  # redis-py: untyped
 
 
+async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """`exchange` on an asyncio connection: one write, every reply read (error replies as
+    ResponseError values)."""
+    await conn.send_packed_command(conn.pack_commands(commands))
+    replies: list[Any] = []
+    for _ in commands:
+        try:
+            replies.append(await conn.read_response(disable_decoding=True))
+        except ResponseError as exc:
+            replies.append(exc)
+    return replies
+
+
 async def _aroundtrip(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     conn = await pool.get_connection()
     try:
-        await conn.send_packed_command(conn.pack_commands(commands))
-        replies: list[Any] = []
-        for _ in commands:
-            try:
-                replies.append(await conn.read_response(disable_decoding=True))
-            except ResponseError as exc:
-                replies.append(exc)
-        return replies
+        return await aexchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         await conn.disconnect()
         raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
