@@ -52,7 +52,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import redis
 import redis.asyncio
@@ -73,6 +73,7 @@ from redis.exceptions import (
 from densekv.errors import ServerUnavailable, WriteInDoubt
 from densekv.lua import Script
 from densekv.plan import (
+    AsyncManyRunner,
     Durability,
     ManyRunner,
     Plan,
@@ -84,8 +85,6 @@ from densekv.plan import (
     finish_plans,
     plan_writes,
 )
-
-T = TypeVar("T")
 
 #: how long one run_many keeps retrying redirects, TRYAGAIN and a lost master
 RECOVERY_SECONDS = 20.0
@@ -215,16 +214,12 @@ class ClusterExecutor(_Routing, ManyRunner):
         return None
 
 
-class AsyncClusterExecutor(_Routing):
+class AsyncClusterExecutor(_Routing, AsyncManyRunner):
     """The same on redis-py's asyncio `RedisCluster`: the same rounds (`_Run`), awaited."""
 
     def __init__(self, client: redis.asyncio.RedisCluster, durable: bool | Durability | None = None,
                  recovery: float = RECOVERY_SECONDS) -> None:
         self._setup(client, durable, recovery)
-
-    async def run(self, plan: Plan[T]) -> T:
-        result: T = (await self.run_many([plan]))[0]
-        return result
 
     async def run_many(self, plans: Sequence[Plan[Any]]) -> list[Any]:
         if not plans:

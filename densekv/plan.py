@@ -456,7 +456,18 @@ class SyncExecutor(ManyRunner):
             per_plan[p][s] = reply
 
 
-class AsyncExecutor:
+class AsyncManyRunner:
+    """What the asyncio executors share: `run` is `run_many` of one plan, awaited."""
+
+    async def run(self, plan: Plan[T]) -> T:
+        result: T = (await self.run_many([plan]))[0]
+        return result
+
+    async def run_many(self, plans: Sequence[Plan[Any]]) -> list[Any]:
+        raise NotImplementedError
+
+
+class AsyncExecutor(AsyncManyRunner):
     """Runs plans on a redis-py asyncio `Redis` client."""
 
     def __init__(self, client: redis.asyncio.Redis, durable: bool | Durability | None = None) -> None:
@@ -464,10 +475,6 @@ class AsyncExecutor:
         self.pool = client.connection_pool
         self._scripts = ScriptMemory()
         self.durable = durability(durable)
-
-    async def run(self, plan: Plan[T]) -> T:
-        result: T = (await self.run_many([plan]))[0]
-        return result
 
     async def run_many(self, plans: Sequence[Plan[Any]]) -> list[Any]:
         if not plans:
