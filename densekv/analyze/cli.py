@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from densekv.cli_params import COUNT, REDIS_URL, writable_file
-from densekv.server.binaries import MATRIX
+from densekv.server.binaries import MATRIX, NEWER
 
 
 @contextmanager
@@ -57,7 +57,7 @@ def _first_ctrl_c() -> Iterator[list[bool]]:
 @click.option("--replay-keys", type=COUNT, default=1000, show_default=True,
               help="keys per pattern copied to the scratch server to measure the saving")
 @click.option("--no-replay", is_flag=True, help="only scan and group (no scratch server, no savings)")
-@click.option("--scratch", type=click.Choice(MATRIX), default=None, help="the server of the matrix to replay on (default: one like yours)")
+@click.option("--scratch", type=click.Choice((*MATRIX, *NEWER)), default=None, help="the server of the matrix to replay on (default: one like yours)")
 def analyze(url: str, sample: int, full: bool, rate: float | None, rules: str | None, as_json: bool,
             html_dir: str | None, resume: str | None, replay_keys: int, no_replay: bool, scratch: str | None) -> None:
     """Measure, per key pattern, what densekv would save on a live server (read-only)."""

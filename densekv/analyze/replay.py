@@ -76,21 +76,39 @@ def plan_ballast(live_keys: int, pattern_keys: float, copies: int) -> tuple[int,
 # --- the scratch server -----------------------------------------------------------------
 
 
+#: (flavor, major.minor) of a live server -> the servers of the matrix that stand in for
+#: it, closest first (the newer ones only where scripts/get-servers --all fetched them)
+STAND_INS = {
+    ("redis", "7.0"): ("redis-7.0",), ("redis", "7.2"): ("redis-7.4",), ("redis", "7.4"): ("redis-7.4",),
+    ("valkey", "8.0"): ("valkey-8.0",), ("valkey", "8.1"): ("valkey-8.1", "valkey-8.0"),
+}
+
+
+def stand_ins(flavor: str, version: str) -> tuple[str, ...]:
+    """The servers of the matrix for a live server of this flavor and version, closest
+    first; () for none."""
+    parts = version.split(".")
+    found = STAND_INS.get((flavor, ".".join(parts[:2])))
+    if found is not None:
+        return found
+    if flavor == "redis" and parts[0] == "8":
+        return ("redis-8.0", "redis-7.4")
+    if flavor == "valkey" and parts[0] == "9":
+        return ("valkey-9.1",)
+    return ()
+
+
 def scratch_name(flavor: str, version: str) -> tuple[str, str]:
     """(matrix server, note) for a live server of this flavor and version."""
-    parts = version.split(".")
-    line = ".".join(parts[:2])
-    wanted = {("redis", "7.0"): "redis-7.0", ("redis", "7.2"): "redis-7.4", ("redis", "7.4"): "redis-7.4",
-              ("valkey", "8.0"): "valkey-8.0", ("valkey", "8.1"): "valkey-8.0", ("valkey", "9.0"): "valkey-9.1",
-              ("valkey", "9.1"): "valkey-9.1"}.get((flavor, line))
-    if wanted is None and flavor == "valkey" and parts[0] == "9":
-        wanted = "valkey-9.1"
+    line = ".".join(version.split(".")[:2])
+    wanted = stand_ins(flavor, version)
     present = find_servers()
-    if wanted is not None and wanted in present:
-        same = present[wanted].version.startswith(line + ".")
-        return wanted, ("" if same else f"{wanted} stands in for {flavor} {version} (closest of the matrix)")
-    why = f"no server of the matrix for {flavor} {version} on this machine" if wanted is None else \
-        f"{wanted} is not on this machine (scripts/get-servers fetches it)"
+    for name in wanted:
+        if name in present:
+            same = present[name].version.startswith(line + ".")
+            return name, ("" if same else f"{name} stands in for {flavor} {version} (closest of the matrix here)")
+    why = f"no server of the matrix for {flavor} {version} on this machine" if not wanted else \
+        f"{' or '.join(wanted)} is not on this machine (scripts/get-servers fetches it)"
     return EMBEDDED, f"measured on the embedded {EMBEDDED}: {why}; per-key costs may differ from your server's"
 
 
