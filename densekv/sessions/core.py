@@ -232,6 +232,9 @@ class SessionCore:
     def count(self) -> Flow[int]:
         return whole.count(self)
 
+    def outside_counts(self) -> Flow[tuple[int, int]]:
+        return whole.outside_counts(self)
+
     def fill_warnings(self, sizes: list[int]) -> list[str]:
         return whole.fill_warnings(self, sizes)
 

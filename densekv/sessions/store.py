@@ -232,11 +232,14 @@ class SessionStore(_Options):
         return self._run(lambda c: c.count())
 
     def stats(self) -> dict[str, Any]:
-        """Layout, sessions stored, the fullest partition, refusals, and warnings."""
+        """Layout, sessions stored, the fullest partition, how many payloads did not fit
+        inline (split, out of line: a SCAN of the database), refusals, and warnings."""
         out: dict[str, Any] = {**self.explain(), "refused_too_large": self._core.refused_too_large}
         if isinstance(self._core.layout, PartitionedLayout):
             sizes = self._run(lambda c: c.partition_sizes())
+            split, outside = self._run(lambda c: c.outside_counts())
             out.update(sessions=sum(sizes), fullest_partition=max(sizes, default=0),
+                       split_sessions=split, out_of_line_sessions=outside,
                        warnings=self._core.fill_warnings(sizes))
         else:
             out.update(sessions=self.count(), warnings=[])
@@ -342,7 +345,9 @@ class AsyncSessionStore(_Options):
         out: dict[str, Any] = {**core.explain(), "refused_too_large": core.refused_too_large}
         if isinstance(core.layout, PartitionedLayout):
             sizes = await self._run(lambda c: c.partition_sizes())
+            split, outside = await self._run(lambda c: c.outside_counts())
             out.update(sessions=sum(sizes), fullest_partition=max(sizes, default=0),
+                       split_sessions=split, out_of_line_sessions=outside,
                        warnings=core.fill_warnings(sizes))
         else:
             out.update(sessions=await self.count(), warnings=[])

@@ -158,6 +158,27 @@ def partition_sizes(core: SessionCore) -> Flow[list[int]]:
     return sizes
 
 
+def outside_counts(core: SessionCore) -> Flow[tuple[int, int]]:
+    """(split, out of line): sessions of a partitioned store whose payload did not fit
+    hash-max-listpack-value, counted as continuation entries (HLEN of each partition's
+    continuation hash, old and new levels while a repartition runs) and out-of-line keys
+    (a SCAN under the namespace's prefix: every key of the database is visited once, as
+    count() does for the key-per-session layouts). Expired-but-unswept ones included."""
+    layout = core.layout
+    assert isinstance(layout, PartitionedLayout)
+    conts = [layout.cont_key(p) for p in range(layout.partitions)]
+    if layout.from_bits is not None:
+        conts += [layout.key_at("sc", p, layout.from_bits) for p in range(layout.from_partitions or 0)]
+    split = 0
+    for i in range(0, len(conts), 512):
+        split += sum((yield [command("HLEN", k, keys=(k,), decode=int) for k in conts[i : i + 512]]))
+    scan = Scan(glob_escape(key(core.namespace, "so") + b":") + b"*", batch=1000)
+    out_of_line = 0
+    while chunk := (yield scan):
+        out_of_line += len(chunk)
+    return split, out_of_line
+
+
 def count_keys(core: SessionCore) -> Flow[int]:
     """Sessions of a one-key-per-session layout: the keys a SCAN finds under the layout's
     prefix (the namespace escaped; every primary of a cluster)."""

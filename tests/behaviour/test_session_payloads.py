@@ -5,7 +5,9 @@ its dictionary, anonymous sessions and login, and concurrent writers keep their 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
+from typing import Any
 
 import pytest
 import redis
@@ -192,3 +194,28 @@ def test_out_of_line_keys_share_the_partition_slot_on_a_cluster(cluster_client: 
         assert key_slot(layout.ool_key(digest)) == key_slot(layout.hash_key(layout.locate(digest)[0]))
         new = store.login(token, 5)
         assert new and store.get(new).data == data  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("layout", ["dense", "zset"])
+def test_stats_count_the_payloads_that_did_not_fit_inline(client: redis.Redis, server: ServerProcess,
+                                                          layout: str) -> None:
+    """stats() says how many sessions are split and how many out of line (what the
+    planner's advice to raise hash-max-listpack-value is about), as the server holds them."""
+    store = SessionStore(client, layout=layout, expected_sessions=100, auto_train=None)
+    tokens = [store.create(i, {"b": os.urandom(n)}) for i, n in enumerate([4, 8, 70, 72, 74, 300, 900] * 3)]
+    split = sum(client.hlen(k) for k in client.scan_iter(match=b"sess:sc:*"))
+    outside = len(list(client.scan_iter(match=b"sess:so:*")))
+    assert split > 0 and outside > 0  # the sizes above make both kinds
+    stats = store.stats()
+    assert (stats["split_sessions"], stats["out_of_line_sessions"]) == (split, outside)
+    assert stats["sessions"] == len(tokens)
+
+    async def main() -> dict[str, Any]:
+        aclient = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        try:
+            return await AsyncSessionStore(aclient, layout=layout, expected_sessions=100).stats()
+        finally:
+            await aclient.aclose()
+
+    astats = asyncio.run(main())
+    assert (astats["split_sessions"], astats["out_of_line_sessions"]) == (split, outside)
