@@ -132,6 +132,14 @@ def run_on_units(core: SessionCore, units: list[int], plans: list[Plan[Any]]) ->
     return results[len(splits):]
 
 
+def hash_lengths(keys: list[bytes]) -> Flow[list[int]]:
+    """HLEN of every key, 512 to a round trip."""
+    out: list[int] = []
+    for i in range(0, len(keys), 512):
+        out += (yield [command("HLEN", k, keys=(k,), decode=int) for k in keys[i : i + 512]])
+    return out
+
+
 def partition_sizes(core: SessionCore) -> Flow[list[int]]:
     """Sessions in every partition (expired-but-unswept ones included); while a
     repartition runs, each new partition counts the sessions its parent still holds
@@ -139,12 +147,9 @@ def partition_sizes(core: SessionCore) -> Flow[list[int]]:
     first child."""
     layout = core.layout
     assert isinstance(layout, PartitionedLayout)
-    sizes: list[int] = []
     keys = [layout.hash_key(p) for p in range(layout.partitions)]
     if layout.from_bits is None:
-        for i in range(0, len(keys), 512):
-            sizes += (yield [command("HLEN", k, keys=(k,), decode=int) for k in keys[i : i + 512]])
-        return sizes
+        return (yield from hash_lengths(keys))
     olds = [layout.key_at("sd", p, layout.from_bits) for p in range(layout.from_partitions or 0)]
     counted: list[int] = []
     every = keys + olds
@@ -169,9 +174,7 @@ def outside_counts(core: SessionCore) -> Flow[tuple[int, int]]:
     conts = [layout.cont_key(p) for p in range(layout.partitions)]
     if layout.from_bits is not None:
         conts += [layout.key_at("sc", p, layout.from_bits) for p in range(layout.from_partitions or 0)]
-    split = 0
-    for i in range(0, len(conts), 512):
-        split += sum((yield [command("HLEN", k, keys=(k,), decode=int) for k in conts[i : i + 512]]))
+    split = sum((yield from hash_lengths(conts)))
     scan = Scan(glob_escape(key(core.namespace, "so") + b":") + b"*", batch=1000)
     out_of_line = 0
     while chunk := (yield scan):
