@@ -9,33 +9,20 @@ first, so two requests moving in the same session could lose the first one's cha
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
 import redis
 
 from densekv import SessionExists, SessionStore
-from densekv.server.probe import probe
 from densekv.server.process import ServerProcess
-from tests.behaviour.test_reliability_limits import dump_all
+from tests.behaviour.test_reliability_limits import dump_all, store_for
+from tests.behaviour.test_sessions import Clock
 
 LAYOUTS = ["dense", "zset", "packed", "hash", "json", "fieldttl"]
 TOKEN = "k2x9ab7qv0m1n8c3d4e5f6g7h8i9j0l1"  # Django's 32 chars of [a-z0-9]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = float(int(time.time()))
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def store_for(client: redis.Redis, layout: str, **options: Any) -> SessionStore:
-    if layout == "fieldttl" and probe(client).field_ttl == "none":
-        pytest.skip("no hash field TTL on this server")
-    return SessionStore(client, layout=layout, expected_sessions=1000, auto_train=None, **options)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -9,38 +9,23 @@ expiry never converts its partition (it is split like any record over the limit)
 from __future__ import annotations
 
 import os
-import time
-from typing import Any
 
 import pytest
 import redis
 
-from densekv import SessionStore
 from densekv.errors import InvalidArgument
-from densekv.server.probe import probe
-from tests.behaviour.test_reliability_limits import dump_all
+from tests.behaviour.test_reliability_limits import dump_all, store_for
+from tests.behaviour.test_sessions import Clock
 
 LAYOUTS = ["dense", "zset", "packed", "hash", "json", "fieldttl"]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = float(int(time.time()))
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def store_for(client: redis.Redis, layout: str, clock: Clock, **options: Any) -> SessionStore:
-    if layout == "fieldttl" and probe(client).field_ttl == "none":
-        pytest.skip("no hash field TTL on this server")
-    return SessionStore(client, layout=layout, expected_sessions=1000, auto_train=None, clock=clock, **options)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_longer_and_a_shorter_lifetime(client: redis.Redis, layout: str) -> None:
     clock = Clock()
-    store = store_for(client, layout, clock, ttl=100)
+    store = store_for(client, layout, clock=clock, ttl=100)
     token = store.create(7, {"cart": [1, 2]})
     other = store.create(7, {"n": 1})
     assert store.set_ttl(token, 1000)
@@ -61,7 +46,7 @@ def test_a_longer_and_a_shorter_lifetime(client: redis.Redis, layout: str) -> No
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_idle_expiry_still_applies_and_destroy_all_finds_the_session(client: redis.Redis, layout: str) -> None:
     clock = Clock()
-    store = store_for(client, layout, clock, ttl=100, idle_ttl=30)
+    store = store_for(client, layout, clock=clock, ttl=100, idle_ttl=30)
     token = store.create("alice", {"a": 1}, ttl=20)  # absolute = expires: no absolute in the record
     assert store.set_ttl(token, 5000)
     got = store.get(token)
@@ -79,7 +64,7 @@ def test_the_index_keeps_a_session_past_its_first_day(client: redis.Redis, layou
     """The identity index drops an entry once its day has passed (sweep): a session given
     days more must be listed with its new day, or "log out everywhere" misses it."""
     clock = Clock()
-    store = store_for(client, layout, clock, ttl=60)
+    store = store_for(client, layout, clock=clock, ttl=60)
     token = store.create(42, {"a": 1})
     assert store.set_ttl(token, 3 * 86400)
     clock.now += 2 * 86400
@@ -92,7 +77,7 @@ def test_the_index_keeps_a_session_past_its_first_day(client: redis.Redis, layou
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_bad_ttl_or_a_gone_session_writes_nothing(client: redis.Redis, layout: str) -> None:
     clock = Clock()
-    store = store_for(client, layout, clock, ttl=100)
+    store = store_for(client, layout, clock=clock, ttl=100)
     token = store.create(1, {"a": 1})
     before = dump_all(client)
     for bad in (0, -5, 2**32, "60", True, 1.5e12):
@@ -110,7 +95,7 @@ def test_a_record_at_the_limit_grows_without_converting_its_partition(client: re
     split (or moved out of line), the partition stays a listpack, the data reads back."""
     limit = int(client.config_get("hash-max-listpack-value")["hash-max-listpack-value"])
     clock = Clock()
-    store = store_for(client, layout, clock, ttl=100, idle_ttl=30, partitions=1, index_identities=False)
+    store = store_for(client, layout, clock=clock, ttl=100, idle_ttl=30, partitions=1, index_identities=False)
     key = store._core.layout.hash_key(0)  # type: ignore[attr-defined]
     n, token, data = limit // 2, "", {}
     for _ in range(40):  # size the payload (random bytes: nothing compresses) to the limit
