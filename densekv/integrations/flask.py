@@ -322,10 +322,9 @@ class SessionInterface(FlaskSessionInterface):
         alive = True
         if session.modified:
             changed, removed = session.changes()
-            if changed or removed:
-                alive = store.apply(token, changed, removed) is not None
-            if alive and ("_permanent" in changed or "_permanent" in removed):
-                alive = store.set_ttl(token, self._lifetime(app, session))  # remember me, or not
+            if changed or removed:  # remember me, or not: the lifetime in the same write
+                lifetime = {"ttl": self._lifetime(app, session)} if "_permanent" in (*changed, *removed) else {}
+                alive = store.apply(token, changed, removed, **lifetime) is not None
         new_token: str | None = token
         if alive and session.login_as is not None:
             new_token = store.login(token, session.login_as)

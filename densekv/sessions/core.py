@@ -27,6 +27,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable
+from types import EllipsisType
 from typing import Any, TypeVar
 
 from densekv.errors import DensekvError, InvalidArgument
@@ -379,26 +380,10 @@ class SessionCore:
         with the new header, placed under the limit like any update); the identity index
         learns the new expiry first, so destroy_all never misses the session."""
         digest = digest_of(token)
-        now = self.now()
-        seconds = self.ttl_of(ttl, now)  # InvalidArgument before anything is read
+        seconds = self.ttl_of(ttl, self.now())  # InvalidArgument before anything is read
         if digest is None:
             return False
-        for tries in range(MAX_CAS_TRIES):
-            yield from cas_pause(tries)
-            current = yield from self._read(digest)
-            if current is None:
-                return False
-            now = self.now()
-            absolute = now + seconds
-            expires = min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute
-            if self.index is not None and current.identity is not None and absolute > current.absolute_at:
-                yield [self.index.plan_add(current.identity, digest, absolute)]
-            _, framed = payloads.encode(self, current.data)
-            plan = self.layout.plan_replace(digest, current, current.data, framed, now, (expires, absolute))
-            (result,) = yield from self.run_on([digest], [plan])
-            if result != -2:
-                return bool(result == 1)
-        raise DensekvError(f"session {digest.hex()} kept changing under {MAX_CAS_TRIES} tries to write it")
+        return (yield from self._change(digest, lambda data: data, seconds, sample=False)) is not None
 
     def update(self, token: str, data: dict[str, Any] | None) -> Flow[bool]:
         """Replace the whole payload of a live session (None clears it)."""
@@ -413,13 +398,16 @@ class SessionCore:
             return bool(result == 1)
         return (yield from self._change(digest, lambda _: data)) is not None
 
-    def apply(self, token: str, changes: dict[str, Any], removed: Iterable[str] = ()) -> Flow[dict[str, Any] | None]:
+    def apply(self, token: str, changes: dict[str, Any], removed: Iterable[str] = (),
+              ttl: int | None | EllipsisType = ...) -> Flow[dict[str, Any] | None]:
         """Merge `changes` into the stored data and drop the keys in `removed`, as a
         compare-and-set on the record read: the merged data, or None if the session is
-        gone (it is never written again)."""
+        gone (it is never written again). `ttl` (not ...): a new lifetime in the same write,
+        as set_ttl gives (None: the store's ttl)."""
         if not isinstance(changes, dict):
             raise SessionDataInvalid("changes is a dict of top-level session keys")
         removed = list(removed)
+        seconds = None if ttl is ... else self.ttl_of(ttl, self.now())
         digest = digest_of(token)
         if digest is None:
             return None
@@ -430,9 +418,12 @@ class SessionCore:
                 new.pop(key, None)
             return new or None
 
-        return (yield from self._change(digest, merge))
+        return (yield from self._change(digest, merge, seconds))
 
-    def _change(self, digest: bytes, merge: Callable[[dict[str, Any] | None], dict[str, Any] | None]) -> Flow[dict[str, Any] | None]:
+    def _change(self, digest: bytes, merge: Callable[[dict[str, Any] | None], dict[str, Any] | None],
+                seconds: int | None = None, sample: bool = True) -> Flow[dict[str, Any] | None]:
+        """Compare-and-set of the data `merge` makes of the stored data; with `seconds`, a
+        new lifetime in the same write (the identity index told first of a later expiry)."""
         for tries in range(MAX_CAS_TRIES):
             yield from cas_pause(tries)
             current = yield from self._read(digest)
@@ -440,9 +431,16 @@ class SessionCore:
                 return None
             data = merge(current.data)
             packed, framed = payloads.encode(self, data)
-            (result,) = yield from self.run_on([digest], [self.layout.plan_replace(digest, current, data, framed, self.now())])
+            now = self.now()
+            times = None
+            if seconds is not None:
+                absolute = now + seconds
+                times = (min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute, absolute)
+                if self.index is not None and current.identity is not None and absolute > current.absolute_at:
+                    yield [self.index.plan_add(current.identity, digest, absolute)]
+            (result,) = yield from self.run_on([digest], [self.layout.plan_replace(digest, current, data, framed, now, times)])
             if result == 1:
-                if packed is not None:
+                if packed is not None and sample:
                     yield from payloads.sample(self, [packed])
                 return data if data is not None else {}
             if result == 0:

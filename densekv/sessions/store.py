@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from types import EllipsisType
 from typing import Any, TypeVar
 
 import redis
@@ -199,10 +200,12 @@ class SessionStore(_Options):
     def update(self, token: str, data: Data | None) -> bool:
         return self._run(lambda c: c.update(token, data))
 
-    def apply(self, token: str, changes: Data, removed: Iterable[str] = ()) -> Data | None:
+    def apply(self, token: str, changes: Data, removed: Iterable[str] = (), *,
+              ttl: int | None | EllipsisType = ...) -> Data | None:
         """Merge top-level keys into the stored data (compare-and-set): the merged data,
-        or None if the session is gone (never resurrected)."""
-        return self._run(lambda c: c.apply(token, changes, removed))
+        or None if the session is gone (never resurrected). `ttl=` gives the session a new
+        lifetime in the same write, as set_ttl does (None: the store's ttl)."""
+        return self._run(lambda c: c.apply(token, changes, removed, ttl))
 
     def destroy(self, token: str) -> bool:
         return self._run(lambda c: c.destroy(token))
@@ -369,8 +372,9 @@ class AsyncSessionStore(_Options):
     async def update(self, token: str, data: Data | None) -> bool:
         return await self._run(lambda c: c.update(token, data))
 
-    async def apply(self, token: str, changes: Data, removed: Iterable[str] = ()) -> Data | None:
-        return await self._run(lambda c: c.apply(token, changes, removed))
+    async def apply(self, token: str, changes: Data, removed: Iterable[str] = (), *,
+                    ttl: int | None | EllipsisType = ...) -> Data | None:
+        return await self._run(lambda c: c.apply(token, changes, removed, ttl))
 
     async def destroy(self, token: str) -> bool:
         return await self._run(lambda c: c.destroy(token))

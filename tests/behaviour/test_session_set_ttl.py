@@ -122,3 +122,21 @@ def test_a_record_at_the_limit_grows_without_converting_its_partition(client: re
     assert store.touch(token)
     clock.now += 25
     assert store.get(token) is not None  # past its first ttl of 20, inside the new one
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_apply_with_a_ttl_changes_data_and_lifetime_in_one_write(client: redis.Redis, layout: str) -> None:
+    """What the web backends send when a save also changes the expiry (Django's
+    set_expiry, Flask's session.permanent): one compare-and-set, not apply then set_ttl."""
+    clock = Clock()
+    store = store_for(client, layout, clock=clock, ttl=100)
+    token = store.create(3, {"a": 1})
+    assert store.apply(token, {"b": 2}, ttl=5000) == {"a": 1, "b": 2}
+    got = store.get(token)
+    assert got is not None and got.data == {"a": 1, "b": 2} and got.expires_at == int(clock.now) + 5000
+    assert store.apply(token, {"c": 3}) == {"a": 1, "b": 2, "c": 3}  # no ttl: the lifetime stays
+    assert store.get(token).expires_at == int(clock.now) + 5000  # type: ignore[union-attr]
+    before = dump_all(client)
+    with pytest.raises(InvalidArgument):
+        store.apply(token, {"d": 4}, ttl=0)
+    assert dump_all(client) == before

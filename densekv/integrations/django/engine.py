@@ -183,38 +183,35 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             base = Stored(moved, identity, base.data)
         changes = {k: v for k, v in data.items() if k not in base.data or not same(base.data[k], v)}
         removed = [k for k in base.data if k not in data]
+        # The stored lifetime follows set_expiry (or, once it is unset, the store's ttl): a
+        # session the user asked to keep longer is kept longer on the server, not only in
+        # the cookie; an expiry already past ends it now. In the same write as the data.
         retime = EXPIRY_KEY in changes or EXPIRY_KEY in removed or self._sliding(data)
+        lifetime: dict[str, Any] = {}
+        if retime:
+            ttl = self._ttl_of(data)
+            if ttl is not None and ttl <= 0:
+                yield Call("destroy", (token,))
+                self._stored = None
+                return
+            lifetime = {"ttl": ttl}
         if not changes and not removed:
             self._stored = base
-            if retime:
-                yield from self._retime_flow(token, data)
+            if retime and not (yield Call("set_ttl", (token, lifetime["ttl"]))):
+                raise UpdateError
             return
-        merged, _ = yield from self._storing(lambda d: Call("apply", (token, d, removed)), changes)
+        merged, _ = yield from self._storing(lambda d: Call("apply", (token, d, removed), lifetime), changes)
         if merged is None:
             raise UpdateError
         data.clear()
         data.update(merged)
         self._stored = Stored(token, identity if identity is not None else base.identity, copy.deepcopy(merged))
-        if retime:
-            yield from self._retime_flow(token, merged)
 
     @staticmethod
     def _sliding(data: Data) -> bool:
         """set_expiry(seconds): Django's backends restart that many seconds at every save."""
         expiry = data.get(EXPIRY_KEY)
         return isinstance(expiry, int) and not isinstance(expiry, bool) and expiry > 0
-
-    def _retime_flow(self, token: str, data: Data) -> Flow[None]:
-        """The stored session's lifetime follows set_expiry (or, once it is unset, the
-        store's ttl): a session the user asked to keep longer is kept longer on the server,
-        not only in the cookie; an expiry already past ends it now."""
-        ttl = self._ttl_of(data)
-        if ttl is not None and ttl <= 0:
-            yield Call("destroy", (token,))
-            self._stored = None
-            return
-        if not (yield Call("set_ttl", (token, ttl))):
-            raise UpdateError
 
     def _cycle_flow(self, data: Data) -> Flow[None]:
         token = self.session_key
