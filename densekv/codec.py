@@ -16,7 +16,10 @@ Header bytes (a retired number is never reused):
   0x0F OUT_OF_LINE  the value lives in its own key (maps: too large for a listpack)
   0x11-0x13     zlib (raw deflate stream) of a BYTES / STR / MSGPACK payload
   0x21-0x23     zstd of a BYTES / STR / MSGPACK payload: one varint dictionary id
-                (0 = no dictionary), then a magic-less zstd frame
+                (0 = no dictionary), then a magic-less zstd frame. Dictionary ids are
+                derived from the dictionary's bytes (content_id: 4 varint bytes); small
+                counted ids written before that still read with the dictionary stored
+                under them
   '-', '0'-'9'  INTEGER: the whole value is the canonical decimal text of a signed
                 64-bit integer (0x2D, 0x30-0x39). The header *is* the first character:
                 a listpack stores such a value as a 1-9 byte integer instead of a string
@@ -34,6 +37,7 @@ lz4 are optional (`pip install 'densekv[codecs]'`) and imported on first use.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import zlib
 from collections.abc import Callable, Mapping
@@ -139,9 +143,26 @@ def encode_int(value: int) -> bytes:
 # --- zstd dictionaries --------------------------------------------------------------------
 
 
+CONTENT_ID_MIN = 1 << 21  # content ids take exactly 4 varint bytes: [2**21, 2**28)
+CONTENT_ID_SPAN = (1 << 28) - CONTENT_ID_MIN
+
+
+def content_id(data: bytes) -> int:
+    """The id a dictionary is stored and named under: derived from its bytes (BLAKE2b),
+    so the same id always means the same bytes, in every process and after any restart.
+    Counted ids (1, 2, ... from before) could be given again by a server that lost its
+    data, and a process still holding the old dictionary under that id decoded other
+    sessions' payloads into wrong data. 27 bits (a 4-byte varint, 3 bytes more per payload
+    than id 1): two dictionaries of one namespace share an id with odds of 1 in 134
+    million, and storing the second one is then refused (map_dict_store.lua)."""
+    h = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "big")
+    return CONTENT_ID_MIN + h % CONTENT_ID_SPAN
+
+
 @dataclass(frozen=True)
 class ZstdDictionary:
-    """A trained zstd dictionary and the id it is stored under (maps/dictionaries.py)."""
+    """A trained zstd dictionary and the id it is stored under (maps/dictionaries.py):
+    `ZstdDictionary.of(data)` names it by its content (content_id)."""
 
     id: int
     data: bytes
@@ -149,6 +170,10 @@ class ZstdDictionary:
     def __post_init__(self) -> None:
         if self.id < 1:
             raise ValueError("dictionary ids start at 1 (0 means no dictionary)")
+
+    @classmethod
+    def of(cls, data: bytes) -> ZstdDictionary:
+        return cls(content_id(data), bytes(data))
 
 
 _local = threading.local()  # zstd (de)compressors are not safe to share between threads

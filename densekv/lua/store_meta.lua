@@ -1,11 +1,15 @@
 -- store_meta: read, create or advance a session store's metadata hash, atomically.
 -- Fields: layout, partitions (current count), base (the count the store was made with:
 -- it names the hash tags), from (the old count while a repartition runs; absent otherwise),
--- dict (the id of the zstd dictionary new payloads are written with; absent: none).
+-- dict (the id of the zstd dictionary new payloads are written with; absent: none),
+-- index (1 if the stores keep the identity index, 0 if not: stores that disagree would let
+-- destroy_all miss sessions, so a store that disagrees refuses to open).
 -- KEYS[1]  the metadata hash
 -- ARGV[1]  op: "read" | "open" | "begin" | "finish" | "dict"
 --   read:   no change
---   open:   ARGV[2] layout  ARGV[3] partitions  -> creates the hash if missing
+--   open:   ARGV[2] layout  ARGV[3] partitions  ARGV[4] index (1/0) -> creates the hash if
+--           missing (also after a restart that lost it: the first write re-creates it);
+--           records `index` in a hash written before it was kept
 --   begin:  ARGV[2] expected current partitions  ARGV[3] new partitions -> from := current,
 --           partitions := new, only if partitions == ARGV[2] and no repartition runs
 --   finish: ARGV[2] partitions -> drops `from` if partitions == ARGV[2]
@@ -15,6 +19,9 @@ local op = ARGV[1]
 if op == 'open' then
   if redis.call('EXISTS', KEYS[1]) == 0 then
     redis.call('HSET', KEYS[1], 'layout', ARGV[2], 'partitions', ARGV[3], 'base', ARGV[3])
+  end
+  if ARGV[4] then
+    redis.call('HSETNX', KEYS[1], 'index', ARGV[4])
   end
 elseif op == 'begin' then
   local cur = redis.call('HGET', KEYS[1], 'partitions')

@@ -3,9 +3,13 @@
 A dictionary trained on a few hundred values of one schema lets zstd compress a 1 KB JSON
 document to a fraction of what it can alone. The dictionary must outlive the process that
 trained it, so it lives in the server: hash `{ns}:zd:{{ns}}`, field N = the bytes of
-dictionary N, field "next" = the last id given. Ids are never reused (a value names its
-dictionary by id, codec.py), so a value can always be read by any process: the map loads
-a dictionary the first time a value needs it and caches it.
+dictionary N. N is derived from the bytes (codec.content_id), so an id always means the
+same bytes, in every process, after a restart that lost the hash too: a process that
+still holds a dictionary can store it again under the same id, and one that trained
+another after the loss gets another id. (Stores from before kept a counter in field
+"next"; their values still read with the dictionary stored under their id.) A value
+names its dictionary by id (codec.py): the map or store loads a dictionary the first
+time a value needs it and caches it.
 """
 
 from __future__ import annotations
@@ -38,9 +42,16 @@ def train_dictionary(samples: Iterable[Any], size: int = 16384, codec: Codec | N
 
 
 def plan_store(namespace: str, data: bytes) -> Plan[ZstdDictionary]:
+    """Store a dictionary under its content id (again, if the server lost it: idempotent)."""
     key = dictionary_key(namespace)
-    return script_call(script("map_dict_store"), [key], [data],
-                       decode=lambda r: ZstdDictionary(int(r), data))
+    d = ZstdDictionary.of(data)
+    return script_call(script("map_dict_store"), [key], [d.id, d.data], decode=lambda r: d)
+
+
+def plan_stored(namespace: str, dictionary_id: int) -> Plan[bool]:
+    """Whether the server still holds dictionary `dictionary_id`."""
+    key = dictionary_key(namespace)
+    return command("HEXISTS", key, str(dictionary_id), keys=(key,), decode=bool)
 
 
 def plan_load(namespace: str, ids: Sequence[int]) -> Plan[dict[int, bytes]]:

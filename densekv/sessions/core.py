@@ -24,16 +24,18 @@ single-session flows and the metadata it shares with every process.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
 from typing import Any, TypeVar
 
-from densekv.errors import DensekvError, InvalidArgument
+from densekv.errors import DecodeError, DensekvError, InvalidArgument
 from densekv.flows import Flow, Sleep, gather, retrying
 from densekv.keys import partition_count
-from densekv.plan import Plan
+from densekv.maps.dictionaries import plan_store, plan_stored
+from densekv.plan import Plan, command
 from densekv.sessions import payload_flows as payloads
 from densekv.sessions import sweep as whole
 from densekv.sessions.index import IdentityIndex
@@ -68,6 +70,7 @@ from densekv.sessions.payload_flows import AUTO_TRAIN, SAMPLE_SESSIONS
 from densekv.sessions.sweep import SWEEP_BATCH
 
 T = TypeVar("T")
+log = logging.getLogger("densekv.sessions")
 
 DEFAULT_TTL = 30 * 24 * 3600
 META_RECHECK_S = 5.0  # while a repartition runs, re-read the store metadata this often
@@ -140,18 +143,27 @@ class SessionCore:
         return int(self.clock())
 
     # -- the store's metadata (shared by every process) -----------------------------------
-    def open(self) -> Flow[None]:
-        """Create the metadata if this is the namespace's first store, then adopt it."""
+    def plan_open(self) -> Plan[StoreMeta | None]:
+        """store_meta.lua's open: the metadata as this store would make it, if missing."""
         layout = self.layout
         partitions = layout.partitions if isinstance(layout, PartitionedLayout) else 0
-        meta = (yield [plan_meta(self.namespace, "open", layout.name, partitions)])[0]
+        return plan_meta(self.namespace, "open", layout.name, partitions, int(self.index is not None))
+
+    def open(self) -> Flow[None]:
+        """Create the metadata if this is the namespace's first store, then adopt it."""
+        meta = (yield [self.plan_open()])[0]
         self.adopt(meta)
         self.asked_partitions = None  # checked once, at open: later changes are repartitions
         yield from payloads.use_dictionary(self)
 
     def refresh(self) -> Flow[bool]:
-        """Re-read the metadata; True if it changed (a repartition began or ended)."""
+        """Re-read the metadata; True if it changed (a repartition began or ended). Metadata
+        gone from a server that had it (a restart without persistence, a flush) is written
+        again, with the dictionary this store writes with (recover)."""
         meta = (yield [plan_meta(self.namespace, "read")])[0]
+        if meta is None and self.meta is not None:
+            yield from self.recover()
+            return False
         if meta is None or meta == self.meta:
             self.meta_read_at = time.monotonic()
             return False
@@ -159,10 +171,41 @@ class SessionCore:
         yield from payloads.use_dictionary(self)
         return True
 
+    def plans_present(self) -> list[Plan[Any]]:
+        """What a create sends beside its records, in the same round trip: whether the
+        server still holds the metadata and the dictionary this store writes with."""
+        plans: list[Plan[Any]] = [command("EXISTS", meta_key(self.namespace), keys=(meta_key(self.namespace),),
+                                          decode=bool)]
+        if self.codec.dictionary is not None:
+            plans.append(plan_stored(self.namespace, self.codec.dictionary.id))
+        return plans
+
+    def recover(self) -> Flow[None]:
+        """The server lost the metadata or the dictionary (restart without persistence,
+        flush, failover to an empty replica): write them again, so that what this store
+        wrote (payloads naming its dictionary) reads in every process, and `densekv sweep`
+        finds the store. Storing a dictionary again is harmless: its id is its content's
+        (codec.content_id), so no other process can hold other bytes under it."""
+        meta = (yield [self.plan_open()])[0]
+        d = self.codec.dictionary
+        if d is not None:
+            yield [plan_store(self.namespace, d.data)]
+            if meta is not None and meta.dictionary is None:
+                meta = (yield [plan_meta(self.namespace, "dict", d.id)])[0]
+        self.adopt(meta)
+        yield from payloads.use_dictionary(self)
+
     def adopt(self, meta: StoreMeta | None) -> None:
         self.meta_read_at = time.monotonic()
         if meta is None:
             return
+        if meta.index is not None and meta.index != (self.index is not None):
+            said = "keep" if meta.index else "do not keep"
+            raise DensekvError(
+                f"namespace {self.namespace!r} is used by stores that {said} the identity index: "
+                f"open it with index_identities={meta.index} (a store that disagrees would let "
+                "destroy_all miss sessions), or use another namespace"
+            )
         if meta.layout != self.layout.name:
             if self.asked_layout != "auto":
                 raise DensekvError(
@@ -329,17 +372,33 @@ class SessionCore:
                     for rec, _, _ in made if rec.identity is not None]
             if adds:
                 yield adds
-        stored = yield from self.run_on([rec.digest for rec, _, _ in made], puts)
+        replies = yield from self.run_on([rec.digest for rec, _, _ in made], [*puts, *self.plans_present()])
+        stored = replies[: len(puts)]
+        if not all(replies[len(puts):]):  # the server lost the metadata or our dictionary
+            yield from self.recover()
         if given and not all(stored):
             raise SessionExists("a live session holds this token already: nothing was written")
         yield from payloads.sample(self, [p for _, _, p in made if p is not None])
         return [token for _, token, _ in made]
 
-    def get(self, token: str) -> Flow[Session | None]:
+    def get(self, token: str, undecodable: str = "raise") -> Flow[Session | None]:
+        """The live session of `token`, or None. A stored session that does not decode
+        (corrupt bytes, a dictionary the server lost) raises DecodeError, or with
+        undecodable="none" is None, with one warning naming the namespace and digest (never
+        the token): what a web request does, so that its user can log in again."""
+        if undecodable not in ("raise", "none"):
+            raise InvalidArgument('undecodable is "raise" or "none"')
         digest = digest_of(token)
         if digest is None:
             return None
-        rec = yield from self._read(digest)
+        try:
+            rec = yield from self._read(digest)
+        except DecodeError as exc:
+            if undecodable == "raise":
+                raise
+            log.warning("densekv: session %s of namespace %r does not decode, read as no session: %s",
+                        digest.hex(), self.namespace, exc)
+            return None
         return None if rec is None else rec.session(token)
 
     def get_many(self, tokens: list[str]) -> Flow[list[Session | None]]:
@@ -511,6 +570,10 @@ class SessionCore:
     def _live_records_of(self, identity: Identity) -> Flow[list[Record]]:
         """The live sessions of `identity`: index references, resolved and re-read; a stray
         match (another identity's session sharing a reference) is dropped here."""
+        return (yield from self._live_refs_and_records(identity))[1]
+
+    def _live_refs_and_records(self, identity: Identity) -> Flow[tuple[list[bytes], list[Record]]]:
+        """(the index references of `identity`, sorted; its live sessions)."""
         assert self.index is not None
         refs: list[bytes] = []
         cursor = 0
@@ -528,7 +591,7 @@ class SessionCore:
             for _, recs in replies:
                 records.update((r.digest, r) for r in recs)
         now = self.now()
-        return [r for r in records.values() if r.identity == identity and r.live(now)]
+        return sorted(set(refs)), [r for r in records.values() if r.identity == identity and r.live(now)]
 
     def _live_sessions_of(self, identity: Identity) -> Flow[list[Record]]:
         records = yield from payloads.fill_outside(self, (yield from self._live_records_of(identity)))
@@ -545,16 +608,32 @@ class SessionCore:
         return [r.session("") for r in records]
 
     def destroy_all(self, identity: Identity) -> Flow[int]:
+        """End every session of `identity`; the count ended. Rounds of find-and-delete
+        until two rounds in a row find no live session through the same index entries: a
+        session that rotates (regenerate, login) while this runs is listed under its new
+        digest before it moves there, so the round after the move finds it, and a move
+        that lands after a round found nothing has a source that round would have found
+        live. What it does not end: a session created after its last round began."""
         self._need_index()
+        assert self.index is not None
         identity = check_identity(identity)
-        records = yield from self._live_records_of(identity)
-        if not records:
-            return 0
-        digests = [r.digest for r in records]
-        removed = yield from self.run_on(digests, [self.layout.plan_delete(d) for d in digests])
-        yield [self.index.plan_remove(identity, digests)]  # type: ignore[union-attr]
-        now = self.now()
-        return sum(1 for r in removed if r is not None and r.live(now) and r.identity == identity)
+        ended = 0
+        last: tuple[list[bytes], bool] | None = None
+        for tries in range(MAX_CAS_TRIES):
+            yield from cas_pause(tries - 1)
+            refs, records = yield from self._live_refs_and_records(identity)
+            if not records:
+                if last == (refs, False):
+                    return ended
+                last = (refs, False)
+                continue
+            last = None
+            digests = [r.digest for r in records]
+            removed = yield from self.run_on(digests, [self.layout.plan_delete(d) for d in digests])
+            yield [self.index.plan_remove(identity, digests)]
+            now = self.now()
+            ended += sum(1 for r in removed if r is not None and r.live(now) and r.identity == identity)
+        raise DensekvError(f"the sessions of one identity kept changing under {MAX_CAS_TRIES} rounds of destroy_all")
 
     def explain(self) -> dict[str, Any]:
         return {

@@ -96,6 +96,7 @@ class StoreMeta:
     base: int
     from_: int | None = None
     dictionary: int | None = None  # the zstd dictionary new payloads are written with
+    index: bool | None = None  # the stores keep the identity index (None: not recorded)
 
     @classmethod
     def from_reply(cls, reply: Any) -> StoreMeta | None:
@@ -105,7 +106,8 @@ class StoreMeta:
                 return None
             meta = cls(fields["layout"], int(fields["partitions"]), int(fields["base"]),
                        int(fields["from"]) if "from" in fields else None,
-                       int(fields["dict"]) if "dict" in fields else None)
+                       int(fields["dict"]) if "dict" in fields else None,
+                       fields["index"] == "1" if "index" in fields else None)
         except (KeyError, ValueError, UnicodeDecodeError, AttributeError, IndexError) as exc:
             raise DecodeError("the namespace's metadata hash was not written by densekv: "
                               "use another namespace, or delete that key") from exc

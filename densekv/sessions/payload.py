@@ -2,8 +2,10 @@
 still come back exactly as given.
 
 Accepted data: a dict with str keys whose values are None, bool, int (-2**63 .. 2**64-1),
-float (not NaN), str, bytes, list, or dict (str keys) of those. Anything else (tuples,
-sets, datetimes, int keys, ...) would come back different, so it is refused with
+float (not NaN), str, bytes, list, or dict (str keys) of those, nested at most MAX_NESTING
+(100) lists and dicts deep. Anything else (tuples, sets, datetimes, int keys, ...) would
+come back different, and deeper data might not read back everywhere it is read (Python's
+recursion limit: copy.deepcopy of a 600-deep dict fails), so it is refused with
 SessionDataInvalid before anything is written; data whose msgpack form is over the store's
 `max_data_bytes` (default 64 KiB) is refused with SessionDataTooLarge.
 
@@ -62,6 +64,7 @@ _HEX_UPPER = re.compile(r"\A(?:[0-9A-F]{2})+\Z")
 _B64URL = re.compile(r"\A[A-Za-z0-9_-]+\Z")
 _UUID = re.compile(r"\A[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+MAX_NESTING = 100  # lists and dicts inside one another, the session's own dict counted
 
 
 class SessionDataInvalid(DensekvError, ValueError):
@@ -124,9 +127,12 @@ def _utf8_text(value: str, path: str) -> str:
     return text
 
 
-def _convert(value: Any, path: str) -> Any:
+def _convert(value: Any, path: str, depth: int = 1) -> Any:
     """The value as it is packed; raises SessionDataInvalid for what would not round-trip."""
     t = type(value)
+    if depth > MAX_NESTING and isinstance(value, (list, dict)):
+        raise SessionDataInvalid(f"session data nests lists and dicts more than {MAX_NESTING} deep "
+                                 f"(at {path[:80]}...): keep session data shallow")
     if value is None or t is bool or t is bytes:
         return value
     if isinstance(value, str):
@@ -140,14 +146,14 @@ def _convert(value: Any, path: str) -> Any:
             raise SessionDataInvalid(f"session data {path} is NaN, which never compares equal")
         return float(value)
     if isinstance(value, list):
-        return [_convert(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_convert(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise SessionDataInvalid(
                     f"session data {path} has a {type(k).__name__} key {k!r}: keys are str")
-            out[_utf8_text(k, path + " key")] = _convert(v, f"{path}[{k!r}]")
+            out[_utf8_text(k, path + " key")] = _convert(v, f"{path}[{k!r}]", depth + 1)
         return out
     raise SessionDataInvalid(
         f"session data {path} is a {t.__name__}: keep None, bool, int, float, str, bytes, "

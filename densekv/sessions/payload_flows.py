@@ -11,11 +11,12 @@ store's metadata so that every process adopts it.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from densekv.codec import ZstdDictionary
+from densekv.codec import CodecUnavailable, ZstdDictionary
 from densekv.errors import DecodeError, DensekvError
 from densekv.flows import Flow
 from densekv.keys import join_digest
@@ -31,12 +32,15 @@ from densekv.sessions.record import unpack_record
 if TYPE_CHECKING:
     from densekv.sessions.core import SessionCore
 
+log = logging.getLogger("densekv.sessions")
 AUTO_TRAIN = 2000  # payloads written before a store trains the namespace's dictionary
 SAMPLE_SESSIONS = 2000  # sessions read to train a dictionary from the store itself
 
 
 def use_dictionary(core: SessionCore) -> Flow[None]:
-    """Write with the dictionary the metadata names (loaded once, cached by id)."""
+    """Write with the dictionary the metadata names (loaded once, cached by id). One the
+    server no longer holds (lost by a flush while the metadata was not) is not used: the
+    store writes without a dictionary, and trains another after AUTO_TRAIN payloads."""
     want = core.meta.dictionary if core.meta is not None else None
     current = core.codec.dictionary.id if core.codec.dictionary else None
     if want is None or want == current:
@@ -44,7 +48,9 @@ def use_dictionary(core: SessionCore) -> Flow[None]:
     if want not in core.codec.known:
         found = (yield [plan_load(core.namespace, [want])])[0]
         if want not in found:
-            raise DecodeError(f"store {core.namespace!r} names zstd dictionary {want}, which is not stored")
+            log.warning("densekv: namespace %r names zstd dictionary %d, which the server does not "
+                        "hold: writing without it", core.namespace, want)
+            return
         core.codec.known.update(found)
     core.codec.use(ZstdDictionary(want, core.codec.known[want]))
 
@@ -120,16 +126,28 @@ def fill_outside(core: SessionCore, records: list[Record]) -> Flow[list[Record]]
 
 
 def sample(core: SessionCore, packed: list[bytes]) -> Flow[None]:
-    """Keep payloads until the namespace has a dictionary; then train it (once)."""
+    """Keep payloads until the namespace has a dictionary; then train it (once), within
+    the write that brought the AUTO_TRAIN-th payload (that one request pays the training:
+    benchmarks/train_cost.py). Training never fails that write: without zstandard the
+    store keeps writing without a dictionary (one warning), and any other failure is
+    logged and tried again after AUTO_TRAIN more payloads."""
     if (core.auto_train is None or core.codec.dictionary is not None
             or not isinstance(core.layout, PartitionedLayout)):
         return
     core.samples.extend(packed[: core.auto_train - len(core.samples)])
     if len(core.samples) >= core.auto_train:
         samples, core.samples = core.samples, []
-        yield from core.refresh()  # another process may have trained one meanwhile
-        if core.codec.dictionary is None:
-            yield from store_dictionary(core, samples)
+        try:  # the write that got here is done: training must not turn it into an error
+            yield from core.refresh()  # another process may have trained one meanwhile
+            if core.codec.dictionary is None:
+                yield from store_dictionary(core, samples)
+        except CodecUnavailable as exc:
+            core.auto_train = None
+            log.warning("densekv: namespace %r keeps writing without a zstd dictionary: %s",
+                        core.namespace, exc)
+        except Exception as exc:  # noqa: BLE001  # a server error, a sample zstd cannot train on
+            log.warning("densekv: namespace %r could not train its zstd dictionary (tried again "
+                        "after %d more sessions): %s", core.namespace, core.auto_train, exc)
 
 
 def train_dictionary(core: SessionCore, samples: Iterable[dict[str, Any]] | None = None) -> Flow[int]:

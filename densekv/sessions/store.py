@@ -180,8 +180,11 @@ class SessionStore(_Options):
         sessions already stored); returns its id."""
         return self._run(lambda c: c.train_dictionary(samples))
 
-    def get(self, token: str) -> Session | None:
-        return self._run(lambda c: c.get(token))
+    def get(self, token: str, *, undecodable: str = "raise") -> Session | None:
+        """The live session of `token`, or None. A stored session that does not decode
+        raises DecodeError; undecodable="none" reads it as None with one logged warning
+        (namespace and digest, never the token), as the web backends do."""
+        return self._run(lambda c: c.get(token, undecodable))
 
     def get_many(self, tokens: Iterable[str]) -> list[Session | None]:
         """get() of many tokens in one pipeline round trip per step (not one per token)."""
@@ -356,8 +359,8 @@ class AsyncSessionStore(_Options):
             out.update(sessions=await self.count(), warnings=[])
         return out
 
-    async def get(self, token: str) -> Session | None:
-        return await self._run(lambda c: c.get(token))
+    async def get(self, token: str, *, undecodable: str = "raise") -> Session | None:
+        return await self._run(lambda c: c.get(token, undecodable))
 
     async def get_many(self, tokens: Iterable[str]) -> list[Session | None]:
         todo = list(tokens)

@@ -187,8 +187,12 @@ class Sessions(Experiment):
                  gets: int) -> VariantResult:
         from densekv.sessions import SessionStore
         from densekv.sessions.layouts.partitioned import PartitionedLayout, ZsetLayout
+        from densekv.sessions.meta import meta_key
 
         client = ctx.target.client
+        # the previous variant's store wrote its metadata again after the meter's flush (a
+        # store re-creates what a flush took, sessions/core.py recover): it is not this one's
+        client.delete(meta_key(NAMESPACE))
         store = SessionStore(client, namespace=NAMESPACE, layout=variant.layout, expected_sessions=n,
                              index_identities=False, partitions=variant.partitions, facts=facts)
         layout = store_layout(store, facts, n)  # key names for the encoding sample
