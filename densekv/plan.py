@@ -288,16 +288,33 @@ def _scripts_of(plans: Sequence[Plan[Any]]) -> list[Script]:
 # --- connection-level round trips ----------------------------------------------------
 
 
-def _roundtrip(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """Send all commands in one write, read every reply raw; errors come back as values."""
+def _roundtrip(pool: Any, commands: list[tuple[Any, ...]], again: bool = False) -> list[Any]:
+    """Send all commands in one write, read every reply raw; errors come back as values.
+    `again` (a batch of reads only): a connection that broke (the server restarted since
+    the pool last used it) is replaced and the batch sent once more; a timeout is not."""
     conn = pool.get_connection()
     try:
         return exchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         conn.disconnect()
+        if again and _broken(exc):
+            pool.release(conn)
+            conn = None
+            return _roundtrip(pool, commands)
         raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
     finally:
-        pool.release(conn)
+        if conn is not None:
+            pool.release(conn)
+
+
+def _broken(exc: BaseException) -> bool:
+    """A connection that broke (closed, reset), not one that waited too long."""
+    return not isinstance(exc, (redis.TimeoutError, TimeoutError))
+
+
+def reads_only(plans: Sequence[Plan[Any]]) -> bool:
+    """A batch that writes nothing (plan.READS): safe to send again after a broken connection."""
+    return not any(plan_writes(p) for p in plans)
 
 
 def exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
@@ -378,15 +395,21 @@ async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     return replies
 
 
-async def _aroundtrip(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+async def _aroundtrip(pool: Any, commands: list[tuple[Any, ...]], again: bool = False) -> list[Any]:
+    """`_roundtrip` on an asyncio pool (a read-only batch sent once more on a broken one)."""
     conn = await pool.get_connection()
     try:
         return await aexchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         await conn.disconnect()
+        if again and _broken(exc):
+            await pool.release(conn)
+            conn = None
+            return await _aroundtrip(pool, commands)
         raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
     finally:
-        await pool.release(conn)
+        if conn is not None:
+            await pool.release(conn)
 
 
 class ScriptMemory:
@@ -432,7 +455,7 @@ class SyncExecutor(ManyRunner):
         preload = self._scripts.missing(plans)
         wait = self.durable.wait_for(plans) if self.durable else None
         wire = Wire.build(plans, preload, wait=wait)
-        replies = _roundtrip(self.pool, wire.commands)
+        replies = _roundtrip(self.pool, wire.commands, again=reads_only(plans))
         self._scripts.mark(preload)
         per_plan = wire.replies_of(replies)
         self._retry_noscript(wire, per_plan)
@@ -482,7 +505,7 @@ class AsyncExecutor(AsyncManyRunner):
         preload = self._scripts.missing(plans)
         wait = self.durable.wait_for(plans) if self.durable else None
         wire = Wire.build(plans, preload, wait=wait)
-        replies = await _aroundtrip(self.pool, wire.commands)
+        replies = await _aroundtrip(self.pool, wire.commands, again=reads_only(plans))
         self._scripts.mark(preload)
         per_plan = wire.replies_of(replies)
         failed = _noscript_positions(wire, per_plan)

@@ -20,7 +20,7 @@ if op == 'open' then
   if redis.call('EXISTS', KEYS[1]) == 0 then
     redis.call('HSET', KEYS[1], 'layout', ARGV[2], 'partitions', ARGV[3], 'base', ARGV[3])
   end
-  if ARGV[4] then
+  if ARGV[4] and redis.call('HEXISTS', KEYS[1], 'layout') == 1 then  -- never into a foreign hash
     redis.call('HSETNX', KEYS[1], 'index', ARGV[4])
   end
 elseif op == 'begin' then

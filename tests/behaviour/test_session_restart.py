@@ -153,3 +153,33 @@ def test_nesting_past_the_limit_is_refused_before_anything_is_written(client: re
         store.apply(token, {"k": deep})
     assert client.dbsize() == keys
     assert store.get(token).data == {"k": deep["k"]} or store.get(token) is not None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("name", SERVERS)
+def test_the_first_read_after_a_restart_succeeds(fresh_server: Callable[..., ServerProcess], name: str) -> None:
+    """The pool's connections broke with the restart: a read is sent again on a new one
+    (once); with AOF the session is still there."""
+    import asyncio
+
+    import redis.asyncio
+
+    from densekv.sessions import AsyncSessionStore
+
+    server = fresh_server(name, aof=True)
+    store, _ = _store(server, auto_train=None)
+    token = store.create(5, {"a": 1})
+
+    async def aread() -> object:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        astore = AsyncSessionStore(client, layout="dense", expected_sessions=10_000)
+        assert (await astore.get(token)) is not None  # a pooled connection exists ...
+        server.restart()  # ... and breaks here
+        got = await astore.get(token)
+        await client.aclose()
+        return got
+
+    assert store.get(token) is not None
+    got = asyncio.run(aread())  # restarts the server, reads on the async store
+    assert got is not None and got.data == {"a": 1}  # type: ignore[attr-defined]
+    got = store.get(token)  # the sync store's pooled connection broke too
+    assert got is not None and got.data == {"a": 1}
