@@ -288,16 +288,25 @@ def _scripts_of(plans: Sequence[Plan[Any]]) -> list[Script]:
 # --- connection-level round trips ----------------------------------------------------
 
 
+class NothingRead(redis.ConnectionError):
+    """The connection broke before the batch's first reply: a pooled connection whose server
+    went away (restarted) while it sat idle, which the pool's check cannot always see (an
+    asyncio stream learns of the EOF only when read)."""
+
+
 def _roundtrip(pool: Any, commands: list[tuple[Any, ...]], again: bool = False) -> list[Any]:
     """Send all commands in one write, read every reply raw; errors come back as values.
-    `again` (a batch of reads only): a connection that broke (the server restarted since
-    the pool last used it) is replaced and the batch sent once more; a timeout is not."""
+    A batch whose connection broke before its first reply (NothingRead), or with `again`
+    (reads only) at any point, is sent once more on a new connection: the first request
+    after a server restart succeeds. A timeout is not retried. (A write the server ran
+    just before dying is then sent twice: densekv's writes are compare-and-set or
+    idempotent, so the second finds the first's result.)"""
     conn = pool.get_connection()
     try:
         return exchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         conn.disconnect()
-        if again and _broken(exc):
+        if (again or isinstance(exc, NothingRead)) and _broken(exc):
             pool.release(conn)
             conn = None
             return _roundtrip(pool, commands)
@@ -321,14 +330,24 @@ def exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     """The commands on one connection taken from its pool: one write, every reply read."""
     if _hiredis is not None and getattr(conn, "_sock", None) is not None and len(commands) > 1:
         return _hiredis_roundtrip(conn, commands)
-    conn.send_packed_command(conn.pack_commands(commands))
     replies: list[Any] = []
-    for _ in commands:
-        try:
-            replies.append(conn.read_response(disable_decoding=True))
-        except ResponseError as exc:
-            replies.append(exc)
+    try:
+        conn.send_packed_command(conn.pack_commands(commands))
+        for _ in commands:
+            try:
+                replies.append(conn.read_response(disable_decoding=True))
+            except ResponseError as exc:
+                replies.append(exc)
+    except (redis.ConnectionError, OSError) as exc:
+        _raise_broken(exc, replies)
     return replies
+
+
+def _raise_broken(exc: BaseException, replies: list[Any]) -> None:
+    """Re-raise a broken connection's error, as NothingRead if no reply had come."""
+    if replies or isinstance(exc, (redis.TimeoutError, TimeoutError)):
+        raise exc
+    raise NothingRead(str(exc)) from exc
 
 
 try:
@@ -347,19 +366,25 @@ def _hiredis_roundtrip(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     the client time of a big batch). The connection is idle and its parser empty here (the
     pool hands out connections between whole round trips), so nothing else reads it."""
     sock = conn._sock  # noqa: SLF001  # redis-py keeps the socket private; hiredis reads it directly
-    sock.sendall(b"".join([_hiredis.pack_command(c) for c in commands]))
+    replies: list[Any] = []
+    try:
+        sock.sendall(b"".join([_hiredis.pack_command(c) for c in commands]))
+    except OSError as exc:
+        _raise_broken(exc, replies)
     reader = _hiredis.Reader(replyError=_ErrorText)
     # hiredis's stub says str | bytes; its C reader takes any buffer (no copy of `buf`)
     feed = cast("Callable[[bytearray, int, int], None]", reader.feed)
-    replies: list[Any] = []
     want = len(commands)
     buf = bytearray(1 << 16)
     while len(replies) < want:
         reply = reader.gets()
         if reply is False:
-            n = sock.recv_into(buf)
+            try:
+                n = sock.recv_into(buf)
+            except OSError as exc:
+                _raise_broken(exc, replies)
             if not n:
-                raise redis.ConnectionError("the server closed the connection")
+                _raise_broken(redis.ConnectionError("the server closed the connection"), replies)
             feed(buf, 0, n)
             continue
         if isinstance(reply, _ErrorText):
@@ -385,13 +410,16 @@ def _parse_error(text: str) -> ResponseError:
 async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     """`exchange` on an asyncio connection: one write, every reply read (error replies as
     ResponseError values)."""
-    await conn.send_packed_command(conn.pack_commands(commands))
     replies: list[Any] = []
-    for _ in commands:
-        try:
-            replies.append(await conn.read_response(disable_decoding=True))
-        except ResponseError as exc:
-            replies.append(exc)
+    try:
+        await conn.send_packed_command(conn.pack_commands(commands))
+        for _ in commands:
+            try:
+                replies.append(await conn.read_response(disable_decoding=True))
+            except ResponseError as exc:
+                replies.append(exc)
+    except (redis.ConnectionError, OSError) as exc:
+        _raise_broken(exc, replies)
     return replies
 
 
@@ -402,7 +430,7 @@ async def _aroundtrip(pool: Any, commands: list[tuple[Any, ...]], again: bool = 
         return await aexchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         await conn.disconnect()
-        if again and _broken(exc):
+        if (again or isinstance(exc, NothingRead)) and _broken(exc):
             await pool.release(conn)
             conn = None
             return await _aroundtrip(pool, commands)
