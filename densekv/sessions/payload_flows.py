@@ -89,8 +89,10 @@ def complete(core: SessionCore, digest: bytes, rec: Record | None) -> Flow[Recor
     return (yield from decode_payloads(core, [rec]))[0]
 
 
-def decode_payloads(core: SessionCore, records: list[Record]) -> Flow[list[Record]]:
-    """Decode framed payloads, loading any dictionary they name that is not cached."""
+def decode_payloads(core: SessionCore, records: list[Record], skip: bool = False) -> Flow[list[Record]]:
+    """Decode framed payloads, loading any dictionary they name that is not cached. `skip`:
+    a record that does not decode is left out (one warning each) instead of raising
+    DecodeError: a listing (sessions_of, training samples) shows the sessions it can."""
     need = sorted({d for r in records if r.payload is not None and (d := core.codec.missing(r.payload))})
     if need:
         core.codec.known.update((yield [plan_load(core.namespace, need)])[0])
@@ -100,12 +102,19 @@ def decode_payloads(core: SessionCore, records: list[Record]) -> Flow[list[Recor
             out.append(r)
             continue
         try:
-            data = core.codec.decode(r.payload, key=r.digest)
-        except DecodeError:
-            raise
-        except (ValueError, TypeError, UnicodeDecodeError) as exc:
-            raise DecodeError(f"session {r.digest.hex()} holds a payload that does not decode: {exc}",
-                              key=r.digest) from exc
+            try:
+                data = core.codec.decode(r.payload, key=r.digest)
+            except DecodeError:
+                raise
+            except (ValueError, TypeError, UnicodeDecodeError) as exc:
+                raise DecodeError(f"session {r.digest.hex()} holds a payload that does not decode: {exc}",
+                                  key=r.digest) from exc
+        except DecodeError as exc:
+            if not skip:
+                raise
+            log.warning("densekv: session %s of namespace %r does not decode, left out: %s",
+                        r.digest.hex(), core.namespace, exc)
+            continue
         out.append(replace(r, data=data))
     return out
 
@@ -122,7 +131,7 @@ def fill_outside(core: SessionCore, records: list[Record]) -> Flow[list[Record]]
         records = [r for r in fresh if r is not None]
     now = core.now()  # gone or expired meanwhile: dropped
     records = [r for r in records if not (r.outside and r.payload is None) and r.live(now)]
-    return (yield from decode_payloads(core, records))
+    return (yield from decode_payloads(core, records, skip=True))
 
 
 def sample(core: SessionCore, packed: list[bytes]) -> Flow[None]:

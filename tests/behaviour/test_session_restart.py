@@ -118,10 +118,12 @@ def test_an_undecodable_session_is_no_session_for_a_web_read(
     with caplog.at_level(logging.WARNING, logger="densekv.sessions"):
         assert reader.get(token, undecodable="none") is None
     assert token not in caplog.text and "does not decode" in caplog.text
+    assert reader.sessions_of(ident) == []  # a listing leaves it out (with a warning) ...
     # what a web backend then does with it works: a new session, the old one ended
     fresh = reader.create(ident, {"a": 1})
     assert reader.get(fresh).data == {"a": 1}  # type: ignore[union-attr]
     assert reader.destroy(token) is True and reader.get(token) is None
+    assert [s.data for s in reader.sessions_of(ident)] == [{"a": 1}]  # ... and lists the rest
     with pytest.raises(Exception, match="undecodable"):
         reader.get(token, undecodable="maybe")
 

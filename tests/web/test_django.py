@@ -1,18 +1,26 @@
 """What only Django's engine (densekv.integrations.django) has to prove; the shared
-contract is in test_contract.py. Django's own SessionTestsMixin, run from the sdist of the
-installed Django; cookies as SESSION_COOKIE_* say; set_expiry; data Django's serializer
-would change; the clearsessions command; async views and the engine's real asyncio; Django's
-own auth login()/logout(); sessions moved in from Django's cache (RedisCache on the test
-server) and db (sqlite) backends; and a real gunicorn with two workers over HTTP.
+contract is in test_contract.py, Django's own sessions tests run in
+tests/peers/test_django_suite.py. Here: DENSEKV_SESSIONS checked whole (a typo names
+itself); url clients with connect and read timeouts (a stalled server fails fast); cookies
+as SESSION_COOKIE_* say; stored lifetimes equal to Django's db backend's (set_expiry,
+SESSION_COOKIE_AGE, SESSION_EXPIRE_AT_BROWSER_CLOSE); data Django's serializer would change,
+and data nested too deep; the clearsessions command; async views and the engine's real
+asyncio; Django's own auth login()/logout() (another user's data dropped); undecodable
+sessions read as none, login and logout working on them; logout_everywhere racing cycle_key;
+the test Client's `session` and force_login(); sessions moved in from Django's cache
+(RedisCache on the test server) and db (sqlite) backends; a real gunicorn with two workers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
-import json
+import logging
+import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,14 +34,18 @@ import redis
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY
 from django.contrib.sessions.backends.base import CreateError
+from django.contrib.sessions.exceptions import SessionInterrupted
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
 import densekv
+from densekv.errors import DecodeError, ServerUnavailable
 from densekv.integrations.django import SessionStore
 from densekv.server.process import ServerProcess, free_port
-from tests.web import django_suite
+from densekv.sessions import SessionDataInvalid
+from densekv.sessions.model import digest_of, new_token
 from tests.web.apps import django_app
 from tests.web.driver import COOKIE, SLOW_SET_S
 
@@ -79,25 +91,81 @@ def engine_on(server: ServerProcess, ns: str, **conf: Any) -> type[SessionStore]
     return SessionStore.bound_to({"url": server.url, "namespace": ns, **conf})
 
 
-# -- Django's own tests ---------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def sessions_tests_dir() -> Path:
-    return django_suite.fetch_sessions_tests()
+# -- the setting ----------------------------------------------------------------------------
+def test_a_typo_in_the_setting_is_improperly_configured_naming_it(server: ServerProcess, ns: str) -> None:
+    with (override_settings(DENSEKV_SESSIONS={"url": server.url, "namespace": ns, "idle_tll": 60}),
+          pytest.raises(ImproperlyConfigured) as raised):
+        SessionStore("x" * 40).load()
+    message = str(raised.value)
+    assert "DENSEKV_SESSIONS" in message and "'idle_tll'" in message
+    assert "did you mean 'idle_ttl'" in message
+    for key in ("url", "client", "async_client", "fallback", "namespace", "ttl", "idle_ttl",
+                "socket_timeout", "socket_connect_timeout"):
+        assert key in message.split("accepted keys are", 1)[1]
+    for bad, named in [({"namespace": ns}, "'url', a 'client'"),
+                       ({"url": server.url, "socket_timeout": 0}, "socket_timeout"),
+                       ({"url": server.url, "socket_connect_timeout": "5"}, "socket_connect_timeout"),
+                       ({"url": server.url, "fallback": "no.such.Backend"}, "fallback"),
+                       (["url", server.url], "is a dict")]:
+        with pytest.raises(ImproperlyConfigured, match=named):
+            SessionStore.bound_to(bad)("x" * 40).load()  # type: ignore[arg-type]
 
 
-def test_djangos_session_tests_mixin_passes(server: ServerProcess, sessions_tests_dir: Path) -> None:
-    """Every test of Django's SessionTestsMixin (from the sdist of the installed version),
-    run by Django's test case classes in a process of its own, against this engine."""
-    done = subprocess.run(
-        [sys.executable, "-W", "error::ResourceWarning", str(Path(django_suite.__file__)),
-         "--url", server.url, "--tests", str(sessions_tests_dir)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
-    assert done.stdout.strip(), done.stderr[-4000:]
-    outcome = json.loads(done.stdout.strip().splitlines()[-1])
-    assert outcome["failed"] == {}, "\n\n".join(f"{k}:\n{v}" for k, v in outcome["failed"].items())
-    assert outcome["skipped"] == django_suite.SKIPS
-    assert len(outcome["passed"]) >= 60, outcome["passed"]  # Django 5.2's mixin holds 65 tests
-    assert "Exception ignored" not in done.stderr, done.stderr[-4000:]  # e.g. an unclosed connection
+def _pool_kwargs(client: Any) -> dict[str, Any]:
+    return dict(client.connection_pool.connection_kwargs)
+
+
+def test_clients_built_from_the_url_have_connect_and_read_timeouts(server: ServerProcess, ns: str) -> None:
+    default = engine_on(server, ns)._backend()
+    kwargs = _pool_kwargs(default.sync().client)
+    assert (kwargs["socket_connect_timeout"], kwargs["socket_timeout"]) == (5.0, 5.0)
+    tuned = engine_on(server, ns, socket_connect_timeout=0.5, socket_timeout=2)._backend()
+    kwargs = _pool_kwargs(tuned.sync().client)
+    assert (kwargs["socket_connect_timeout"], kwargs["socket_timeout"]) == (0.5, 2)
+
+    async def per_loop() -> dict[str, Any]:
+        return _pool_kwargs((await tuned.for_loop()).client)
+
+    kwargs = asyncio.run(per_loop())
+    assert (kwargs["socket_connect_timeout"], kwargs["socket_timeout"]) == (0.5, 2)
+    default.close()
+    tuned.close()
+
+
+@contextlib.contextmanager
+def stalled_server() -> Iterator[str]:
+    """A url whose server takes connections (the kernel's backlog) and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield f"redis://127.0.0.1:{sock.getsockname()[1]}/0"
+
+
+def test_a_stalled_server_fails_only_the_requests_that_use_the_session_and_fast(ns: str) -> None:
+    with stalled_server() as url:
+        engine = SessionStore.bound_to({"url": url, "namespace": ns, "socket_timeout": 0.3,
+                                        "socket_connect_timeout": 0.3})
+        engine_id = uuid.uuid4().hex
+        django_app._ENGINES[engine_id] = engine
+        try:
+            with pytest.raises(ServerUnavailable, match="Timeout"):
+                engine(new_token()).load()
+            browser = django_app.DjangoDriver(engine_id, None)
+            assert browser.request("GET", "/noop") == OK  # no session use, no server call
+            browser.set_cookie(new_token())
+            start = time.monotonic()
+            assert browser.request("GET", "/get/a")[0] == 500
+            assert time.monotonic() - start < 5  # the timeout, not a hang
+
+            async def use() -> int:
+                return (await browser.arequest("GET", "/async/get/a"))[0]
+
+            start = time.monotonic()
+            assert asyncio.run(use()) == 500
+            assert time.monotonic() - start < 5
+        finally:
+            django_app._ENGINES.pop(engine_id, None)
+            engine._backend().close()
 
 
 # -- cookies and expiry ---------------------------------------------------------------------
@@ -185,6 +253,98 @@ def test_an_expiry_already_past_ends_the_session(server: ServerProcess, ns: str,
     assert store.get(key) is None
 
 
+LIFETIMES = [(age, close, expiry) for age in (None, 777) for close in (False, True)
+             for expiry in (None, 0, 300, "timedelta", "datetime")]
+
+
+def test_the_stored_lifetime_is_djangos_db_backends(server: ServerProcess, ns: str, store: densekv.SessionStore,
+                                                    migrated: None) -> None:
+    """The same session saved by Django's db backend and by densekv's engine ends at the
+    same moment, at the first save and at a later one, for every SESSION_COOKIE_AGE,
+    SESSION_EXPIRE_AT_BROWSER_CLOSE and set_expiry (seconds, 0, timedelta, datetime)."""
+    from django.contrib.sessions.backends.db import SessionStore as DbSession
+    from django.contrib.sessions.models import Session as Row
+
+    def settings_of(age: int | None, close: bool) -> Any:
+        extra = {} if age is None else {"SESSION_COOKIE_AGE": age}
+        return override_settings(SESSION_EXPIRE_AT_BROWSER_CLOSE=close, **extra,
+                                 DENSEKV_SESSIONS={"url": server.url, "namespace": ns})
+
+    def end_of(name: str, key: str) -> float:
+        if name == "db":
+            return float(Row.objects.get(session_key=key).expire_date.timestamp())
+        got = store.get(key)
+        assert got is not None
+        return float(got.expires_at)
+
+    engines = {"db": DbSession, "densekv": SessionStore}
+    keys: dict[tuple[Any, ...], str] = {}
+    ends: dict[tuple[Any, ...], list[float]] = {}
+    later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=5)
+    for age, close, expiry in LIFETIMES:  # the first save
+        value = {"timedelta": datetime.timedelta(hours=2), "datetime": later}.get(expiry, expiry)
+        with settings_of(age, close):
+            for name, engine in engines.items():
+                session = engine()
+                session["a"] = 1
+                if expiry is not None:
+                    session.set_expiry(value)
+                session.save()
+                keys[age, close, expiry, name] = session.session_key
+                ends[age, close, expiry, name] = [end_of(name, session.session_key)]
+    time.sleep(1.1)  # a later save: Django's backends give the session its lifetime again
+    for age, close, expiry in LIFETIMES:
+        with settings_of(age, close):
+            for name, engine in engines.items():
+                session = engine(keys[age, close, expiry, name])
+                session["a"] = 2
+                session.save()
+                ends[age, close, expiry, name].append(end_of(name, session.session_key))
+    for age, close, expiry in LIFETIMES:
+        db, dense = ends[age, close, expiry, "db"], ends[age, close, expiry, "densekv"]
+        case = (age, close, expiry, db, dense)
+        assert abs(db[0] - dense[0]) <= 2 and abs(db[1] - dense[1]) <= 2, case
+        if expiry in (None, 0, 300):  # seconds from the last save: the later save extended it
+            assert dense[1] > dense[0], case
+        else:  # a moment in time: it stays (to the second: densekv counts whole seconds)
+            assert abs(dense[1] - dense[0]) <= 1, case
+
+
+def test_an_unchanged_save_restarts_the_lifetime_too(server: ServerProcess, ns: str,
+                                                     store: densekv.SessionStore) -> None:
+    """SESSION_SAVE_EVERY_REQUEST (or modified without a change): Django's backends write the
+    session again with a new expiry; so does the engine (without rewriting the data)."""
+    clock = Clock()
+    engine = engine_on(server, ns, clock=clock)
+    session = engine()
+    session["a"] = 1
+    session.save()
+    key = session.session_key
+    clock.now += 1000
+    again = engine(key)
+    assert again["a"] == 1
+    again.modified = True
+    again.save()
+    got = store.get(key)
+    assert got is not None and got.expires_at == int(clock.now) + settings.SESSION_COOKIE_AGE
+    assert got.data == {"a": 1}
+
+
+def test_expire_at_browser_close_sends_no_max_age_and_keeps_the_server_side_bound(
+        server: ServerProcess, ns: str, store: densekv.SessionStore) -> None:
+    driver = django_app.make_driver(server.url, ns, ttl=settings.SESSION_COOKIE_AGE)
+    try:
+        with override_settings(SESSION_EXPIRE_AT_BROWSER_CLOSE=True):
+            assert driver.request("POST", "/set/a", {"value": 1}) == OK
+            morsel = driver.last_response.cookies[COOKIE]
+        assert (morsel["max-age"], morsel["expires"]) == ("", "")
+        got = store.get(driver.cookie() or "")
+        assert got is not None
+        assert abs(got.expires_at - (time.time() + settings.SESSION_COOKIE_AGE)) <= 2
+    finally:
+        driver.close()
+
+
 # -- data -----------------------------------------------------------------------------------
 def test_values_densekv_cannot_keep_come_back_as_djangos_serializer_gives_them(
         server: ServerProcess, ns: str) -> None:
@@ -198,6 +358,33 @@ def test_values_densekv_cannot_keep_come_back_as_djangos_serializer_gives_them(
     with pytest.raises(TypeError):  # JSON refuses it, as with every Django backend
         fresh.save()
     assert engine(session.session_key).load()["n"] == 5
+
+
+def test_data_nested_too_deep_is_refused_before_anything_is_written(server: ServerProcess, ns: str,
+                                                                   store: densekv.SessionStore) -> None:
+    """A 600-deep dict (Django's db backend stores it; loading it would then fail) is
+    SessionDataInvalid at save, new session or old, and what was stored stays readable."""
+    from densekv.sessions.payload import MAX_NESTING
+
+    deep: dict[str, Any] = {}
+    inner = deep
+    for _ in range(600):
+        inner["d"] = {}
+        inner = inner["d"]
+    engine = engine_on(server, ns)
+    fresh = engine()
+    fresh["deep"] = deep
+    with pytest.raises(SessionDataInvalid, match=str(MAX_NESTING)):
+        fresh.save()
+    assert store.count() == 0
+    session = engine()
+    session["a"] = 1
+    session.save()
+    again = engine(session.session_key)
+    again["deep"] = deep
+    with pytest.raises(SessionDataInvalid):
+        again.save()
+    assert engine(session.session_key).load() == {"a": 1}
 
 
 def test_must_create_refuses_a_key_in_use(server: ServerProcess, ns: str,
@@ -353,6 +540,188 @@ def test_contrib_auth_login_and_logout(driver: django_app.DjangoDriver, store: d
     assert driver.request("POST", "/auth/logout") == OK
     assert driver.cookie() is None
     assert store.sessions_of(user.pk) == []
+
+
+# -- sessions that do not decode ------------------------------------------------------------
+def corrupt(store: densekv.SessionStore, client: redis.Redis, token: str) -> str:
+    """Replace the stored payload of `token`'s session with bytes no codec reads (its record
+    header, expiry and identity kept); the digest's hex, which densekv's warning names."""
+    from densekv.sessions.layouts.partitioned import PartitionedLayout
+    from densekv.sessions.record import pack_record, unpack_record
+
+    layout = store._core.layout
+    if not isinstance(layout, PartitionedLayout):
+        pytest.skip(f"the test corrupts a partitioned record, not the {layout.name} layout's")
+    digest = digest_of(token)
+    assert digest is not None
+    partition, field = layout.locate(digest)
+    raw = client.hget(layout.hash_key(partition), field)
+    assert raw is not None
+    client.hset(layout.hash_key(partition), field, pack_record(unpack_record(digest, raw), b"\xee\xee\xee\xee"))
+    with pytest.raises(DecodeError):
+        store.get(token)
+    return digest.hex()
+
+
+def test_a_session_that_does_not_decode_is_no_session_and_login_logout_work(
+        driver: django_app.DjangoDriver, store: densekv.SessionStore, client: redis.Redis,
+        migrated: None, caplog: pytest.LogCaptureFixture) -> None:
+    """Read as no session (one warning naming the digest, never the token), as Django's own
+    backends read data they cannot decode; logging in or out with it replaces or ends it."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user(f"bo-{uuid.uuid4().hex[:8]}")
+    assert driver.request("POST", f"/auth/login/{user.pk}") == OK
+    assert driver.request("POST", "/set/a", {"value": 1}) == OK
+    first = driver.cookie()
+    assert first is not None
+    corrupt(store, client, first)
+    assert driver.request("POST", f"/auth/login/{user.pk}") == OK  # a new session, the old one ended
+    second = driver.cookie()
+    assert second not in (None, first)
+    assert driver.request("GET", "/auth/whoami") == (200, {"user": user.pk})
+    assert driver.request("GET", "/get/a") == (200, {"value": None})
+    assert store.get(first) is None  # not there any more (no DecodeError)
+    assert second is not None
+    now = store.get(second)
+    assert now is not None and [s.id for s in store.sessions_of(user.pk)] == [now.id]
+    digest = corrupt(store, client, second)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="densekv"):
+        assert driver.request("GET", "/auth/whoami") == (200, {"user": None})
+    warned = [r.getMessage() for r in caplog.records if r.name.startswith("densekv")]
+    assert warned and all(digest in m and second not in m for m in warned), warned
+    assert driver.cookie() is None  # Django deletes the cookie of a session it could not read
+    driver.set_cookie(second)  # another tab still sends it: logging out there ends it
+    assert driver.request("POST", "/auth/logout") == OK
+    assert driver.cookie() is None
+    assert store.get(second) is None
+    assert store.sessions_of(user.pk) == [] and store.count() == 0
+
+
+def test_async_loads_read_an_undecodable_session_as_none(server: ServerProcess, ns: str,
+                                                        store: densekv.SessionStore, client: redis.Redis) -> None:
+    engine = engine_on(server, ns)
+    session = engine()
+    session.update({"a": 1, SESSION_KEY: "5"})
+    session.save()
+    key = session.session_key
+    corrupt(store, client, key)
+
+    async def use() -> tuple[Any, Any, bool]:
+        again = engine(key)
+        data = await again.aload()
+        await again.acycle_key()  # as login() does on an empty session: a new one, the old ended
+        return data, again.session_key, await again.aexists(key)
+
+    data, new_key, old_exists = asyncio.run(use())
+    assert data == {} and new_key not in (None, key) and not old_exists
+    assert store.get(key) is None and store.sessions_of(5) == []
+
+
+# -- log out everywhere --------------------------------------------------------------------
+def _rotate(engine: type[SessionStore], key: str, stop: threading.Event, finals: list[str | None], i: int) -> None:
+    """cycle_key() over and over until `stop` or the session is ended; its last key in finals[i]."""
+    while not stop.is_set():
+        s = engine(key)
+        with contextlib.suppress(SessionInterrupted):  # ended between its read and its rotation
+            s.cycle_key()
+        if s.get(SESSION_KEY) is None:  # ended: no session, or a new anonymous one
+            break
+        key = s.session_key
+    finals[i] = key
+
+
+def test_logout_everywhere_catches_sessions_rotating_meanwhile(server: ServerProcess, ns: str,
+                                                              store: densekv.SessionStore) -> None:
+    """Browsers of one user cycle their keys (Django's cycle_key, densekv's regenerate) in
+    threads while another of that user's browsers logs out everywhere: none survives."""
+    engine = engine_on(server, ns)
+    uid = 9
+    for attempt in range(3):
+        keys = []
+        for _ in range(6):
+            s = engine()
+            s.update({SESSION_KEY: str(uid), "n": attempt})
+            s.save()
+            keys.append(s.session_key)
+        stop = threading.Event()
+        finals: list[str | None] = [None] * len(keys)
+        threads = [threading.Thread(target=_rotate, args=(engine, k, stop, finals, i))
+                   for i, k in enumerate(keys[1:], 1)]
+        for t in threads:
+            t.start()
+        time.sleep(0.05)
+        ended = engine(keys[0]).logout_everywhere()
+        stop.set()
+        for t in threads:
+            t.join(10)
+        assert ended == len(keys)
+        assert store.sessions_of(uid) == []
+        for key in finals[1:]:
+            assert key is not None
+            assert engine(key).load().get(SESSION_KEY) is None  # no session of uid survived
+        store.sweep()
+
+
+# -- Django's own testing idioms -----------------------------------------------------------
+def test_client_session_and_force_login(server: ServerProcess, ns: str, store: densekv.SessionStore,
+                                        migrated: None) -> None:
+    """Django's test Client with the engine as SESSION_ENGINE: `client.session` writes what
+    the views then read, force_login() logs in (the session indexed under the user), and
+    logout() ends it."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    user = get_user_model().objects.create_user(f"cy-{uuid.uuid4().hex[:8]}")
+    with override_settings(DENSEKV_SESSIONS={"url": server.url, "namespace": ns}):
+        http = Client()
+        session = http.session
+        session["cart"] = ["tea"]
+        session.save()
+        assert http.get("/get/cart").json() == {"value": ["tea"]}
+        http.force_login(user)
+        assert http.get("/auth/whoami").json() == {"user": user.pk}
+        assert http.session["cart"] == ["tea"]  # an anonymous session keeps its data at login
+        mine = store.get(http.cookies[COOKIE].value)
+        assert mine is not None and [s.id for s in store.sessions_of(user.pk)] == [mine.id]
+        http.logout()
+        assert http.get("/auth/whoami").json() == {"user": None}
+        assert store.sessions_of(user.pk) == []
+
+
+def test_an_emptied_session_keeps_its_key_and_cookie(driver: django_app.DjangoDriver,
+                                                     store: densekv.SessionStore) -> None:
+    """What Django's SessionMiddlewareTests.test_empty_session_saved checks (excluded from the
+    peer run: it reads Django's db table): emptied, not flushed, the session is saved empty
+    under the same key and its cookie is sent again."""
+    assert driver.request("POST", "/set/foo", {"value": "bar"}) == OK
+    key = driver.cookie()
+    assert driver.request("POST", "/del/foo") == OK
+    assert driver.last_response.cookies[COOKIE].value == key
+    got = store.get(key or "")
+    assert got is not None and not got.data
+
+
+def test_login_as_another_user_drops_the_previous_users_data(driver: django_app.DjangoDriver,
+                                                              store: densekv.SessionStore, migrated: None) -> None:
+    """contrib.auth's login() flushes a session of another user (Django's own behaviour);
+    the engine ends that session on the server too; the same user again keeps the data."""
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects
+    ann, ben = (users.create_user(f"{n}-{uuid.uuid4().hex[:8]}") for n in ("ann", "ben"))
+    assert driver.request("POST", f"/auth/login/{ann.pk}") == OK
+    assert driver.request("POST", "/set/secret", {"value": "ann's"}) == OK
+    anns = driver.cookie()
+    assert driver.request("POST", f"/auth/login/{ann.pk}") == OK  # the same user: data kept
+    assert driver.request("GET", "/get/secret") == (200, {"value": "ann's"})
+    assert driver.request("POST", f"/auth/login/{ben.pk}") == OK
+    assert driver.cookie() not in (None, anns)
+    assert driver.request("GET", "/auth/whoami") == (200, {"user": ben.pk})
+    assert driver.request("GET", "/get/secret") == (200, {"value": None})
+    assert store.sessions_of(ann.pk) == [] and len(store.sessions_of(ben.pk)) == 1
+    assert anns is not None and store.get(anns) is None
 
 
 # -- moving in from Django's cache and db backends ------------------------------------------

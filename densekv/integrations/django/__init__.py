@@ -10,7 +10,12 @@ Configured by one setting (a dict; ``pip install 'densekv[django]'``)::
                                             # every other densekv.SessionStore keyword pass through
         "fallback": "db",                   # optional: move sessions in from "cache", "db",
                                             # "cached_db" or a dotted SessionStore path
+        "socket_connect_timeout": 5.0,      # default, seconds: clients built from the url
+        "socket_timeout": 5.0,              # default, seconds (None: wait forever)
     }
+
+Any other key is ImproperlyConfigured naming it and the accepted ones (at the first use of
+a session). The guide: docs/django.md.
 
 The densekv stores are built once per value of the setting (override_settings with a new
 dict builds new ones); a subclass may set ``densekv_settings`` instead of reading settings
@@ -39,14 +44,18 @@ How Django's session maps onto densekv (one fact each, all enforced in engine.py
     ``_auth_user_id``, so there the key changes twice; without contrib.auth, set
     ``session["_auth_user_id"] = str(uid)`` and call ``session.cycle_key()``. Removing
     ``_auth_user_id`` without ``flush()`` leaves the stored identity until the session ends.
-  * Expiry: a session lives ``get_expiry_age()`` if ``set_expiry()`` was called (a value
-    already past stores nothing, or ends the session), else the store's ttl; ``idle_ttl``
-    rolls it on reads (only when due), never past that. ``set_expiry()`` on a session that
-    exists already changes the stored lifetime at the next save (``store.set_ttl``: longer
-    or shorter, "remember me" after login), as it changes the cookie; ``set_expiry(None)``
-    gives back the store's ttl. With a number of seconds, every save restarts that many
-    (as Django's own backends do: seconds of inactivity); a save of a session with no
-    custom expiry does not extend it.
+  * Expiry, as Django's own backends: every save gives the stored session
+    ``get_expiry_age()`` from now, in the same write as the data (``store.apply(ttl=)``,
+    or ``store.set_ttl`` for a save that changed nothing): set_expiry's (seconds, a
+    timedelta or datetime; 0 or None: the store's ttl, SESSION_COOKIE_AGE by default), so
+    the stored session ends when the cookie sent with it does ("remember me" is kept on the
+    server too; SESSION_EXPIRE_AT_BROWSER_CLOSE keeps SESSION_COOKIE_AGE on the server, as
+    Django's db backend does). An expiry already past stores nothing, or ends the session.
+    ``idle_ttl`` (densekv's, optional) rolls it on reads (only when due), never past that.
+  * A stored session that cannot be decoded (corrupt, or a dictionary the server lost) is
+    no session for the request (``store.get(undecodable="none")``: one warning naming the
+    namespace and digest, never the key), as Django's backends read data they cannot
+    decode; a login (cycle_key) or logout (flush) in that request ends it.
   * ``clear_expired()`` (the ``clearsessions`` command) is ``store.sweep()``.
 
 Where each part lives (this package's modules, one job each):

@@ -1,11 +1,19 @@
 """DENSEKV_SESSIONS -> the densekv stores it configures: the sync store (one client, from
 the url or the one passed in) and the async stores (the async_client's, or one client per
 event loop, closed when that loop shuts down its async generators). Built once per value of
-the setting, the latest _MAX_BACKENDS values kept (override_settings makes new ones)."""
+the setting, the latest _MAX_BACKENDS values kept (override_settings makes new ones).
+
+The setting is checked whole before anything is built: a key that is neither the engine's
+(ENGINE_KEYS) nor a keyword of densekv's SessionStore is ImproperlyConfigured naming it and
+the accepted ones (a typo must not surface as a TypeError from deep inside). Every client
+built from the url gets connect and read timeouts (DEFAULT_TIMEOUTS; a stopped or stalled
+server then fails the requests that use the session instead of hanging them)."""
 
 from __future__ import annotations
 
 import asyncio
+import difflib
+import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -17,6 +25,7 @@ from django.conf import settings  # type: ignore[import-untyped]
 from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 from django.utils.module_loading import import_string  # type: ignore[import-untyped]
 
+from densekv.connect import TIMEOUTS, from_url
 from densekv.sessions import AsyncSessionStore
 from densekv.sessions import SessionStore as DenseStore
 
@@ -26,7 +35,9 @@ FALLBACKS = {  # short names for the backends sessions move in from
     "db": "django.contrib.sessions.backends.db.SessionStore",
     "cached_db": "django.contrib.sessions.backends.cached_db.SessionStore",
 }
-_ENGINE_KEYS = ("url", "client", "async_client", "fallback")  # the rest goes to the store
+DEFAULT_TIMEOUTS = TIMEOUTS  # seconds, for url clients (densekv.connect's)
+ENGINE_KEYS = ("url", "client", "async_client", "fallback", *DEFAULT_TIMEOUTS)  # the rest: the store's
+NOT_SETTINGS = ("self", "client")  # SessionStore parameters the engine fills in itself
 _MAX_BACKENDS = 16  # settings values kept built at once (override_settings makes new ones)
 
 
@@ -39,35 +50,70 @@ async def _closing(client: Any) -> AsyncIterator[None]:
         await client.aclose()
 
 
-def _sync_client(url: str) -> redis.Redis | redis.RedisCluster:
-    if url.startswith("redis+cluster://"):
-        return redis.RedisCluster.from_url("redis://" + url[len("redis+cluster://"):])
-    return redis.Redis.from_url(url)
+def store_keys() -> tuple[str, ...]:
+    """The keywords both densekv stores accept (what DENSEKV_SESSIONS passes through)."""
+    sync = inspect.signature(DenseStore.__init__).parameters
+    both = [k for k in sync if k in inspect.signature(AsyncSessionStore.__init__).parameters]
+    return tuple(k for k in both if k not in NOT_SETTINGS)
 
 
-def _async_client(url: str) -> redis.asyncio.Redis | redis.asyncio.RedisCluster:
-    if url.startswith("redis+cluster://"):
-        return redis.asyncio.RedisCluster.from_url("redis://" + url[len("redis+cluster://"):])
-    return redis.asyncio.Redis.from_url(url)
+def accepted_keys() -> tuple[str, ...]:
+    return (*ENGINE_KEYS, *store_keys())
+
+
+def check_settings(conf: Any) -> None:
+    """ImproperlyConfigured for a DENSEKV_SESSIONS that is not a dict of known keys with
+    timeouts that are positive numbers (or None: no timeout)."""
+    if not isinstance(conf, Mapping):
+        raise ImproperlyConfigured("DENSEKV_SESSIONS is a dict (url or client, namespace, ttl, ...)")
+    accepted = accepted_keys()
+    unknown = [k for k in conf if k not in accepted]
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(str(key), accepted, n=1)
+            hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        raise ImproperlyConfigured(
+            f"DENSEKV_SESSIONS has unknown key{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; "
+            f"the accepted keys are {', '.join(accepted)}")
+    if not (conf.get("url") or conf.get("client") or conf.get("async_client")):
+        raise ImproperlyConfigured("DENSEKV_SESSIONS needs a 'url', a 'client' or an 'async_client'")
+    for key in DEFAULT_TIMEOUTS:
+        value = conf.get(key, 1.0)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            raise ImproperlyConfigured(
+                f"DENSEKV_SESSIONS[{key!r}] is a number of seconds above 0 (or None: wait forever), "
+                f"not {value!r}")
+
+
+def _sync_client(url: str, timeouts: Mapping[str, Any]) -> redis.Redis | redis.RedisCluster:
+    return from_url(url, **timeouts)  # type: ignore[no-any-return]
+
+
+def _async_client(url: str, timeouts: Mapping[str, Any]) -> redis.asyncio.Redis | redis.asyncio.RedisCluster:
+    return from_url(url, asyncio=True, **timeouts)  # type: ignore[no-any-return]
 
 
 class Backend:
     """The densekv stores of one DENSEKV_SESSIONS value, built on first use."""
 
     def __init__(self, conf: Mapping[str, Any]) -> None:
-        if not isinstance(conf, Mapping):
-            raise ImproperlyConfigured("DENSEKV_SESSIONS is a dict (url or client, namespace, ttl, ...)")
+        check_settings(conf)
         self.conf = conf
         self.url: str | None = conf.get("url")
         self.client = conf.get("client")
         self.async_client = conf.get("async_client")
-        if not (self.url or self.client or self.async_client):
-            raise ImproperlyConfigured("DENSEKV_SESSIONS needs a 'url', a 'client' or an 'async_client'")
-        self.kwargs = {k: v for k, v in conf.items() if k not in _ENGINE_KEYS}
+        self.timeouts: dict[str, float | None] = {k: conf.get(k, v) for k, v in DEFAULT_TIMEOUTS.items()}
+        self.kwargs = {k: v for k, v in conf.items() if k not in ENGINE_KEYS}
         self.kwargs.setdefault("namespace", DEFAULT_NAMESPACE)
         self.kwargs.setdefault("ttl", settings.SESSION_COOKIE_AGE)
         name = conf.get("fallback")
-        self.fallback: Any = import_string(FALLBACKS.get(name, name)) if name else None
+        try:
+            self.fallback: Any = import_string(FALLBACKS.get(name, name)) if name else None
+        except ImportError as exc:
+            raise ImproperlyConfigured(
+                f"DENSEKV_SESSIONS['fallback'] is {', '.join(map(repr, FALLBACKS))} or the dotted path "
+                f"of a SessionStore class; {name!r} does not import: {exc}") from exc
         self._lock = threading.Lock()
         self._sync: DenseStore | None = None
         self._owned: Any = None  # the sync client built from url (closed with the backend)
@@ -84,7 +130,7 @@ class Backend:
                             raise ImproperlyConfigured(
                                 "DENSEKV_SESSIONS has only an async_client: sync views and the "
                                 "clearsessions command need a 'url' or a 'client' too")
-                        client = self._owned = _sync_client(self.url)
+                        client = self._owned = _sync_client(self.url, self.timeouts)
                     self._sync = DenseStore(client, **self.kwargs)
         return self._sync
 
@@ -103,7 +149,7 @@ class Backend:
             entry = self._per_loop.get(loop)
         if entry is None:
             assert self.url
-            client = _async_client(self.url)
+            client = _async_client(self.url, self.timeouts)
             keeper = _closing(client)
             await keeper.__anext__()  # registered with this loop: closed at its shutdown
             entry = (AsyncSessionStore(client, **self.kwargs), keeper)

@@ -32,6 +32,11 @@ __all__ = ["SessionStore"]
 T = TypeVar("T")
 
 
+def _get(token: str) -> Call:
+    """Read a session; one that does not decode is no session (densekv logs a warning)."""
+    return Call("get", (token,), {"undecodable": "none"})
+
+
 class SessionStore(SessionBase):  # type: ignore[misc]
     """A Django session whose server side is a densekv session (see the package docstring)."""
 
@@ -41,6 +46,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
     def __init__(self, session_key: str | None = None) -> None:
         super().__init__(session_key)
         self._stored: Stored | None = None
+        self._unread: str | None = None  # a key that loaded as no session (gone, or undecodable)
 
     @classmethod
     def bound_to(cls, conf: Mapping[str, Any]) -> type[SessionStore]:
@@ -113,7 +119,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         token = self.session_key
         session: Session | None = None
         if digest_of(token) is not None:  # a junk cookie costs no server call
-            session = yield Call("get", (token,))
+            session = yield _get(token)
         if session is None and self._backend().fallback is not None and digest_of(token) is not None:
             session = yield from self._move_in_flow(token)
         data: Data = dict(session.data or {}) if session is not None else {}
@@ -121,6 +127,10 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             yield Call("destroy", (token,))
             session = None
         if session is None:
+            # no session for this request: a new one if anything is saved. A key that is
+            # stored but does not decode is ended by this session's cycle_key or flush (a
+            # login or logout replaces it), never on a read alone.
+            self._unread = token if digest_of(token) is not None else None
             self._session_key = None
             self._stored = None
             return {}
@@ -134,15 +144,15 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         found = yield Call("load", on=previous)
         if found is None or found[1] <= 0:
             # not there either, unless another request just moved it in (and deleted it there)
-            again: Session | None = yield Call("get", (token,))
+            again: Session | None = yield _get(token)
             return again
         data, left = found
         try:
             yield from self._storing(lambda d: Call("create", (identity_of(d), d, left), {"token": token}), data)
         except SessionExists:  # another request moved it in a moment ago: theirs stands
-            return (yield Call("get", (token,)))  # type: ignore[no-any-return]
+            return (yield _get(token))  # type: ignore[no-any-return]
         yield Call("delete", on=previous)
-        return (yield Call("get", (token,)))  # type: ignore[no-any-return]
+        return (yield _get(token))  # type: ignore[no-any-return]
 
     def _create_flow(self, data: Data, token: str | None = None) -> Flow[None]:
         """A new session holding `data`; under `token` when given (CreateError if taken)."""
@@ -170,7 +180,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             return (yield from self._create_flow(data, token))
         base = self._base()
         if base is None:  # data never read here (clear() before any load): read what is stored
-            session = yield Call("get", (token,))
+            session = yield _get(token)
             if session is None:
                 raise UpdateError
             base = Stored(token, session.identity, session.data or {})
@@ -183,23 +193,21 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             base = Stored(moved, identity, base.data)
         changes = {k: v for k, v in data.items() if k not in base.data or not same(base.data[k], v)}
         removed = [k for k in base.data if k not in data]
-        # The stored lifetime follows set_expiry (or, once it is unset, the store's ttl): a
-        # session the user asked to keep longer is kept longer on the server, not only in
-        # the cookie; an expiry already past ends it now. In the same write as the data.
-        retime = EXPIRY_KEY in changes or EXPIRY_KEY in removed or self._sliding(data)
-        lifetime: dict[str, Any] = {}
-        if retime:
-            ttl = self._ttl_of(data)
-            if ttl is not None and ttl <= 0:
-                yield Call("destroy", (token,))
-                self._stored = None
-                return
-            lifetime = {"ttl": ttl}
+        # As Django's own backends: every save gives the session get_expiry_age() from now
+        # (set_expiry's, else the store's ttl, SESSION_COOKIE_AGE by default), in the same
+        # write as the data, so the stored session lives as long as the cookie sent with
+        # it; an expiry already past ends it now.
+        ttl = self._ttl_of(data)
+        if ttl is not None and ttl <= 0:
+            yield Call("destroy", (token,))
+            self._stored = None
+            return
         if not changes and not removed:
             self._stored = base
-            if retime and not (yield Call("set_ttl", (token, lifetime["ttl"]))):
+            if not (yield Call("set_ttl", (token, ttl))):
                 raise UpdateError
             return
+        lifetime: dict[str, Any] = {"ttl": ttl}
         merged, _ = yield from self._storing(lambda d: Call("apply", (token, d, removed), lifetime), changes)
         if merged is None:
             raise UpdateError
@@ -207,15 +215,16 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         data.update(merged)
         self._stored = Stored(token, identity if identity is not None else base.identity, copy.deepcopy(merged))
 
-    @staticmethod
-    def _sliding(data: Data) -> bool:
-        """set_expiry(seconds): Django's backends restart that many seconds at every save."""
-        expiry = data.get(EXPIRY_KEY)
-        return isinstance(expiry, int) and not isinstance(expiry, bool) and expiry > 0
+    def _end_unread_flow(self) -> Flow[None]:
+        """End the key this object loaded as no session (undecodable, or already gone)."""
+        unread, self._unread = self._unread, None
+        if unread is not None:
+            yield Call("destroy", (unread,))
 
     def _cycle_flow(self, data: Data) -> Flow[None]:
         token = self.session_key
         if token is None:
+            yield from self._end_unread_flow()
             return (yield from self._create_flow(data))
         base = self._base()
         identity = identity_of(data)
@@ -235,6 +244,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         if session_key is None:
             session_key = self.session_key
             if session_key is None:
+                yield from self._end_unread_flow()
                 return
         if digest_of(session_key) is not None:
             yield Call("destroy", (session_key,))
@@ -244,7 +254,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
     def _exists_flow(self, session_key: str | None) -> Flow[bool]:
         if not session_key or digest_of(session_key) is None:
             return False
-        return (yield Call("get", (session_key,))) is not None
+        return (yield _get(session_key)) is not None
 
     def _end_all_flow(self, data: Data) -> Flow[int]:
         base = self._base()

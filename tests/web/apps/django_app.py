@@ -8,8 +8,9 @@ which the middleware here picks by the X-Densekv-Engine header the driver's clie
 (without it, the settings' engine, as in `wsgi_app()` under gunicorn). The database is a
 sqlite file in a temporary directory (the fallback tests move sessions in from it).
 
-Login without contrib.auth: set `_auth_user_id` and call `cycle_key()` (the engine moves
-the session with densekv's atomic login). /auth/* use contrib.auth's real login()/logout().
+Login without contrib.auth: flush a session of another user (as contrib.auth's login()
+does), set `_auth_user_id` and call `cycle_key()` (the engine moves the session with
+densekv's atomic login). /auth/* use contrib.auth's real login()/logout().
 Async twins of the routes live under /async/ (aget, aset, acycle_key, alogout_everywhere).
 """
 
@@ -131,6 +132,9 @@ def del_value(request: HttpRequest, key: str) -> JsonResponse:
 
 @require_POST
 def login(request: HttpRequest, uid: int) -> JsonResponse:
+    """As contrib.auth's login(): another user's session is flushed (its data dropped)."""
+    if request.session.get(SESSION_KEY) not in (None, str(uid)):
+        request.session.flush()
     request.session[SESSION_KEY] = str(uid)
     request.session.cycle_key()  # densekv's atomic login: identity uid, old key dead
     return JsonResponse(OK)
@@ -179,6 +183,8 @@ async def aset_value(request: HttpRequest, key: str) -> JsonResponse:
 
 
 async def alogin(request: HttpRequest, uid: int) -> JsonResponse:
+    if await request.session.aget(SESSION_KEY) not in (None, str(uid)):
+        await request.session.aflush()
     await request.session.aset(SESSION_KEY, str(uid))
     await request.session.acycle_key()
     return JsonResponse(OK)
