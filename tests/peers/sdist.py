@@ -50,7 +50,7 @@ def source(dist: str, ver: str | None = None) -> Path:
         proc = subprocess.run(
             [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
              "-d", str(dl), f"{dist}=={ver}"],
-            capture_output=True, text=True, timeout=600, env={**os.environ, "PIP_NO_INPUT": "1"},
+            capture_output=True, text=True, timeout=600, check=False, env={**os.environ, "PIP_NO_INPUT": "1"},
         )
         archives = [p for p in dl.iterdir() if p.name.endswith((".tar.gz", ".zip"))]
         if proc.returncode != 0 or not archives:

@@ -1,0 +1,186 @@
+"""aiohttp sessions kept in densekv: `aiohttp_session.setup(app, Storage(store))`, a storage
+whose cookie holds only a densekv token. Lazy as aiohttp_session is; a save writes only the
+keys the request set or deleted (`store.apply`), never an empty or untouched session;
+`max_age` is the cookie's Max-Age and the stored session's life from its last change;
+`invalidate()` is a logout (store.destroy). Semantics and differences: docs/aiohttp.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp_session
+from aiohttp import web
+
+from densekv.integrations.tracked import TrackedDict
+from densekv.sessions.model import Identity, Session, check_identity, digest_of
+from densekv.sessions.store import AsyncSessionStore
+
+__all__ = ["DenseSession", "Storage", "login", "logout_everywhere", "regenerate"]
+
+
+class _Tracked(TrackedDict):
+    """The session's mapping; `ops`: each top-level key set (True) or removed (False)."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.ops: dict[str, bool] = {}
+
+    def _set(self, key: str) -> None:
+        self.ops[key] = True
+
+    def _deleted(self, key: str) -> None:
+        self.ops[key] = False
+
+
+class DenseSession(aiohttp_session.Session):
+    """aiohttp_session's Session on a densekv session. `changed()` rewrites every key (for
+    values changed in place); `invalidate()` ends the stored session when saved."""
+
+    def __init__(self, store: AsyncSessionStore, found: Session | None, max_age: int | None,
+                 stale: str | None = None) -> None:
+        data: aiohttp_session.SessionData | None = None if found is None else {
+            "created": int(time.time()), "session": found.data or {}}
+        super().__init__(found and found.identity, data=data, new=found is None, max_age=max_age)
+        self._mapping = self.tracked = _Tracked(self._mapping)
+        self.store, self.token = store, None if found is None else found.token
+        self.ended = self.new_cookie = self.invalidated = False
+        self.stale = stale  # a token the store did not give a session for (gone, undecodable)
+
+    def changed(self) -> None:
+        self._changed = True
+        self.tracked.ops.update(dict.fromkeys(self.tracked, True))
+
+    def invalidate(self) -> None:
+        self._mapping = self.tracked = _Tracked({})
+        self._identity, self._changed, self.invalidated, self.ended = None, True, True, True
+
+    def moved(self, token: str | None, identity: Identity | None,
+              data: dict[str, Any] | None = None) -> None:
+        """Now stored under `token` (None: ended, the cookie is deleted); `data` is what is
+        stored (None: the data and its pending changes stay as they are)."""
+        if data is not None:
+            self._mapping = self.tracked = _Tracked(data)
+        self.ended = self.ended or token is None
+        self.token, self._identity, self.new_cookie, self._changed = token, identity, True, True
+
+    async def lifetime(self) -> int | None:
+        """The stored session's ttl: max_age, at most the store's; None: the store's."""
+        return None if self.max_age is None else min(self.max_age, (await self.store.ready()).ttl)
+
+    async def write(self) -> str | None:
+        """Save what changed; the cookie value to send ("" deletes it, None: no cookie)."""
+        ttl = await self.lifetime()
+        if ttl is not None and ttl <= 0:  # a session that outlives no request is not kept
+            self.invalidate()
+        store, mapping = self.store, self.tracked
+        if self.stale is not None:  # written, logged in or out: an undecodable record goes
+            await store.destroy(self.stale)
+            self.stale = None
+        if self.token is not None and (self.invalidated or not mapping and self.identity is None):
+            await store.destroy(self.token)  # logout, or an anonymous session emptied
+            self.token, self.ended = None, True
+        if self.token is None:
+            if not mapping and self.identity is None:
+                return "" if self.ended else None
+            self.token = await store.create(self.identity, dict(mapping), ttl)
+            return self.token
+        if mapping.ops:
+            changes = {key: mapping[key] for key, kept in mapping.ops.items() if kept}
+            removed = sorted(key for key, kept in mapping.ops.items() if not kept)
+            if await store.apply(self.token, changes, removed, ttl=... if ttl is None else ttl) is None:
+                return ""  # ended meanwhile (a logout elsewhere): never resurrected
+            return self.token
+        return self.token if self.new_cookie else None
+
+
+class Storage(aiohttp_session.AbstractStorage):
+    """Sessions in `store`: an AsyncSessionStore, or a callable that makes one (then one
+    store per event loop: a redis.asyncio client serves one loop). Keyword arguments are
+    AbstractStorage's cookie arguments (cookie_name, domain, max_age, path, secure,
+    httponly, samesite)."""
+
+    def __init__(self, store: AsyncSessionStore | Callable[[], AsyncSessionStore],
+                 **cookie: Any) -> None:
+        if not isinstance(store, AsyncSessionStore) and not callable(store):
+            raise TypeError(f"Storage needs an AsyncSessionStore, got {type(store).__name__}")
+        if {"encoder", "decoder", "key_factory"} & cookie.keys():  # densekv codes, and draws tokens
+            raise TypeError("densekv's Storage takes no encoder, decoder or key_factory")
+        super().__init__(**cookie)
+        self._store = store
+        self._stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncSessionStore] = \
+            weakref.WeakKeyDictionary()
+
+    def store(self) -> AsyncSessionStore:
+        """The store of the running event loop."""
+        if isinstance(self._store, AsyncSessionStore):
+            return self._store
+        loop = asyncio.get_running_loop()
+        if loop not in self._stores:
+            self._stores[loop] = self._store()
+        return self._stores[loop]
+
+    async def new_session(self) -> DenseSession:
+        return DenseSession(self.store(), None, self.max_age)
+
+    async def load_session(self, request: web.Request) -> DenseSession:
+        token, store = self.load_cookie(request), self.store()
+        if token is None or digest_of(token) is None:
+            return DenseSession(store, None, self.max_age)
+        found = await store.get(token, undecodable="none")
+        if found is not None and store.due_for_touch(found):
+            await store.touch(token)  # rolls the idle expiry, now and then
+        return DenseSession(store, found, self.max_age, stale=None if found else token)
+
+    async def save_session(self, request: web.Request, response: web.StreamResponse,
+                           session: aiohttp_session.Session) -> None:
+        if not isinstance(session, DenseSession):
+            raise TypeError("the session was not made by densekv's Storage")
+        cookie = await session.write()
+        if cookie is not None:
+            self.save_cookie(response, cookie, max_age=session.max_age)
+
+
+async def _session_of(request: web.Request) -> DenseSession:
+    session = await aiohttp_session.get_session(request)
+    if not isinstance(session, DenseSession):
+        raise TypeError("the session is not densekv's: aiohttp_session.setup(app, Storage(...))")
+    return session
+
+
+async def login(request: web.Request, identity: Identity) -> None:
+    """Bind the session to `identity` under a new token, the old one dead. The same user or
+    an anonymous session keeps its data (one atomic step); another user's is dropped (its
+    session destroyed, a new empty one created). Written now, even if empty."""
+    session, identity = await _session_of(request), check_identity(identity)
+    store, token, ttl = session.store, session.token, await session.lifetime()
+    if token is not None and session.identity not in (None, identity):
+        await store.destroy(token)
+        session.moved(await store.create(identity, {}, ttl), identity, {})
+    elif (moved := token and await store.login(token, identity)) is not None:
+        session.moved(moved, identity)  # this request's changes are saved as usual
+    else:
+        session.moved(await store.create(identity, dict(session), ttl), identity, dict(session))
+
+
+async def regenerate(request: web.Request) -> None:
+    """A new token for the same data and identity, the old one dead."""
+    session = await _session_of(request)
+    if session.token is not None:
+        token = await session.store.regenerate(session.token)
+        session.moved(token, session.identity if token else None, None if token else {})
+
+
+async def logout_everywhere(request: web.Request) -> None:
+    """End every session of this session's identity (this one too); an anonymous session
+    ends alone. The session is empty afterwards and its cookie is deleted."""
+    session = await _session_of(request)
+    if session.identity is not None:
+        await session.store.destroy_all(session.identity)
+    elif session.token is not None:
+        await session.store.destroy(session.token)
+    session.moved(None, None, {})
