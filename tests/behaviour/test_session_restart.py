@@ -185,3 +185,31 @@ def test_the_first_read_after_a_restart_succeeds(fresh_server: Callable[..., Ser
     assert got is not None and got.data == {"a": 1}  # type: ignore[attr-defined]
     got = store.get(token)  # the sync store's pooled connection broke too
     assert got is not None and got.data == {"a": 1}
+
+
+def test_without_zstandard_the_store_keeps_writing_plainly(server: ServerProcess) -> None:
+    """A framework extra without zstandard (as `pip install 'densekv[flask]'` was): the
+    write that reaches auto_train must not fail (it did: CodecUnavailable, a 500, and the
+    session written anyway); the store warns once and writes without a dictionary."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import sys, logging, io
+        sys.modules["zstandard"] = None  # as if not installed
+        log = io.StringIO()
+        logging.getLogger("densekv").addHandler(logging.StreamHandler(log))
+        import redis
+        from densekv.sessions import SessionStore
+        client = redis.Redis(port={server.port})
+        store = SessionStore(client, namespace="nozstd", layout="dense", auto_train=50)
+        tokens = [store.create(i, {{"_user_id": str(i), "csrf": "ab" * 20}}) for i in range(120)]
+        assert all(store.get(t).data["_user_id"] == str(i) for i, t in enumerate(tokens))
+        assert store.explain()["dictionary"] is None
+        assert log.getvalue().count("without a zstd dictionary") == 1, log.getvalue()
+        client.delete(*client.keys("nozstd:*"))
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
