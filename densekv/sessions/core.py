@@ -458,11 +458,14 @@ class SessionCore:
         return (yield from self._change(digest, lambda _: data)) is not None
 
     def apply(self, token: str, changes: dict[str, Any], removed: Iterable[str] = (),
-              ttl: int | None | EllipsisType = ...) -> Flow[dict[str, Any] | None]:
+              ttl: int | None | EllipsisType = ..., read: Session | None = None) -> Flow[dict[str, Any] | None]:
         """Merge `changes` into the stored data and drop the keys in `removed`, as a
         compare-and-set on the record read: the merged data, or None if the session is
         gone (it is never written again). `ttl` (not ...): a new lifetime in the same write,
-        as set_ttl gives (None: the store's ttl)."""
+        as set_ttl gives (None: the store's ttl). `read`: the session as this request got
+        it from get(): the first compare-and-set is against it, with no read of its own
+        (a web save in one round trip); if the session changed since, it reads and merges
+        again as without it."""
         if not isinstance(changes, dict):
             raise SessionDataInvalid("changes is a dict of top-level session keys")
         removed = list(removed)
@@ -477,15 +480,24 @@ class SessionCore:
                 new.pop(key, None)
             return new or None
 
-        return (yield from self._change(digest, merge, seconds))
+        known = read.read if read is not None and isinstance(read.read, Record) else None
+        return (yield from self._change(digest, merge, seconds, known=known))
 
     def _change(self, digest: bytes, merge: Callable[[dict[str, Any] | None], dict[str, Any] | None],
-                seconds: int | None = None, sample: bool = True) -> Flow[dict[str, Any] | None]:
+                seconds: int | None = None, sample: bool = True,
+                known: Record | None = None) -> Flow[dict[str, Any] | None]:
         """Compare-and-set of the data `merge` makes of the stored data; with `seconds`, a
-        new lifetime in the same write (the identity index told first of a later expiry)."""
+        new lifetime in the same write (the identity index told first of a later expiry).
+        `known`: the record as the caller read it, used for the first try instead of a read."""
+        if known is not None and (known.digest != digest or not known.live(self.now())):
+            known = None
         for tries in range(MAX_CAS_TRIES):
             yield from cas_pause(tries)
-            current = yield from self._read(digest)
+            if known is not None:
+                current: Record | None
+                current, known = known, None
+            else:
+                current = yield from self._read(digest)
             if current is None:
                 return None
             data = merge(current.data)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from densekv.errors import DensekvError, InvalidArgument
@@ -107,6 +107,9 @@ class Session:
     data: dict[str, Any] | None = None
     id: str = ""
     absolute_at: int = 0  # the hard end of its life: idle rolling never passes it
+    # the record as read (opaque): `apply(..., read=session)` writes against it without
+    # reading the session again (one round trip for a web save); not compared, not shown
+    read: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -134,4 +137,5 @@ class Record:
         return self.expires_at > now
 
     def session(self, token: str) -> Session:
-        return Session(token, self.identity, self.expires_at, self.data, self.digest.hex(), self.absolute_at)
+        return Session(token, self.identity, self.expires_at, self.data, self.digest.hex(), self.absolute_at,
+                       self)

@@ -204,11 +204,13 @@ class SessionStore(_Options):
         return self._run(lambda c: c.update(token, data))
 
     def apply(self, token: str, changes: Data, removed: Iterable[str] = (), *,
-              ttl: int | None | EllipsisType = ...) -> Data | None:
+              ttl: int | None | EllipsisType = ..., read: Session | None = None) -> Data | None:
         """Merge top-level keys into the stored data (compare-and-set): the merged data,
         or None if the session is gone (never resurrected). `ttl=` gives the session a new
-        lifetime in the same write, as set_ttl does (None: the store's ttl)."""
-        return self._run(lambda c: c.apply(token, changes, removed, ttl))
+        lifetime in the same write, as set_ttl does (None: the store's ttl). `read=` the
+        Session this request got from get(): written against it without reading it again
+        (one round trip), merged afresh if it changed meanwhile."""
+        return self._run(lambda c: c.apply(token, changes, removed, ttl, read))
 
     def destroy(self, token: str) -> bool:
         return self._run(lambda c: c.destroy(token))
@@ -376,8 +378,8 @@ class AsyncSessionStore(_Options):
         return await self._run(lambda c: c.update(token, data))
 
     async def apply(self, token: str, changes: Data, removed: Iterable[str] = (), *,
-                    ttl: int | None | EllipsisType = ...) -> Data | None:
-        return await self._run(lambda c: c.apply(token, changes, removed, ttl))
+                    ttl: int | None | EllipsisType = ..., read: Session | None = None) -> Data | None:
+        return await self._run(lambda c: c.apply(token, changes, removed, ttl, read))
 
     async def destroy(self, token: str) -> bool:
         return await self._run(lambda c: c.destroy(token))

@@ -213,3 +213,28 @@ def test_without_zstandard_the_store_keeps_writing_plainly(server: ServerProcess
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_apply_with_the_session_read_writes_without_reading_again(client: redis.Redis, layout: str) -> None:
+    """A web save: the request read the session, then apply(read=) writes in one round trip;
+    a change made meanwhile by another request is still merged, never lost."""
+    store = store_for(client, layout, idle_ttl=600)
+    token = store.create(3, {"a": 1})
+    read = store.get(token)
+    assert read is not None and read.read is not None
+    calls = lambda: sum(int(v["calls"]) for k, v in client.info("commandstats").items()  # noqa: E731
+                        if k.split("_", 1)[1] in ("hget", "get", "multi", "hmget"))
+    before = calls()
+    assert store.apply(token, {"b": 2}, read=read) == {"a": 1, "b": 2}
+    with_read = calls() - before  # (a script's own reads count too)
+    before = calls()
+    assert store.apply(token, {"b": 2}) == {"a": 1, "b": 2}
+    assert with_read < calls() - before  # no read of its own: against what get() gave
+    read = store.get(token)
+    stale = read  # another request changed it since this one read it
+    assert store.apply(token, {"c": 3}, read=stale) == {"a": 1, "b": 2, "c": 3}
+    assert store.get(token).data == {"a": 1, "b": 2, "c": 3}  # type: ignore[union-attr]
+    store.destroy(token)
+    assert store.apply(token, {"d": 4}, read=stale) is None  # never resurrected
+    assert store.get(token) is None
