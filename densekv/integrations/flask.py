@@ -1,23 +1,43 @@
 """Flask backend: `app.session_interface = SessionInterface(store)` keeps Flask's session in
 a densekv SessionStore; the cookie holds only the densekv token.
 
-Invariants (checked for every backend by tests/web/test_contract.py):
+Invariants (checked for every backend by tests/web/test_contract.py, and by Flask's and
+Flask-Login's own test suites in tests/peers/test_flask_suites.py):
+  * lazy: a request that never uses the session makes no server call; ANY use of it loads
+    it first: `flask.session` (Flask 3.1.3+ marks it accessed), and every dict method of
+    the session object itself, so `client.session_transaction()` (which bypasses
+    `flask.session`) reads the stored session and its writes are saved;
   * nothing is written for a session that was not changed: a request that never touches the
     session, or only reads an empty one, creates no key and sets no cookie;
-  * an existing session is saved with `store.apply(token, changes, removed)`: only the
-    top-level keys this request changed, merged into the record as it is now, so two
+  * an existing session is saved with `store.apply(token, changes, removed, read=found)`:
+    only the top-level keys this request changed, against the record this request read (one
+    round trip) and merged into the record as it is now if it changed meanwhile, so two
     concurrent requests keep both changes; a session destroyed meanwhile (apply -> None) is
     never recreated and its cookie is dropped;
-  * a junk cookie is a new empty session, decided without a server call; a request that
-    never uses `flask.session` makes no server call at all (the session is read on first
-    use, which Flask 3.1.3+ reports by setting `session.accessed`);
+  * a junk cookie is a new empty session, decided without a server call; a stored session
+    that cannot be decoded is a new empty session too (`store.get(..., undecodable="none")`),
+    and the first write, login or logout replaces it;
   * a server error propagates (Flask answers 500), never a fresh session in its place;
   * the idle expiry rolls (`store.touch`) only when `store.due_for_touch` says so, so most
     reads cost no write.
-Cookie name, domain, path, flags and the permanent lifetime come from Flask's config through
-the helpers of flask.sessions.SessionInterface; a permanent session is also stored for
-PERMANENT_SESSION_LIFETIME, also when it becomes permanent (or stops being so) after it was
-made (`store.set_ttl`).
+
+Lifetime, as Flask's own cookie session: Flask signs its cookie with a timestamp and refuses
+it PERMANENT_SESSION_LIFETIME after it was last set, permanent or not, and sets it again on
+every change (and on every request for a permanent session under SESSION_REFRESH_EACH_REQUEST).
+So a permanent session, or any session when PERMANENT_SESSION_LIFETIME is shorter than the
+store's ttl, is stored for PERMANENT_SESSION_LIFETIME, restarted by every write (in the same
+compare-and-set as the data); a permanent session read under SESSION_REFRESH_EACH_REQUEST is
+refreshed with `store.set_ttl` once a quarter of its lifetime has passed (not on every read).
+Any other session lives the store's ttl from its creation, which ends it no later than Flask
+would. Cookie name, domain, path, flags and Expires come from
+Flask's config through the helpers of flask.sessions.SessionInterface.
+
+Identity: `session.login(uid)` (token rotated at save; another user's data dropped first, as
+Django's login() flushes), `session.destroy()`, `session.logout_everywhere()`. Flask-Login
+needs no glue: the session follows its `_user_id` key (`identity_key=`): set or changed in a
+request, the session is logged in as that user at save (the previous user's data dropped,
+what the request set kept); removed (`logout_user()`), the stored session ends and what is
+left (say a flash message) goes on in a new anonymous session under a new cookie.
 
 Values pass through Flask's own tags (`session_json_serializer.tag`, as in Flask's cookie
 session): tuples (flash() stores them), bytes, Markup, UUID and datetimes come back as
@@ -26,29 +46,40 @@ raises densekv's typed error, a 500 with nothing written.
 
 Moving in from Flask-Session 0.8 (RedisSessionInterface): `SessionInterface(store,
 fallback=FlaskSessionFallback(redis_client))` imports an old session under the same cookie
-value the first time densekv does not know it, with its remaining TTL, then deletes the old
-key (two concurrent first requests import the same data twice, which is harmless).
+value the first time densekv does not know it, with its remaining TTL (and its `_user_id`
+as identity), then deletes the old key (two concurrent first requests import the same data
+twice, which is harmless).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
 from flask import Flask, Request, Response
 from flask.sessions import SessionInterface as FlaskSessionInterface
-from flask.sessions import SessionMixin, session_json_serializer
+from flask.sessions import SessionMixin
 
 from densekv.errors import DensekvError, ServerUnavailable
-from densekv.integrations.tracked import TrackedDict
-from densekv.sessions.model import Identity, Session, SessionExists, digest_of
+from densekv.integrations.flask_session import MISSING, DensekvSession, tag_value, untag_value
+from densekv.sessions.model import (
+    Identity,
+    SessionExists,
+    SessionIdentityInvalid,
+    check_identity,
+    digest_of,
+)
 from densekv.sessions.store import SessionStore
 
 __all__ = ["DensekvSession", "FlaskSessionFallback", "SessionInterface"]
 
-_MISSING = object()
+DEFAULT_NAMESPACE = "flask_sessions"  # of the stores built by SessionInterface.from_url
+#: a permanent session read (not written) is refreshed once this part of its lifetime passed
+REFRESH_GAIN = 0.25
 
 
 def _flask_marks_access() -> bool:
@@ -61,145 +92,6 @@ def _flask_marks_access() -> bool:
 
 
 _LAZY = _flask_marks_access()
-
-
-def tag_value(value: Any) -> Any:
-    """A session value as stored: Flask's tagged-JSON form of it."""
-    return session_json_serializer.tag(value)
-
-
-def untag_value(value: Any) -> Any:
-    """The inverse of tag_value, over nested dicts and lists."""
-    if isinstance(value, dict):
-        return session_json_serializer.untag({k: untag_value(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return [untag_value(v) for v in value]
-    return value
-
-
-class DensekvSession(TrackedDict, SessionMixin):
-    """Flask's `session` for one request: a dict that knows what the request changed.
-
-    `stored` is the data as loaded (tagged form); at save time the changed top-level keys
-    are those set during the request or whose value now differs from `stored`, and the
-    removed keys are those of `stored` no longer present. login(), regenerate(),
-    logout_everywhere() and destroy() take effect when the response is saved.
-    """
-
-    def __init__(self, data: Mapping[str, Any] | None = None, *, token: str | None = None,
-                 found: Session | None = None, stored: Mapping[str, Any] | None = None,
-                 loader: Callable[[DensekvSession], None] | None = None) -> None:
-        super().__init__(data or {})
-        self.loader = loader  # set: not read yet; the first access (accessed = True) reads it
-        self.token = token
-        self.found = found
-        self.stored: dict[str, Any] = dict(stored or {})
-        self.new = token is None
-        self.modified = False
-        self._accessed = False
-        self.set_keys: set[str] = set()
-        self.deleted_keys: set[str] = set()
-        self.cleared = False
-        self.login_as: Identity | None = None
-        self.regenerate_asked = False
-        self.ended: list[str] = []  # tokens to destroy at save time
-        self.end_all: Identity | None = None
-        self.failed = False  # a load or save raised: Flask's error path must not save
-
-    @property
-    def accessed(self) -> bool:
-        return self._accessed
-
-    @accessed.setter
-    def accessed(self, value: bool) -> None:
-        """Flask (3.1.3+) sets this on every use of `flask.session` in a request: the
-        session is read from the store then, so a request that never uses it makes no
-        server call."""
-        self._accessed = value
-        if value:
-            self.read()
-
-    def read(self) -> None:
-        """Read the session from the store unless done already."""
-        if self.loader is not None:
-            loader, self.loader = self.loader, None
-            try:
-                loader(self)
-            except BaseException:
-                self.failed = True
-                raise
-
-    def loaded(self, data: Mapping[str, Any], token: str, found: Session | None,
-               stored: Mapping[str, Any]) -> None:
-        """Fill a session read from the store (no change is recorded)."""
-        dict.update(self, data)
-        self.token, self.found, self.stored, self.new = token, found, dict(stored), False
-
-    @property
-    def identity(self) -> Identity | None:
-        """Who the session belongs to (a pending login() counts), or None."""
-        if self.login_as is not None:
-            return self.login_as
-        return self.found.identity if self.found is not None else None
-
-    # -- the densekv actions, applied by save_session -----------------------------------
-    def login(self, identity: Identity) -> None:
-        """Attach `identity` in one atomic step at save time: new cookie, old one dead."""
-        self.login_as = identity
-        self.modified = True
-
-    def regenerate(self) -> None:
-        """New cookie value at save time, same data and identity; the old value dies."""
-        self.regenerate_asked = True
-        self.modified = True
-
-    def destroy(self) -> None:
-        """End this session (server record and cookie); later writes start a new one."""
-        if self.token is not None:
-            self.ended.append(self.token)
-        self.token, self.found, self.login_as = None, None, None
-        self.regenerate_asked = False
-        self.stored.clear()
-        dict.clear(self)
-        self.set_keys.clear()
-        self.deleted_keys.clear()
-        self.modified = True
-
-    def logout_everywhere(self) -> None:
-        """End every session of this session's identity (this one included)."""
-        identity = self.found.identity if self.found is not None else None
-        if identity is not None:
-            self.end_all = identity
-        self.destroy()
-
-    # -- change tracking -------------------------------------------------------------------
-    def _set(self, key: str) -> None:
-        self.set_keys.add(key)
-        self.deleted_keys.discard(key)
-        self.modified = True
-
-    def _deleted(self, key: str) -> None:
-        self.deleted_keys.add(key)
-        self.set_keys.discard(key)
-        self.modified = True
-
-    def _on_clear(self) -> None:
-        self.cleared = True
-        self.modified = True
-
-    def tagged(self) -> dict[str, Any]:
-        """All data in stored form (for a new session)."""
-        return {k: tag_value(v) for k, v in self.items()}
-
-    def changes(self) -> tuple[dict[str, Any], list[str]]:
-        """(changed keys with their stored form, removed keys) against what was loaded."""
-        changed: dict[str, Any] = {}
-        for key, value in self.items():
-            tagged = tag_value(value)
-            if key in self.set_keys or self.stored.get(key, _MISSING) != tagged:
-                changed[key] = tagged
-        removed = [k for k in self.stored if k not in self]
-        return changed, removed
 
 
 class FlaskSessionFallback:
@@ -240,15 +132,57 @@ class FlaskSessionFallback:
 
 
 class SessionInterface(FlaskSessionInterface):
-    """Flask sessions in a densekv SessionStore (see the module docstring)."""
+    """Flask sessions in a densekv SessionStore (see the module docstring).
+
+    identity_key: the session key whose value is the logged-in user (Flask-Login's
+    `_user_id`); None to follow only session.login() / destroy().
+    """
 
     session_class = DensekvSession
 
-    def __init__(self, store: SessionStore, *, cookie_name: str | None = None,
-                 fallback: FlaskSessionFallback | None = None) -> None:
-        self.store = store
+    def __init__(self, store: SessionStore | Callable[[], SessionStore], *,
+                 cookie_name: str | None = None, fallback: FlaskSessionFallback | None = None,
+                 identity_key: str | None = "_user_id") -> None:
+        if isinstance(store, SessionStore):
+            self._store: SessionStore | None = store
+            self._factory: Callable[[], SessionStore] | None = None
+        else:
+            self._store, self._factory = None, store
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
         self.cookie_name = cookie_name
         self.fallback = fallback
+        self.identity_key = identity_key
+
+    @classmethod
+    def from_url(cls, url: str, *, namespace: str = DEFAULT_NAMESPACE,
+                 client_options: Mapping[str, Any] | None = None, cookie_name: str | None = None,
+                 fallback: FlaskSessionFallback | None = None,
+                 identity_key: str | None = "_user_id", **store_options: Any) -> SessionInterface:
+        """Sessions on the server at `url` (redis://, rediss://, unix://, redis+cluster://):
+        each process builds its own client and store on its first use of a session (after
+        a gunicorn fork, even with --preload; never at import or app creation, so a server
+        that is down fails only requests that use the session). `client_options` go to
+        densekv.connect.from_url (connect and read timeouts, 5 s each by default),
+        `store_options` to SessionStore (ttl, idle_ttl, layout, ...)."""
+        options = dict(client_options or {})
+
+        def build() -> SessionStore:
+            from densekv.connect import from_url
+
+            return SessionStore(from_url(url, **options), namespace=namespace, **store_options)
+
+        return cls(build, cookie_name=cookie_name, fallback=fallback, identity_key=identity_key)
+
+    @property
+    def store(self) -> SessionStore:
+        """The store; from a factory, built once per process (again in a forked child)."""
+        if self._factory is not None and (self._store is None or self._pid != os.getpid()):
+            with self._lock:
+                if self._store is None or self._pid != os.getpid():
+                    self._store, self._pid = self._factory(), os.getpid()
+        assert self._store is not None
+        return self._store
 
     def get_cookie_name(self, app: Flask) -> str:
         return self.cookie_name or super().get_cookie_name(app)
@@ -264,12 +198,15 @@ class SessionInterface(FlaskSessionInterface):
         return session
 
     def _load(self, app: Flask, session: DensekvSession, token: str) -> None:
-        found = self.store.get(token)
+        found = self.store.get(token, undecodable="none")
         if found is not None:
             stored = found.data or {}
             session.loaded({k: untag_value(v) for k, v in stored.items()}, token, found, stored)
-        elif self.fallback is not None:
+            return
+        if self.fallback is not None:
             self._move_in(app, session, token)
+        if session.token is None:  # expired, or could not be decoded: replaced when written
+            session.stale = token
 
     def _move_in(self, app: Flask, session: DensekvSession, token: str) -> None:
         assert self.fallback is not None
@@ -278,10 +215,15 @@ class SessionInterface(FlaskSessionInterface):
             return
         data, ttl = old
         stored = {k: tag_value(v) for k, v in data.items()}
+        identity = self._identity_in(app, data)
         try:
-            self.store.create(None, stored, ttl, token=token)
+            self.store.create(identity, stored, ttl, token=token)
         except SessionExists:  # another request moved it in a moment ago: theirs stands
-            self._load(app, session, token)
+            found = self.store.get(token, undecodable="none")
+            if found is not None:
+                found_data = found.data or {}
+                session.loaded({k: untag_value(v) for k, v in found_data.items()}, token, found,
+                               found_data)
             return
         except ServerUnavailable:
             raise
@@ -291,6 +233,18 @@ class SessionInterface(FlaskSessionInterface):
         self.fallback.forget(token)
         session.loaded(data, token, None, stored)
 
+    def _identity_in(self, app: Flask, data: Mapping[str, Any]) -> Identity | None:
+        """The identity named by the session's identity_key, if any and storable."""
+        if self.identity_key is None or self.identity_key not in data:
+            return None
+        try:
+            return check_identity(data[self.identity_key])
+        except SessionIdentityInvalid as exc:
+            app.logger.warning("densekv: the session's %s (a %s) is not an identity densekv can "
+                               "index (%s); the session stays anonymous", self.identity_key,
+                               type(data[self.identity_key]).__name__, exc)
+            return None
+
     # -- save ------------------------------------------------------------------------------
     def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
         if not isinstance(session, DensekvSession) or session.failed or session.loader:
@@ -298,10 +252,35 @@ class SessionInterface(FlaskSessionInterface):
         if session.accessed:
             response.vary.add("Cookie")
         try:
+            self._follow_identity_key(app, session)
             self._save(app, session, response)
         except BaseException:
             session.failed = True
             raise
+
+    def _follow_identity_key(self, app: Flask, session: DensekvSession) -> None:
+        """Flask-Login's login_user() / logout_user() (or anything else that sets or
+        removes identity_key) as densekv's login / destroy. An explicit session.login()
+        in the same request wins."""
+        key = self.identity_key
+        if key is None or session.login_as is not None:
+            return
+        value = dict.get(session, key, MISSING)
+        before = session.stored.get(key, MISSING)
+        if value is MISSING:
+            if before is not MISSING and session.token is not None:  # logged out
+                session.restart(keep=dict(dict.items(session)))
+            return
+        if key not in session.set_keys and tag_value(value) == before:
+            return  # unchanged: nothing to do
+        identity = self._identity_in(app, session)
+        if identity is None:
+            return
+        current = session.identity
+        if current is not None and current != identity:  # another user: drop the old data
+            session.restart(keep={k: dict.__getitem__(session, k) for k in session.set_keys
+                                   if dict.__contains__(session, k)})
+        session.login_as = identity
 
     def _save(self, app: Flask, session: DensekvSession, response: Response) -> None:
         store = self.store
@@ -310,7 +289,11 @@ class SessionInterface(FlaskSessionInterface):
         if session.end_all is not None:
             store.destroy_all(session.end_all)
         if session.token is None:
-            self._save_new(app, session, response, dropped=bool(session.ended))
+            dropped = bool(session.ended)
+            if session.stale is not None and session.modified:  # written, logged in or out:
+                store.destroy(session.stale)  # ... an undecodable record goes too
+                dropped = True
+            self._save_new(app, session, response, dropped=dropped)
             return
         token = session.token
         if not session and session.login_as is None and (
@@ -319,12 +302,19 @@ class SessionInterface(FlaskSessionInterface):
             store.destroy(token)
             self._drop_cookie(app, response)
             return
-        alive = True
+        life = self._lifetime(app, session)
+        # Flask's lifetime binds (permanent, or shorter than the store's ttl): each write
+        # restarts it, as Flask signs its cookie afresh; else the store's ttl from creation
+        restarts = session.permanent or life is not None
+        alive, life_written = True, False
         if session.modified:
             changed, removed = session.changes()
-            if changed or removed:  # remember me, or not: the lifetime in the same write
-                lifetime = {"ttl": self._lifetime(app, session)} if "_permanent" in (*changed, *removed) else {}
-                alive = store.apply(token, changed, removed, **lifetime) is not None
+            if changed or removed:
+                if restarts or "_permanent" in (*changed, *removed):
+                    alive = store.apply(token, changed, removed, ttl=life, read=session.found) is not None
+                    life_written = True
+                else:
+                    alive = store.apply(token, changed, removed, read=session.found) is not None
         new_token: str | None = token
         if alive and session.login_as is not None:
             new_token = store.login(token, session.login_as)
@@ -337,11 +327,16 @@ class SessionInterface(FlaskSessionInterface):
                 self._drop_cookie(app, response)
             return
         if new_token != token:
+            if restarts and not life_written:
+                store.set_ttl(new_token, life)
             self._set_cookie(app, session, response, new_token)
             return
-        if session.found is not None and store.due_for_touch(session.found):
+        refresh = self.should_set_cookie(app, session)
+        if refresh and not life_written and self._refresh_due(app, session):
+            store.set_ttl(token, life)
+        elif session.found is not None and store.due_for_touch(session.found):
             store.touch(token)
-        if self.should_set_cookie(app, session):
+        if refresh:
             self._set_cookie(app, session, response, token)
 
     def _save_new(self, app: Flask, session: DensekvSession, response: Response, *,
@@ -353,12 +348,29 @@ class SessionInterface(FlaskSessionInterface):
         token = self.store.create(session.login_as, session.tagged(), self._lifetime(app, session))
         self._set_cookie(app, session, response, token)
 
-    @staticmethod
-    def _lifetime(app: Flask, session: DensekvSession) -> int | None:
-        """A permanent session's ttl: PERMANENT_SESSION_LIFETIME; else the store's. A lifetime
-        under a second (Flask allows 0) is the store's ttl too: the store refuses a session
+    def _lifetime(self, app: Flask, session: DensekvSession) -> int | None:
+        """The stored session's ttl from now (None: the store's ttl): Flask refuses its own
+        cookie PERMANENT_SESSION_LIFETIME after it was signed, permanent or not, so a
+        permanent session lives that long and any other min(store ttl, that). A lifetime
+        under a second (Flask allows 0) is the store's ttl: the store refuses a session
         that would be dead at once."""
-        return (int(app.permanent_session_lifetime.total_seconds()) or None) if session.permanent else None
+        flask_life = int(app.permanent_session_lifetime.total_seconds())
+        if flask_life < 1:
+            return None
+        if session.permanent:
+            return flask_life
+        return flask_life if flask_life < self.store.ttl else None
+
+    def _refresh_due(self, app: Flask, session: DensekvSession) -> bool:
+        """A session whose cookie Flask would sign afresh without a change (permanent,
+        SESSION_REFRESH_EACH_REQUEST): its stored lifetime restarts once REFRESH_GAIN of it
+        has passed, so reads do not each cost a write."""
+        found = session.found
+        life = self._lifetime(app, session) or self.store.ttl
+        if found is None or not found.absolute_at:
+            return False
+        now = self.store.now()  # the store's clock, as due_for_touch
+        return found.absolute_at - now <= life * (1 - REFRESH_GAIN)
 
     # -- cookies ---------------------------------------------------------------------------
     def _set_cookie(self, app: Flask, session: DensekvSession, response: Response,

@@ -66,6 +66,10 @@ class _Options:
     def namespace(self) -> str:
         return self._core_or_none().namespace
 
+    def now(self) -> int:
+        """The store's clock (unix seconds): what expiries are compared with."""
+        return self._core_or_none().now()
+
     def due_for_touch(self, session: Session) -> bool:
         """True when a quarter of the idle window has passed since the expiry was last
         rolled: call touch(token) only then, and most reads cost no write."""

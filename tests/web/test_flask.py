@@ -1,14 +1,19 @@
 """What only the Flask backend does, beyond the shared contract: cookie flags and the
-permanent lifetime from app.config, Flask's own value tags (flash() tuples, bytes, UUID,
-datetimes), no server call for a request that never uses the session, clear() and nested
-changes, moving in from Flask-Session 0.8 (written by the real package), and the app under
-a real gunicorn with two workers.
+lifetime from app.config (PERMANENT_SESSION_LIFETIME bounds the stored session, permanent or
+not, as it bounds Flask's signed cookie), Flask's own value tags (flash() tuples, bytes,
+UUID, datetimes), no server call for a request that never uses the session but a load on
+any use of the session object (session_transaction()), login as another user dropping the
+previous user's data, Flask-Login's login_user / logout_user / remember cookie as densekv's
+login and logout, a session that cannot be decoded, clear() and nested changes, moving in
+from Flask-Session 0.8 (written by the real package), and the app under a real gunicorn
+with two workers. Flask's and Flask-Login's own suites run in tests/peers/test_flask_suites.py.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import secrets
 import subprocess
 import sys
@@ -23,12 +28,15 @@ import pytest
 import redis
 from flask import Flask, flash, get_flashed_messages, jsonify, session
 from flask.typing import ResponseReturnValue
-from flask_session import Session as FlaskSessionExtension  # type: ignore[import-untyped]
+from flask_session import Session as FlaskSessionExtension
 
 import densekv
 from densekv.integrations.flask import DensekvSession, FlaskSessionFallback
+from densekv.lab.session_profiles import session as profile_session
+from densekv.lab.session_profiles import sessions as profile_sessions
+from densekv.maps.dictionaries import dictionary_key
 from densekv.server.process import ServerProcess, free_port
-from tests.web.apps.flask_app import FlaskDriver, make_app, make_store
+from tests.web.apps.flask_app import FlaskDriver, make_app, make_flask_login_app, make_store
 from tests.web.driver import COOKIE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -144,6 +152,28 @@ def test_an_int_densekv_cannot_hold_is_a_500_with_nothing_written(store: densekv
     assert web.request("GET", "/all") == (200, {"data": {"a": 1}})
 
 
+def test_a_value_nested_past_the_limit_is_a_500_with_nothing_written(store: densekv.SessionStore) -> None:
+    from densekv.sessions.payload import MAX_NESTING
+
+    deep: Any = 1
+    for _ in range(MAX_NESTING + 5):
+        deep = [deep]
+    app = make_app(store)
+
+    @app.post("/deep")
+    def set_deep() -> ResponseReturnValue:
+        session["deep"] = deep
+        return jsonify(ok=True)
+
+    web = FlaskDriver(app)
+    assert web.request("POST", "/set/a", {"value": 1}) == OK
+    assert web.request("POST", "/deep")[0] == 500
+    assert web.request("GET", "/all") == (200, {"data": {"a": 1}})  # and it still loads
+    fresh = FlaskDriver(app)
+    assert fresh.request("POST", "/deep")[0] == 500
+    assert fresh.cookie() is None and store.count() == 1
+
+
 def test_nested_change_marked_modified_is_saved(store: densekv.SessionStore) -> None:
     app = make_app(store)
 
@@ -252,6 +282,322 @@ def test_reading_a_session_changes_nothing(read: Callable[[DensekvSession], Any]
     assert not s.modified
 
 
+class Clock:
+    """A clock the test moves by hand (whole seconds, from the real time)."""
+
+    def __init__(self) -> None:
+        self.now = float(int(time.time()))
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# -- any use of the session object loads it: session_transaction() ---------------------------
+USES: dict[str, Callable[[DensekvSession], Any]] = {
+    "getitem": lambda s: s["a"], "get": lambda s: s.get("a"), "contains": lambda s: "a" in s,
+    "iter": list, "len": len, "bool": bool, "keys": lambda s: list(s.keys()),
+    "values": lambda s: list(s.values()), "items": lambda s: list(s.items()), "dict": dict,
+    "unpack": lambda s: {**s}, "copy": lambda s: s.copy(), "eq": lambda s: s == {"a": 1},
+    "or": lambda s: s | {}, "repr": repr, "permanent": lambda s: s.permanent,
+    "setitem": lambda s: s.__setitem__("b", 2), "delitem": lambda s: s.__delitem__("a"),
+    "pop": lambda s: s.pop("a"), "popitem": lambda s: s.popitem(),
+    "setdefault": lambda s: s.setdefault("b", 2), "update": lambda s: s.update(b=2),
+    "clear": lambda s: s.clear(), "login": lambda s: s.login(3), "regenerate": lambda s: s.regenerate(),
+}
+
+
+@pytest.mark.parametrize("use", list(USES))
+def test_any_use_of_the_session_object_reads_it_first(use: str) -> None:
+    """Flask's session_transaction() hands the test the session object itself (not
+    `flask.session`, so Flask never marks it accessed): every dict method must read it."""
+    loads: list[int] = []
+
+    def load(s: DensekvSession) -> None:
+        loads.append(1)
+        s.loaded({"a": 1}, "t" * 32, None, {"a": 1})
+
+    s = DensekvSession(loader=load)
+    assert not loads
+    USES[use](s)
+    assert loads == [1] and s.loader is None and s.token == "t" * 32
+    USES["len"](s)
+    assert loads == [1]  # read once
+
+
+def test_session_transaction_sees_and_changes_an_existing_session(store: densekv.SessionStore) -> None:
+    app = make_app(store)
+    client = app.test_client()
+    assert client.post("/set/a", json={"value": 1}).status_code == 200
+    token = client.get_cookie(COOKIE).value  # type: ignore[union-attr]
+    with client.session_transaction() as sess:
+        assert len(sess) == 1 and sess["a"] == 1
+        sess["b"] = [2]
+    assert client.get("/all").get_json() == {"data": {"a": 1, "b": [2]}}
+    with client.session_transaction() as sess:
+        del sess["a"]
+    assert client.get("/all").get_json() == {"data": {"b": [2]}}
+    assert client.get_cookie(COOKIE).value == token  # type: ignore[union-attr]
+    assert store.get(token).data == {"b": [2]}  # type: ignore[union-attr]
+    with client.session_transaction() as sess:  # looked at only: nothing written
+        assert dict(sess) == {"b": [2]}
+    assert client.get_cookie(COOKIE).value == token  # type: ignore[union-attr]
+
+
+# -- lifetime: PERMANENT_SESSION_LIFETIME bounds the stored session -------------------------
+def lifetime_app(server: ServerProcess, *, lifetime: int, refresh: bool = True,
+                 ttl: int = 3600) -> tuple[Flask, densekv.SessionStore, Clock]:
+    clock = Clock()
+    store = make_store(server.url, f"life{uuid.uuid4().hex[:12]}", ttl=ttl, clock=clock)
+    app = make_app(store, config={"PERMANENT_SESSION_LIFETIME": dt.timedelta(seconds=lifetime),
+                                  "SESSION_REFRESH_EACH_REQUEST": refresh})
+
+    @app.post("/permanent/<int:on>")
+    def permanent(on: int) -> ResponseReturnValue:
+        session.permanent = bool(on)
+        return jsonify(ok=True)
+
+    return app, store, clock
+
+
+@pytest.mark.parametrize("permanent", [False, True], ids=["browser-session", "permanent"])
+def test_a_cookie_replayed_after_the_lifetime_finds_no_session(server: ServerProcess,
+                                                               permanent: bool) -> None:
+    """Flask refuses its own cookie PERMANENT_SESSION_LIFETIME after signing it, permanent
+    or not: the stored session ends then too (not after the store's ttl, 3600 here)."""
+    app, store, clock = lifetime_app(server, lifetime=600)
+    try:
+        client = app.test_client()
+        client.post("/set/a", json={"value": 1})
+        client.post(f"/permanent/{int(permanent)}")
+        token = client.get_cookie(COOKIE).value  # type: ignore[union-attr]
+        found = store.get(token)
+        assert found is not None and found.absolute_at == clock.now + 600
+        clock.now += 599
+        assert store.get(token) is not None  # (a request would refresh a permanent one)
+        clock.now += 2
+        assert client.get("/get/a").get_json() == {"value": None}
+        assert store.get(token) is None
+    finally:
+        store.client.close()
+
+
+def test_every_write_restarts_the_lifetime_a_read_does_not(server: ServerProcess) -> None:
+    app, store, clock = lifetime_app(server, lifetime=600)
+    try:
+        client = app.test_client()
+        client.post("/set/a", json={"value": 1})
+        token = client.get_cookie(COOKIE).value  # type: ignore[union-attr]
+        start = clock.now
+        clock.now += 400
+        assert client.get("/get/a").get_json() == {"value": 1}
+        assert store.get(token).absolute_at == start + 600  # type: ignore[union-attr]
+        client.post("/set/b", json={"value": 2})  # Flask would sign its cookie afresh
+        assert store.get(token).absolute_at == clock.now + 600  # type: ignore[union-attr]
+    finally:
+        store.client.close()
+
+
+def test_the_store_ttl_still_bounds_a_session_that_is_not_permanent(server: ServerProcess) -> None:
+    """PERMANENT_SESSION_LIFETIME longer than the store's ttl: a session that is not
+    permanent lives the store's ttl from its creation (a hard limit writes do not move),
+    which ends it before Flask would."""
+    app, store, clock = lifetime_app(server, lifetime=7200, ttl=900)
+    try:
+        client = app.test_client()
+        client.post("/set/a", json={"value": 1})
+        token = client.get_cookie(COOKIE).value  # type: ignore[union-attr]
+        start = clock.now
+        assert store.get(token).absolute_at == start + 900  # type: ignore[union-attr]
+        clock.now += 100
+        client.post("/set/b", json={"value": 2})
+        assert store.get(token).absolute_at == start + 900  # type: ignore[union-attr]
+        client.post("/permanent/1")  # remember me: Flask's lifetime, longer than the store's
+        assert store.get(token).absolute_at == clock.now + 7200  # type: ignore[union-attr]
+    finally:
+        store.client.close()
+
+
+@pytest.mark.parametrize("refresh", [True, False])
+def test_a_permanent_session_read_is_refreshed_as_flask_refreshes_its_cookie(
+        server: ServerProcess, refresh: bool) -> None:
+    """SESSION_REFRESH_EACH_REQUEST (Flask's default): a permanent session's cookie is set
+    again on every request that uses it; the stored lifetime restarts too, once a quarter
+    of it has passed (so not every read writes)."""
+    app, store, clock = lifetime_app(server, lifetime=800, refresh=refresh)
+    try:
+        client = app.test_client()
+        client.post("/set/a", json={"value": 1})
+        client.post("/permanent/1")
+        token = client.get_cookie(COOKIE).value  # type: ignore[union-attr]
+        start = clock.now
+        clock.now += 100  # an eighth: not yet
+        response = client.get("/get/a")
+        assert ("Set-Cookie" in response.headers) is refresh
+        assert store.get(token).absolute_at == start + 800  # type: ignore[union-attr]
+        clock.now += 150  # past a quarter
+        client.get("/get/a")
+        expected = clock.now + 800 if refresh else start + 800
+        assert store.get(token).absolute_at == expected  # type: ignore[union-attr]
+    finally:
+        store.client.close()
+
+
+# -- identity: login as another user, Flask-Login ---------------------------------------------
+def test_login_as_another_user_drops_the_previous_users_data(store: densekv.SessionStore) -> None:
+    app = make_app(store)
+
+    @app.post("/switch/<int:uid>")
+    def switch(uid: int) -> ResponseReturnValue:
+        current = session._get_current_object()  # type: ignore[attr-defined]
+        current["before"] = 1  # set before login(): the previous user's, dropped
+        current.login(uid)
+        current["after"] = 2  # set after login(): the new user's, kept
+        return jsonify(ok=True)
+
+    web = FlaskDriver(app)
+    assert web.request("POST", "/login/50") == OK
+    assert web.request("POST", "/set/a", {"value": "fifty's"}) == OK
+    old = web.cookie()
+    assert web.request("POST", "/login/50") == OK  # the same user: data kept, token rotated
+    assert web.request("GET", "/get/a") == (200, {"value": "fifty's"}) and web.cookie() != old
+    assert web.request("POST", "/switch/7") == OK
+    assert web.request("GET", "/all") == (200, {"data": {"after": 2}})
+    assert store.sessions_of(50) == []
+    (mine,) = store.sessions_of(7)
+    assert store.get(web.cookie()).id == mine.id  # type: ignore[arg-type,union-attr]
+
+
+def test_an_anonymous_session_keeps_its_data_on_login(store: densekv.SessionStore) -> None:
+    web = FlaskDriver(make_app(store))
+    assert web.request("POST", "/set/cart", {"value": ["A-1"]}) == OK
+    anonymous = web.cookie()
+    assert web.request("POST", "/login/8") == OK
+    assert web.request("GET", "/get/cart") == (200, {"value": ["A-1"]})
+    assert web.cookie() != anonymous and store.get(anonymous) is None  # type: ignore[arg-type]
+
+
+def test_flask_login_login_and_logout_are_densekvs(store: densekv.SessionStore) -> None:
+    web = FlaskDriver(make_flask_login_app(store))
+    assert web.request("POST", "/set/cart", {"value": ["A-1"]}) == OK
+    anonymous = web.cookie()
+    assert web.request("POST", "/fl/login/5") == OK
+    logged_in = web.cookie()
+    assert logged_in != anonymous and store.get(anonymous) is None  # type: ignore[arg-type]
+    found = store.get(logged_in)  # type: ignore[arg-type]
+    assert found is not None and found.identity == "5" and (found.data or {})["cart"] == ["A-1"]
+    assert [s.id for s in store.sessions_of("5")] == [found.id]
+    assert web.request("GET", "/fl/whoami") == (200, {"user": "5"})
+
+    assert web.request("POST", "/fl/logout") == OK
+    assert store.get(logged_in) is None  # type: ignore[arg-type]
+    assert store.sessions_of("5") == []
+    assert web.request("GET", "/fl/whoami") == (200, {"user": None})
+    # what was not Flask-Login's stays, as with Flask's own session, in a new anonymous one
+    assert web.request("GET", "/get/cart") == (200, {"value": ["A-1"]})
+    after = store.get(web.cookie())  # type: ignore[arg-type]
+    assert after is not None and after.identity is None and "_user_id" not in (after.data or {})
+
+
+def test_flask_login_as_another_user_drops_the_previous_users_data(store: densekv.SessionStore) -> None:
+    web = FlaskDriver(make_flask_login_app(store))
+    assert web.request("POST", "/fl/login/5") == OK
+    assert web.request("POST", "/set/cart", {"value": ["five's"]}) == OK
+    assert web.request("POST", "/fl/login/6") == OK
+    assert web.request("GET", "/fl/whoami") == (200, {"user": "6"})
+    assert web.request("GET", "/get/cart") == (200, {"value": None})
+    assert store.sessions_of("5") == [] and len(store.sessions_of("6")) == 1
+
+
+def test_flask_login_remember_cookie_and_logout_everywhere(store: densekv.SessionStore) -> None:
+    app = make_flask_login_app(store)
+
+    @app.post("/fl/logout-everywhere")
+    def fl_logout_everywhere() -> ResponseReturnValue:
+        from flask_login import logout_user  # type: ignore[import-untyped]
+
+        current = session._get_current_object()  # type: ignore[attr-defined]
+        current.logout_everywhere()
+        logout_user()  # and this browser's remember cookie
+        return jsonify(ok=True)
+
+    laptop, phone = FlaskDriver(app), FlaskDriver(app)
+    assert laptop.request("POST", "/fl/login/5?remember=1") == OK
+    assert phone.request("POST", "/fl/login/5") == OK
+    assert laptop.client.get_cookie("remember_token") is not None
+    laptop.set_cookie(None)  # the browser closed: the session cookie is gone ...
+    assert laptop.request("GET", "/fl/whoami") == (200, {"user": "5"})  # ... the remember one not
+    assert laptop.cookie() is not None and len(store.sessions_of("5")) == 3  # listed too
+
+    assert laptop.request("POST", "/fl/logout-everywhere") == OK
+    assert store.sessions_of("5") == []
+    assert phone.request("GET", "/fl/whoami") == (200, {"user": None})
+    assert laptop.request("GET", "/fl/whoami") == (200, {"user": None})
+    assert laptop.client.get_cookie("remember_token") is None
+
+
+def test_flask_login_session_set_in_session_transaction_is_listed(store: densekv.SessionStore) -> None:
+    """Flask-Login's own tests log a user in by writing `_user_id` in a transaction."""
+    client = make_flask_login_app(store).test_client()
+    with client.session_transaction() as sess:
+        sess["_user_id"] = "9"
+    assert client.get("/fl/whoami").get_json() == {"user": "9"}
+    assert len(store.sessions_of("9")) == 1
+
+
+@pytest.mark.parametrize("user_id", [1.5, "x" * 300], ids=["float", "too-long"])
+def test_a_user_id_densekv_cannot_index_leaves_the_session_anonymous(
+        store: densekv.SessionStore, user_id: Any, caplog: pytest.LogCaptureFixture) -> None:
+    client = make_flask_login_app(store).test_client()
+    with client.session_transaction() as sess:
+        sess["_user_id"] = user_id
+    found = store.get(client.get_cookie(COOKIE).value)  # type: ignore[union-attr]
+    assert found is not None and found.identity is None
+    assert (found.data or {})["_user_id"] == user_id
+    assert "not an identity densekv can index" in caplog.text
+
+
+def test_identity_key_none_follows_only_session_login(store: densekv.SessionStore) -> None:
+    from densekv.integrations.flask import SessionInterface
+
+    app = make_app(None, interface=SessionInterface(store, identity_key=None))
+    web = FlaskDriver(app)
+    assert web.request("POST", "/set/_user_id", {"value": "5"}) == OK
+    assert store.sessions_of("5") == []
+    found = store.get(web.cookie())  # type: ignore[arg-type]
+    assert found is not None and found.identity is None
+
+
+# -- a session that cannot be decoded -----------------------------------------------------------
+@pytest.mark.parametrize("then", ["read", "write", "login", "logout"])
+def test_an_undecodable_session_is_a_new_one_and_is_replaced(server: ServerProcess, then: str) -> None:
+    namespace = f"undec{uuid.uuid4().hex[:12]}"
+    writer = make_store(server.url, namespace, layout="dense")
+    writer.train_dictionary(d for _, d in profile_sessions("P1", 300))
+    token = writer.create(50, profile_session("P1", 7)[1])
+    writer.client.delete(dictionary_key(namespace))  # its dictionary is lost
+    reader = make_store(server.url, namespace)
+    web = FlaskDriver(make_app(reader), owned=reader.client)
+    try:
+        web.set_cookie(token)
+        if then == "read":
+            assert web.request("GET", "/all") == (200, {"data": {}})
+            assert web.cookie() == token  # nothing written: nothing changes
+            return
+        path, body = {"write": ("/set/a", {"value": 1}), "login": ("/login/7", None),
+                      "logout": ("/logout", None)}[then]
+        assert web.request("POST", path, body) == OK
+        assert writer.get(token) is None  # the old record is gone (the writer could read it)
+        assert writer.sessions_of(50) == []
+        if then == "logout":
+            assert web.cookie() is None
+        else:
+            assert web.cookie() not in (None, token)
+            assert reader.get(web.cookie()) is not None  # type: ignore[arg-type]
+    finally:
+        web.close()
+        writer.client.close()
+
+
 # -- moving in from Flask-Session ------------------------------------------------------------
 def flask_session_app(client: redis.Redis) -> Flask:
     """The app before the move: Flask-Session 0.8 with its Redis store, msgpack values."""
@@ -296,6 +642,20 @@ def test_flask_session_sessions_move_in_under_the_same_cookie(server: ServerProc
         assert web.cookie() != sid and store.get(sid) is None
 
 
+def test_a_flask_login_user_moved_in_from_flask_session_is_listed(server: ServerProcess,
+                                                                   store: densekv.SessionStore) -> None:
+    with server.client() as client:
+        old = flask_session_app(client).test_client()
+        old.post("/set/_user_id", json={"value": "12"})
+        sid = old.get_cookie(COOKIE).value  # type: ignore[union-attr]
+        web = FlaskDriver(make_flask_login_app(store, fallback=FlaskSessionFallback(client)))
+        web.set_cookie(sid)
+        assert web.request("GET", "/fl/whoami") == (200, {"user": "12"})
+        assert web.cookie() == sid and len(store.sessions_of("12")) == 1
+        assert web.request("POST", "/fl/logout") == OK  # and logging out ends it
+        assert store.sessions_of("12") == [] and store.get(sid) is None
+
+
 @pytest.mark.parametrize("stored", [None, b"\xc1 not msgpack nor json"], ids=["absent", "unreadable"])
 def test_flask_session_fallback_without_a_readable_session(server: ServerProcess,
                                                            store: densekv.SessionStore,
@@ -312,17 +672,20 @@ def test_flask_session_fallback_without_a_readable_session(server: ServerProcess
 
 
 # -- a real server ------------------------------------------------------------------------------
-def test_under_gunicorn_with_two_workers(server: ServerProcess, tmp_path: Path) -> None:
+@pytest.mark.parametrize("preload", [False, True], ids=["app-per-worker", "preload"])
+def test_under_gunicorn_with_two_workers(server: ServerProcess, tmp_path: Path, preload: bool) -> None:
+    """SessionInterface.from_url: each worker builds its own store on first use, also when
+    the app is made once in the master (--preload) and the workers are forked from it."""
     if server.binary.name != "valkey-9.1":
         pytest.skip("one real app-server run is enough: the store itself is tested on every server")
     port = free_port()
-    env = {**os.environ, "DENSEKV_WEB_URL": server.url,
-           "DENSEKV_WEB_NAMESPACE": f"gunicorn{uuid.uuid4().hex[:8]}"}
+    namespace = f"gunicorn{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "DENSEKV_WEB_URL": server.url, "DENSEKV_WEB_NAMESPACE": namespace}
     log = tmp_path / "gunicorn.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-w", "2", "-b", f"127.0.0.1:{port}",
-             "tests.web.apps.flask_app:wsgi_app_from_env()"],
+             *(["--preload"] if preload else []), "tests.web.apps.flask_app:wsgi_app_from_env()"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
         )
     try:
@@ -344,9 +707,13 @@ def test_under_gunicorn_with_two_workers(server: ServerProcess, tmp_path: Path) 
             assert http.post("/login/21").status_code == 200
             assert http.cookies[COOKIE] != first
             assert http.get("/get/a").json() == {"value": "x"}
+            looker = make_store(server.url, namespace)
+            assert len(looker.sessions_of(21)) == 1
             assert http.post("/logout").status_code == 200
             assert COOKIE not in http.cookies
             assert http.get("/get/a").json() == {"value": None}
+            assert looker.sessions_of(21) == []
+            looker.client.close()
     finally:
         proc.terminate()
         try:
@@ -354,3 +721,22 @@ def test_under_gunicorn_with_two_workers(server: ServerProcess, tmp_path: Path) 
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+# -- docs/flask.md ------------------------------------------------------------------------------
+DOC = (ROOT / "docs" / "flask.md").read_text()
+DOC_BLOCKS = re.findall(r"```python\n(.*?)```", DOC, re.DOTALL)
+DOC_FRAGMENTS = re.findall(r"```py\n(.*?)```", DOC, re.DOTALL)
+
+
+def test_the_docs_page_has_runnable_blocks_and_its_fragments_compile() -> None:
+    assert len(DOC_BLOCKS) >= 2 and len(DOC_FRAGMENTS) >= 2
+    for fragment in DOC_FRAGMENTS:
+        compile(fragment, "docs/flask.md", "exec")
+
+
+@pytest.mark.parametrize("block", DOC_BLOCKS, ids=[f"block{i}" for i in range(len(DOC_BLOCKS))])
+def test_a_docs_page_block_runs_as_written(block: str) -> None:
+    done = subprocess.run([sys.executable, "-W", "error::ResourceWarning", "-c", block], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, f"{block}\n--- stderr:\n{done.stderr[-3000:]}"

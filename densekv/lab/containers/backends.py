@@ -208,7 +208,7 @@ class Densekv(RedisBytes):
         self.store = densekv_store(self.config, self.client)
 
     def fill(self, start: int, count: int, expires: float) -> list[str]:
-        from densekv.integrations.flask import tag_value
+        from densekv.integrations.flask_session import tag_value
 
         ttl = max(1, int(expires - time.time()))
         tagged = ((identity, {k: tag_value(v) for k, v in data.items()})

@@ -24,11 +24,15 @@ def _session() -> DensekvSession:
     return current
 
 
-def make_app(store: densekv.SessionStore, *, config: Mapping[str, Any] | None = None,
-             fallback: FlaskSessionFallback | None = None) -> Flask:
+def make_app(store: densekv.SessionStore | None, *, config: Mapping[str, Any] | None = None,
+             fallback: FlaskSessionFallback | None = None,
+             interface: SessionInterface | None = None) -> Flask:
     app = Flask(__name__)
     app.config.update(SESSION_COOKIE_NAME=COOKIE, **(config or {}))
-    app.session_interface = SessionInterface(store, fallback=fallback)
+    if interface is None:
+        assert store is not None
+        interface = SessionInterface(store, fallback=fallback)
+    app.session_interface = interface
 
     @app.get("/get/<key>")
     def get(key: str) -> ResponseReturnValue:
@@ -129,5 +133,50 @@ def make_driver(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | No
 
 
 def wsgi_app_from_env() -> Flask:
-    """For `gunicorn 'tests.web.apps.flask_app:wsgi_app_from_env()'`."""
-    return make_app(make_store(os.environ["DENSEKV_WEB_URL"], os.environ["DENSEKV_WEB_NAMESPACE"]))
+    """For `gunicorn 'tests.web.apps.flask_app:wsgi_app_from_env()'`: the store configured
+    from a URL as docs/flask.md says, built in each worker on its first session use (also
+    under --preload, where this runs once in the master before the fork)."""
+    interface = SessionInterface.from_url(os.environ["DENSEKV_WEB_URL"],
+                                          namespace=os.environ["DENSEKV_WEB_NAMESPACE"], ttl=3600)
+    return make_app(None, interface=interface)
+
+
+def make_flask_login_app(store: densekv.SessionStore, *, config: Mapping[str, Any] | None = None,
+                         fallback: FlaskSessionFallback | None = None) -> Flask:
+    """The same store behind Flask-Login, with no densekv call in the views: login_user(),
+    logout_user() and the remember-me cookie alone must drive densekv's login and logout."""
+    from flask_login import (  # type: ignore[import-untyped]
+        LoginManager,
+        UserMixin,
+        current_user,
+        login_user,
+        logout_user,
+    )
+
+    class User(UserMixin):  # type: ignore[misc]
+        def __init__(self, uid: str) -> None:
+            self.id = uid
+
+    app = make_app(store, config={"SECRET_KEY": "flask-login needs one for its remember cookie",
+                                  **(config or {})}, fallback=fallback)
+    manager = LoginManager(app)
+    manager.user_loader(User)
+
+    @app.post("/fl/login/<uid>")
+    def fl_login(uid: str) -> ResponseReturnValue:
+        remember = request.args.get("remember") == "1"
+        login_user(User(uid), remember=remember)
+        if remember:
+            session.permanent = True
+        return jsonify(ok=True)
+
+    @app.post("/fl/logout")
+    def fl_logout() -> ResponseReturnValue:
+        logout_user()
+        return jsonify(ok=True)
+
+    @app.get("/fl/whoami")
+    def fl_whoami() -> ResponseReturnValue:
+        return jsonify(user=current_user.get_id() if current_user.is_authenticated else None)
+
+    return app

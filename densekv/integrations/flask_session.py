@@ -1,0 +1,268 @@
+"""Flask's `session` object for densekv (densekv/integrations/flask.py's DensekvSession): a
+dict that loads the stored session on its first use of any kind and knows what the
+request changed, and the tagged form Flask's own cookie session gives values (flash()'s
+tuples, datetimes, UUIDs, Markup come back as themselves). Kept apart from the interface
+so each module has one job: this one is the request's view of a session, the interface
+(flask.py) decides what to read and write."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from flask.sessions import SessionMixin, session_json_serializer
+
+from densekv.integrations.tracked import TrackedDict
+from densekv.sessions.model import Identity, Session, check_identity
+
+__all__ = ["DensekvSession", "tag_value", "untag_value"]
+
+MISSING = object()
+
+
+def tag_value(value: Any) -> Any:
+    """A session value as stored: Flask's tagged-JSON form of it."""
+    return session_json_serializer.tag(value)
+
+
+def untag_value(value: Any) -> Any:
+    """The inverse of tag_value, over nested dicts and lists."""
+    if isinstance(value, dict):
+        return session_json_serializer.untag({k: untag_value(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return [untag_value(v) for v in value]
+    return value
+
+
+class DensekvSession(TrackedDict, SessionMixin):
+    """Flask's `session` for one request: a dict that knows what the request changed.
+
+    It is read from the store on its first use: any dict method, or Flask marking it
+    accessed. `stored` is the data as loaded (tagged form); at save time the changed
+    top-level keys are those set during the request or whose value now differs from
+    `stored`, and the removed keys are those of `stored` no longer present. login(),
+    regenerate(), logout_everywhere() and destroy() take effect when the response is saved.
+    """
+
+    def __init__(self, data: Mapping[str, Any] | None = None, *, token: str | None = None,
+                 found: Session | None = None, stored: Mapping[str, Any] | None = None,
+                 loader: Callable[[DensekvSession], None] | None = None) -> None:
+        super().__init__(data or {})
+        self.loader = loader  # set: not read yet; the first use reads it
+        self.token = token
+        self.found = found
+        self.stored: dict[str, Any] = dict(stored or {})
+        self.new = token is None
+        self.modified = False
+        self._accessed = False
+        self.set_keys: set[str] = set()
+        self.deleted_keys: set[str] = set()
+        self.cleared = False
+        self.login_as: Identity | None = None
+        self.regenerate_asked = False
+        self.ended: list[str] = []  # tokens to destroy at save time
+        self.stale: str | None = None  # a cookie's token the store did not give a session for
+        self.end_all: Identity | None = None
+        self.failed = False  # a load or save raised: Flask's error path must not save
+
+    @property
+    def accessed(self) -> bool:
+        return self._accessed
+
+    @accessed.setter
+    def accessed(self, value: bool) -> None:
+        """Flask (3.1.3+) sets this on every use of `flask.session` in a request: the
+        session is read from the store then, so a request that never uses it makes no
+        server call."""
+        self._accessed = value
+        if value:
+            self.read()
+
+    def read(self) -> None:
+        """Read the session from the store unless done already."""
+        if self.loader is not None:
+            loader, self.loader = self.loader, None
+            try:
+                loader(self)
+            except BaseException:
+                self.failed = True
+                raise
+
+    def loaded(self, data: Mapping[str, Any], token: str, found: Session | None,
+               stored: Mapping[str, Any]) -> None:
+        """Fill a session read from the store (no change is recorded)."""
+        dict.update(self, data)
+        self.token, self.found, self.stored, self.new = token, found, dict(stored), False
+
+    @property
+    def identity(self) -> Identity | None:
+        """Who the session belongs to (a pending login() counts), or None."""
+        self.read()
+        if self.login_as is not None:
+            return self.login_as
+        return self.found.identity if self.found is not None else None
+
+    # -- every use of the dict reads it first ------------------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        self.read()
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read()
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self.read()
+        return super().__contains__(key)
+
+    def __iter__(self) -> Iterator[str]:
+        self.read()
+        return super().__iter__()
+
+    def __reversed__(self) -> Iterator[str]:
+        self.read()
+        return super().__reversed__()
+
+    def __len__(self) -> int:
+        self.read()
+        return super().__len__()
+
+    def keys(self) -> Any:
+        self.read()
+        return super().keys()
+
+    def values(self) -> Any:
+        self.read()
+        return super().values()
+
+    def items(self) -> Any:
+        self.read()
+        return super().items()
+
+    def copy(self) -> dict[str, Any]:
+        self.read()
+        return dict(super().items())
+
+    def __eq__(self, other: object) -> bool:
+        self.read()
+        return super().__eq__(other)
+
+    def __ne__(self, other: object) -> bool:
+        self.read()
+        return super().__ne__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __or__(self, other: Any) -> Any:
+        self.read()
+        return dict(super().items()) | other
+
+    def __ror__(self, other: Any) -> Any:
+        self.read()
+        return other | dict(super().items())
+
+    def __repr__(self) -> str:
+        self.read()
+        return f"<{type(self).__name__} {super().__repr__()}>"
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.read()
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self.read()
+        super().__delitem__(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self.read()
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[str, Any]:
+        self.read()
+        return super().popitem()
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self.read()
+        return super().setdefault(key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.read()
+        super().update(*args, **kwargs)
+
+    def clear(self) -> None:
+        self.read()
+        super().clear()
+
+    # -- the densekv actions, applied by save_session -----------------------------------
+    def login(self, identity: Identity) -> None:
+        """Attach `identity` in one atomic step at save time: new cookie, old one dead.
+        A session of another user is emptied first (its data is that user's): what this
+        request sets after login() is kept."""
+        identity = check_identity(identity)
+        current = self.identity
+        if current is not None and current != identity:
+            self.restart(keep={})
+        self.login_as = identity
+        self.modified = True
+
+    def regenerate(self) -> None:
+        """New cookie value at save time, same data and identity; the old value dies."""
+        self.read()
+        self.regenerate_asked = True
+        self.modified = True
+
+    def destroy(self) -> None:
+        """End this session (server record and cookie); later writes start a new one."""
+        self.restart(keep={})
+
+    def logout_everywhere(self) -> None:
+        """End every session of this session's identity (this one included)."""
+        self.read()
+        identity = self.found.identity if self.found is not None else None
+        if identity is not None:
+            self.end_all = identity
+        self.destroy()
+
+    def restart(self, keep: Mapping[str, Any]) -> None:
+        """End the stored session (at save time) and go on as a new anonymous one holding
+        `keep`: written under a new token if not empty."""
+        self.read()
+        if self.token is not None:
+            self.ended.append(self.token)
+        self.token, self.found, self.login_as = None, None, None
+        self.regenerate_asked = False
+        self.stored.clear()
+        dict.clear(self)
+        dict.update(self, keep)
+        self.set_keys = set(keep)
+        self.deleted_keys.clear()
+        self.modified = True
+
+    # -- change tracking -------------------------------------------------------------------
+    def _set(self, key: str) -> None:
+        self.set_keys.add(key)
+        self.deleted_keys.discard(key)
+        self.modified = True
+
+    def _deleted(self, key: str) -> None:
+        self.deleted_keys.add(key)
+        self.set_keys.discard(key)
+        self.modified = True
+
+    def _on_clear(self) -> None:
+        self.cleared = True
+        self.modified = True
+
+    def tagged(self) -> dict[str, Any]:
+        """All data in stored form (for a new session)."""
+        return {k: tag_value(v) for k, v in self.items()}
+
+    def changes(self) -> tuple[dict[str, Any], list[str]]:
+        """(changed keys with their stored form, removed keys) against what was loaded."""
+        changed: dict[str, Any] = {}
+        for key, value in self.items():
+            tagged = tag_value(value)
+            if key in self.set_keys or self.stored.get(key, MISSING) != tagged:
+                changed[key] = tagged
+        removed = [k for k in self.stored if k not in self]
+        return changed, removed
