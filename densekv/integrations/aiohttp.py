@@ -47,7 +47,7 @@ class DenseSession(aiohttp_session.Session):
             "created": int(time.time()), "session": found.data or {}}
         super().__init__(found and found.identity, data=data, new=found is None, max_age=max_age)
         self._mapping = self.tracked = _Tracked(self._mapping)
-        self.store, self.token = store, None if found is None else found.token
+        self.store, self.token, self.found = store, None if found is None else found.token, found
         self.ended = self.new_cookie = self.invalidated = False
         self.stale = stale  # a token the store did not give a session for (gone, undecodable)
 
@@ -92,7 +92,8 @@ class DenseSession(aiohttp_session.Session):
         if mapping.ops:
             changes = {key: mapping[key] for key, kept in mapping.ops.items() if kept}
             removed = sorted(key for key, kept in mapping.ops.items() if not kept)
-            if await store.apply(self.token, changes, removed, ttl=... if ttl is None else ttl) is None:
+            if await store.apply(self.token, changes, removed, ttl=... if ttl is None else ttl,
+                                 read=self.found) is None:
                 return ""  # ended meanwhile (a logout elsewhere): never resurrected
             return self.token
         return self.token if self.new_cookie else None

@@ -136,7 +136,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             return {}
         if (yield Call("due_for_touch", (session,), plain=True)):
             yield Call("touch", (token,))
-        self._stored = Stored(token, session.identity, copy.deepcopy(data))
+        self._stored = Stored(token, session.identity, copy.deepcopy(data), session)
         return data
 
     def _move_in_flow(self, token: str) -> Flow[Session | None]:
@@ -183,7 +183,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             session = yield _get(token)
             if session is None:
                 raise UpdateError
-            base = Stored(token, session.identity, session.data or {})
+            base = Stored(token, session.identity, session.data or {}, session)
         identity = identity_of(data)
         if identity is not None and identity != base.identity:
             moved = yield Call("login", (token, identity))
@@ -207,7 +207,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             if not (yield Call("set_ttl", (token, ttl))):
                 raise UpdateError
             return
-        lifetime: dict[str, Any] = {"ttl": ttl}
+        lifetime: dict[str, Any] = {"ttl": ttl, "read": base.read}
         merged, _ = yield from self._storing(lambda d: Call("apply", (token, d, removed), lifetime), changes)
         if merged is None:
             raise UpdateError

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.contrib.auth import SESSION_KEY  # type: ignore[import-untyped]
 
-from densekv.sessions.model import Identity
+from densekv.sessions.model import Identity, Session
 
 Data = dict[str, Any]
 EXPIRY_KEY = "_session_expiry"  # where SessionBase.set_expiry keeps a custom expiry
@@ -48,5 +48,6 @@ class Stored:
     token: str
     identity: Identity | None
     data: Data
+    read: Session | None = None  # the session as get() gave it: apply(read=) then needs no read
 
 
