@@ -181,6 +181,11 @@ def unpack_data(packed: bytes) -> dict[str, Any]:
     return data
 
 
+PROBE_FIRST = 64  # writes that try every codec after a dictionary is adopted ...
+PROBE_EVERY = 32  # ... then one write in this many
+PROBE_DECAY = 0.95  # weight of older probes in the bytes each codec lost
+
+
 class PayloadCodec:
     """Frames packed payloads with the namespace's current zstd dictionary (if any), and
     decodes framed payloads with whatever dictionary they name."""
@@ -192,18 +197,37 @@ class PayloadCodec:
         self.dictionary: ZstdDictionary | None = None
         self.known: dict[int, bytes] = {}  # every dictionary loaded, by id
         self._codecs = [Codec("raw")]
+        self._lost = [0.0]  # bytes each codec lost to the best on the probed writes (decaying)
+        self._leader = self._writes = 0
 
     def use(self, dictionary: ZstdDictionary | None) -> None:
         self.dictionary = dictionary
         self._codecs = [Codec("raw")]
+        self._lost = [0.0]
+        self._leader = self._writes = 0
         if dictionary is not None:
             self.known[dictionary.id] = dictionary.data
             self._codecs = [Codec("raw", "zlib", level=9, dictionary=dictionary),
                             Codec("raw", "zstd", level=9, dictionary=dictionary)]
+            self._lost = [0.0, 0.0]
 
     def frame(self, packed: bytes) -> bytes:
-        """The smallest framing of a packed payload (each codec keeps plain if smaller)."""
-        return min((c.encode(packed) for c in self._codecs), key=len)
+        """A small framing of a packed payload (each codec keeps plain if smaller). With a
+        dictionary, deflate and zstd are both tried on the first PROBE_FIRST writes and on
+        every PROBE_EVERY-th after; the others use the one that lost the fewest bytes on
+        those (decaying): compressing twice cost 20-30 us a write, and the leader is within
+        0.04 B of the best on average (P3; 0 on P0-P2: deflate always wins there)."""
+        codecs = self._codecs
+        if len(codecs) == 1:
+            return codecs[0].encode(packed)
+        self._writes += 1
+        if self._writes > PROBE_FIRST and self._writes % PROBE_EVERY:
+            return codecs[self._leader].encode(packed)
+        outs = [c.encode(packed) for c in codecs]
+        best = min(map(len, outs))
+        self._lost = [lost * PROBE_DECAY + len(o) - best for lost, o in zip(self._lost, outs)]
+        self._leader = min(range(len(outs)), key=self._lost.__getitem__)
+        return min(outs, key=len)
 
     def encode(self, data: Mapping[str, Any]) -> tuple[bytes, bytes]:
         """(packed, framed) for session data; raises the typed errors above."""

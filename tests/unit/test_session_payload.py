@@ -97,3 +97,28 @@ def test_a_django_login_fits_a_default_listpack_value_with_the_dictionary() -> N
                                                   size=4096)))
     worst = max(len(codec.encode(d)[1]) for _, d in sessions("P1", 500))
     assert 1 + 4 + 4 + 4 + worst <= 64  # flags, expiry, absolute expiry, a 4-byte user id, the payload
+
+
+@pytest.mark.parametrize("profile", ["P1", "P3"])
+def test_a_write_compresses_once_with_the_codec_that_wins(profile: str) -> None:
+    """Deflate and zstd are both tried only on probe writes; the rest use the one that lost
+    the fewest bytes, which costs next to nothing against trying both every time."""
+    from densekv.codec import Codec
+    from densekv.sessions.payload import PROBE_EVERY, PROBE_FIRST
+
+    trained = train_dictionary([pack_data(d) for _, d in sessions(profile, 2000, start=10_000)], size=4096)
+    codec = PayloadCodec()
+    codec.use(ZstdDictionary.of(trained))
+    calls = [0, 0]
+    for i, c in enumerate(list(codec._codecs)):
+        def counted(value: object, c: Codec = c, i: int = i) -> bytes:
+            calls[i] += 1
+            return Codec.encode(c, value)
+        object.__setattr__(c, "encode", counted)
+    payloads = [pack_data(d) for _, d in sessions(profile, 2000)]
+    framed = [codec.frame(p) for p in payloads]
+    probes = PROBE_FIRST + (len(payloads) - PROBE_FIRST) // PROBE_EVERY
+    assert sum(calls) == len(payloads) + probes  # not 2 per write
+    best = sum(min(len(c.encode(p)) for c in codec._codecs) for p in payloads)
+    assert sum(map(len, framed)) <= best + 0.1 * len(payloads)
+    assert all(codec.decode(f, key=b"k") == d for f, (_, d) in zip(framed, sessions(profile, 2000)))
