@@ -1,56 +1,89 @@
 """Starlette/FastAPI sessions kept in densekv: a pure ASGI middleware in the place of
-starlette.middleware.sessions.SessionMiddleware (same arguments, same cookie attributes),
-whose cookie holds a densekv token instead of the signed data.
+starlette.middleware.sessions.SessionMiddleware (same cookie arguments and defaults, same
+cookie attributes), whose cookie holds a densekv token instead of the signed data.
 
-    store = densekv.AsyncSessionStore(redis.asyncio.Redis.from_url(url), idle_ttl=3600)
-    app.add_middleware(SessionMiddleware, store=store)
+    app.add_middleware(SessionMiddleware, url="redis://localhost:6379/0",
+                       store_options={"namespace": "web", "idle_ttl": 3600})
+
+Where the sessions live (one of three forms; docs/starlette.md):
+  * url=...: one redis.asyncio client and AsyncSessionStore per running event loop, built
+    on the first request of that loop and closed when the loop shuts down its async
+    generators (asyncio.run, uvicorn and TestClient's portal all do). Each uvicorn worker
+    and each TestClient loop (TestClient without `with` runs every request on a new loop)
+    gets its own. `store_options` are AsyncSessionStore's keywords (namespace defaults to
+    "starlette_sessions"); `client_options` go to densekv.connect.from_url (connect and
+    read timeouts default to densekv.connect.TIMEOUTS, 5 s each). A "redis+cluster://"
+    URL makes a RedisCluster client.
+  * store=<callable>: a function of no arguments returning an AsyncSessionStore, called
+    once per running loop, in that loop; the client of the store it returns is closed
+    with the loop.
+  * store=<AsyncSessionStore>: used as is, on the one event loop it first serves (a
+    redis.asyncio client cannot move between loops). A request on another loop raises
+    RuntimeError naming the two forms above. The store and its client stay the caller's.
 
 `request.session` is a dict (DenseSession) that remembers which top-level keys the request
 set or deleted. What a request costs the server:
   * no cookie, or one that is not a well-formed token: nothing (an empty new session);
   * a cookie: one `get` before the app runs (an async app cannot load lazily on first
-    access), so the session a request sees is the one stored when it began;
-  * when the response starts, at most one write:
-      new and non-empty        -> create(None, data): an anonymous session, cookie set;
-      changed                  -> apply(token, changed keys, deleted keys): merged into the
-                                  stored data atomically, so concurrent requests that change
-                                  different keys both keep theirs; the cookie is sent
-                                  again (as Starlette's is on every change); None (the
+    access, which is synchronous). A load that fails (server down) fails only a request
+    that uses the session: the error is raised where the app first reads request.session.
+    A session that does not decode is no session (get(undecodable="none"));
+  * when the response starts, at most one write (two on login/clear, see below):
+      new and non-empty        -> create(None, data, ttl): an anonymous session, cookie set;
+      changed                  -> apply(token, changed keys, deleted keys, ttl, read=the
+                                  session as loaded: one round trip): merged into the
+                                  stored data atomically, so concurrent requests that
+                                  change different keys both keep theirs; the cookie is
+                                  sent again (as Starlette's is on every change); None (the
                                   session ended meanwhile) is never resurrected: the
                                   cookie is cleared;
-      cleared (or an anonymous session emptied) -> destroy, cookie cleared;
+      cleared (session.clear()) -> the stored session ends (destroy: it leaves
+                                  sessions_of(identity)); keys set after the clear start a
+                                  new anonymous session under a new token;
       unchanged                -> touch, only when store.due_for_touch() says the idle
                                   window needs it; no cookie.
     An empty or unmodified session is never written and never gets a cookie.
 Only top-level assignments are seen: change a nested value in place and assign the key
 again (session["cart"] = cart), or call session.mark_modified("cart").
 
-Login, regenerate and logout everywhere are module functions that run densekv's atomic
-operation at once and change the cookie the middleware sends (`await login(request, 42)`,
-`await regenerate(request)`, `await logout_everywhere(request)`); a plain logout is
-`request.session.clear()`. A session with an identity ends only by clear(), logout
-everywhere or expiry: deleting its last key keeps the login.
+Lifetime, as Starlette's: max_age (default 14 days) is the cookie's Max-Age and also the
+stored session's life, counted from its last write (Starlette re-signs its cookie on every
+change; here every write passes ttl=max_age, or the store's ttl if that is shorter: a
+store's ttl is a bound too). max_age=None: a cookie without Max-Age (it ends with the
+browser) and the store's own ttl on the server, None meaning "no lifetime of the
+framework's" as in the Flask backend. max_age <= 0: no session outlives its request
+(nothing is stored; the cookie is sent with that Max-Age, as Starlette sends it).
 
-Errors: a server outage raises out of the middleware (a 500 from Starlette's error
-middleware) before anything is written; data the store refuses (SessionDataTooLarge,
-SessionDataInvalid) raises when the response starts, so that response becomes a 500 and
-the stored session is left as it was. Messages never contain the token. WebSocket scopes
-get the session loaded but never saved, as with Starlette's own middleware.
+Login, regenerate, logout and logout everywhere are module functions that run densekv's
+operation at once and change the cookie the middleware sends (`await login(request, 42)`).
+A login as another identity than the session's ends that session and starts an empty one
+for the new identity (as Django's login() flushes); the same identity or an anonymous
+session keeps its data; the token rotates either way. `remember(request, seconds)` gives
+one session its own max_age ("remember me"; kept in its data under MAX_AGE_KEY), and
+`store_of(request)` is the loop's store for the app's own calls (sessions_of, destroy_all).
 
-Moving in from starsessions: `SessionMiddleware(..., move_in=StarsessionsRedis(redis))`
-looks up a cookie densekv does not know in starsessions 2.2's RedisStore (same cookie
-value), imports it with its remaining lifetime (at most the store's ttl) and deletes the
-old key; one densekv refuses (too large, invalid) stays there to expire. Two requests that
-move the same session in at the same moment may both import it; the later import then
-replaces the earlier one, changes of the first request included (a window of a few
-milliseconds, once per session).
+Errors: a server outage raises out of the request that uses the session (a 500 from
+Starlette's error middleware) before anything is written; data the store refuses
+(SessionDataTooLarge, SessionDataInvalid) raises when the response starts, so that
+response becomes a 500 and the stored session is left as it was. Messages never contain
+the token. WebSocket scopes get the session loaded but never saved, as with Starlette's
+own middleware.
+
+Moving in from starsessions: `SessionMiddleware(..., move_in=StarsessionsRedis())` looks
+up a cookie densekv does not know in starsessions 2.2's RedisStore (same cookie value, on
+the loop's session client unless a connection is given), imports it with its remaining
+lifetime (at most max_age, or the store's ttl) and deletes the old key; one densekv
+refuses (too large, invalid) stays there to expire. Two requests that move the same
+session in at the same moment: the later one reads the session the first one stored.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -58,6 +91,8 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from densekv.connect import from_url
+from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import (
     Identity,
@@ -69,10 +104,16 @@ from densekv.sessions.model import (
 )
 from densekv.sessions.store import AsyncSessionStore
 
-__all__ = ["DenseSession", "SessionMiddleware", "SessionState", "StarsessionsRedis", "login",
-           "logout_everywhere", "regenerate"]
+__all__ = ["DEFAULT_MAX_AGE", "DEFAULT_NAMESPACE", "MAX_AGE_KEY", "DenseSession",
+           "SessionMiddleware", "SessionState", "StarsessionsRedis", "login", "logout",
+           "logout_everywhere", "regenerate", "remember", "store_of"]
 
+DEFAULT_MAX_AGE = 14 * 24 * 60 * 60  # Starlette's own default, in seconds
+MAX_AGE_KEY = "_max_age"  # a remembered session's own max_age, kept in its data (remember())
+DEFAULT_NAMESPACE = "starlette_sessions"  # of the stores built from url=
 _EXPIRED = "expires=Thu, 01 Jan 1970 00:00:00 GMT; "
+
+StoreFactory = Callable[[], AsyncSessionStore]
 
 
 @dataclass
@@ -84,11 +125,16 @@ class SessionState:
     found: Session | None  # as loaded when the request began (for due_for_touch)
     token: str | None
     identity: Identity | None
+    max_age: int | None = None  # this session's: the cookie's Max-Age, bounds every write's ttl
+    default_max_age: int | None = None  # the middleware's (a session not remembered)
+    sent: str | None = None  # a well-formed token the cookie carried that loaded nothing
     changed: set[str] = field(default_factory=set)
     removed: set[str] = field(default_factory=set)
-    cleared: bool = False  # clear() was called: an empty result ends the session
+    cleared: bool = False  # clear() was called: the stored session ends at the save
     new_cookie: bool = False  # login/regenerate drew a token the browser lacks
+    lifetime_set: bool = False  # written with ttl this request: no set_ttl for the new cookie
     ended: bool = False  # the session ended during the request: clear the cookie
+    failed: BaseException | None = None  # the load raised: raised again on first use
 
 
 class DenseSession(TrackedDict):
@@ -96,12 +142,15 @@ class DenseSession(TrackedDict):
     deleted. `accessed` and `modified` mean what they mean on Starlette's Session;
     `identity` is the session's owner (None while anonymous)."""
 
-    def __init__(self, store: AsyncSessionStore, found: Session | None = None) -> None:
+    def __init__(self, store: AsyncSessionStore, found: Session | None = None, *,
+                 max_age: int | None = None) -> None:
         super().__init__(found.data if found is not None and found.data else {})
         self.accessed = False
         self.modified = False
         self.state = SessionState(store, found, found.token if found else None,
-                                  found.identity if found else None)
+                                  found.identity if found else None, max_age, max_age)
+        if MAX_AGE_KEY in self:
+            self._remembered()
 
     @property
     def identity(self) -> Identity | None:
@@ -109,6 +158,10 @@ class DenseSession(TrackedDict):
 
     # -- change tracking -------------------------------------------------------
     def mark_accessed(self) -> None:
+        """Starlette's request.session calls this first: a session whose load failed
+        raises that error here, so only the requests that use it fail."""
+        if self.state.failed is not None:
+            raise self.state.failed
         self.accessed = True
 
     def mark_modified(self, *keys: str) -> None:
@@ -122,25 +175,49 @@ class DenseSession(TrackedDict):
         self.accessed = self.modified = True
         self.state.changed.discard(key)
         self.state.removed.add(key)
+        if key == MAX_AGE_KEY:
+            self.state.max_age = self.state.default_max_age
 
     def _set(self, key: str) -> None:
         self.mark_modified(key)
+        if key == MAX_AGE_KEY:
+            self._remembered()
 
     def _on_clear(self) -> None:
         self.state.cleared = self.accessed = self.modified = True
 
+    def _remembered(self) -> None:
+        value = self.get(MAX_AGE_KEY)
+        valid = value is None or (type(value) is int and value >= 1)
+        self.state.max_age = value if valid else self.state.default_max_age
+
+
+def _forget(session: DenseSession) -> None:
+    """Empty the session here, without counting it as a change of this request."""
+    dict.clear(session)
+    state = session.state
+    state.changed.clear()
+    state.removed.clear()
+    state.cleared = False
+    state.max_age = state.default_max_age
+
 
 def _end(session: DenseSession) -> None:
     """The stored session is gone: forget it here too, and clear the cookie."""
-    session.clear()
+    _forget(session)
     state = session.state
-    state.token = None
-    state.identity = None
-    state.found = None
-    state.changed.clear()
-    state.removed.clear()
-    state.cleared = state.new_cookie = False
+    state.token = state.identity = state.found = state.sent = None
+    state.new_cookie = False
     state.ended = session.accessed = session.modified = True
+
+
+async def _ttl(state: SessionState) -> int | None:
+    """The ttl a write passes: max_age, but never past the store's own ttl (None: the
+    store's ttl)."""
+    if state.max_age is None or state.max_age <= 0:
+        return None
+    await state.store.ready()
+    return min(state.max_age, state.store.ttl)
 
 
 def _session_of(request: HTTPConnection) -> DenseSession:
@@ -152,21 +229,50 @@ def _session_of(request: HTTPConnection) -> DenseSession:
     return session
 
 
+def store_of(request: HTTPConnection) -> AsyncSessionStore:
+    """The session store serving this request's event loop: for the app's own calls in a
+    handler (`await store_of(request).destroy_all(user_id)` from an admin page,
+    `sessions_of(uid)` for a "your devices" page). Does not count as using the session."""
+    session = request.scope.get("session")
+    if not isinstance(session, DenseSession):
+        raise TypeError("request.session is not densekv's: add densekv.integrations.starlette."
+                        "SessionMiddleware to the app")
+    return session.state.store
+
+
+async def _drop_sent(state: SessionState) -> None:
+    """The cookie named a session that did not load (undecodable, or gone): make sure it
+    is gone before the browser gets another cookie."""
+    if state.sent is not None:
+        await state.store.destroy(state.sent)
+        state.sent = None
+
+
 async def login(request: HTTPConnection, identity: Identity) -> None:
     """Bind the session to `identity` under a new token, the old one dead (one atomic
-    step on the server). Changes made in this request are kept and saved as usual. A
-    request without a stored session (or whose session ended meanwhile) gets a new one
-    holding its current data, written now even if empty: a login is worth a session."""
+    step on the server). The session of another identity ends, and the new one starts
+    empty (the previous user's data is dropped, changes made earlier in this request
+    too, as Django's login() flushes); an anonymous session or one of the same identity
+    keeps its data and this request's changes. A request without a stored session (or
+    whose session ended meanwhile) gets a new one holding its current data, written now
+    even if empty: a login is worth a session."""
     session = _session_of(request)
     state = session.state
     store = state.store
+    if state.token is not None and state.identity is not None and state.identity != identity:
+        await store.destroy(state.token)
+        _forget(session)
+        state.token = state.found = None
     token = await store.login(state.token, identity) if state.token else None
     if token is None:
-        token = await store.create(identity, dict(session))
+        await _drop_sent(state)
+        token = await store.create(identity, dict(session), ttl=await _ttl(state))
         state.changed.clear()
         state.removed.clear()
+        state.lifetime_set = True
     state.token, state.identity = token, identity
     state.new_cookie, state.cleared, state.ended = True, False, False
+    session.modified = True
 
 
 async def regenerate(request: HTTPConnection) -> None:
@@ -182,6 +288,29 @@ async def regenerate(request: HTTPConnection) -> None:
         _end(session)
     else:
         state.token, state.new_cookie = token, True
+        session.modified = True
+
+
+async def remember(request: HTTPConnection, max_age: int | None) -> None:
+    """"Remember me": this session's cookie gets Max-Age=max_age and its stored life
+    max_age seconds from each write (None: a cookie that ends with the browser, kept the
+    store's ttl on the server), instead of the middleware's max_age, until it ends. Kept in
+    the session as MAX_AGE_KEY (a change of this request: the cookie is sent again)."""
+    if max_age is not None and (type(max_age) is not int or max_age < 1):
+        raise ValueError(f"max_age is a number of seconds from 1, or None, not {max_age!r}")
+    _session_of(request)[MAX_AGE_KEY] = max_age
+
+
+async def logout(request: HTTPConnection) -> None:
+    """End this session now (it leaves sessions_of(identity)); the session is empty and
+    its cookie is cleared. `request.session.clear()` does the same when the response
+    starts."""
+    session = _session_of(request)
+    state = session.state
+    if state.token is not None:
+        await state.store.destroy(state.token)
+    await _drop_sent(state)
+    _end(session)
 
 
 async def logout_everywhere(request: HTTPConnection) -> None:
@@ -193,14 +322,17 @@ async def logout_everywhere(request: HTTPConnection) -> None:
         await state.store.destroy_all(state.identity)
     elif state.token is not None:
         await state.store.destroy(state.token)
+    await _drop_sent(state)
     _end(session)
 
+
+# -- where sessions move in from -------------------------------------------------------------
 
 class MoveInSource(Protocol):
     """Where sessions densekv does not have yet may still live, by cookie value."""
 
-    async def read(self, token: str) -> tuple[dict[str, Any], int] | None:
-        """The session's data and its seconds left (-1: no expiry), or None."""
+    async def read(self, token: str) -> tuple[dict[str, Any], int | None] | None:
+        """The session's data and its seconds left (None: no expiry), or None."""
 
     async def forget(self, token: str) -> None:
         """Delete the old copy once densekv holds the session."""
@@ -210,16 +342,24 @@ class StarsessionsRedis:
     """Sessions written by starsessions 2.2's RedisStore: one string key per session,
     prefix + session id ("starsessions." + 32 hex characters by default), holding the
     JsonSerializer's JSON of the session dict plus starsessions' own "__metadata__"
-    entry (dropped here); the key's TTL is the session's remaining life. `connection` is
-    a redis.asyncio.Redis; `prefix` a string or a callable as in RedisStore."""
+    entry (dropped here); the key's TTL is the session's remaining life. `connection`: a
+    redis.asyncio.Redis of one event loop, or None (the default) for the client of the
+    session store of each loop (starsessions on the same server); `prefix` a string or a
+    callable as in RedisStore."""
 
-    def __init__(self, connection: Any, prefix: str | Callable[[str], str] = "starsessions.",
+    def __init__(self, connection: Any = None, prefix: str | Callable[[str], str] = "starsessions.",
                  deserialize: Callable[[bytes], Any] = json.loads) -> None:
         self.connection = connection
         self.key_of: Callable[[str], str] = prefix if callable(prefix) else prefix.__add__
         self.deserialize = deserialize
 
-    async def read(self, token: str) -> tuple[dict[str, Any], int] | None:
+    def for_store(self, store: AsyncSessionStore) -> StarsessionsRedis:
+        """This source on the connection of `store` (the loop's), unless it has its own."""
+        if self.connection is not None:
+            return self
+        return StarsessionsRedis(store.client, self.key_of, self.deserialize)
+
+    async def read(self, token: str) -> tuple[dict[str, Any], int | None] | None:
         key = self.key_of(token)
         async with self.connection.pipeline(transaction=True) as pipe:
             raw, pttl = await pipe.get(key).pttl(key).execute()
@@ -229,25 +369,73 @@ class StarsessionsRedis:
         if not isinstance(data, dict):
             return None
         data.pop("__metadata__", None)
-        return data, -1 if pttl < 0 else math.ceil(pttl / 1000)
+        return data, None if pttl < 0 else max(1, math.ceil(pttl / 1000))
 
     async def forget(self, token: str) -> None:
         await self.connection.delete(self.key_of(token))
 
 
+# -- one store per event loop ----------------------------------------------------------------
+
+class _PerLoop:
+    """The session store of the running event loop, in one of the three forms."""
+
+    def __init__(self, store: AsyncSessionStore | StoreFactory | None, url: str | None,
+                 store_options: Mapping[str, Any], client_options: Mapping[str, Any]) -> None:
+        if (store is None) == (url is None):
+            raise TypeError("SessionMiddleware needs url= or store= (one of them)")
+        self.given: AsyncSessionStore | None = None
+        self.factory: StoreFactory | None = None
+        if url is not None:
+            options = {"namespace": DEFAULT_NAMESPACE, **store_options}
+            self.factory = lambda: AsyncSessionStore(
+                from_url(url, asyncio=True, **client_options), **options)
+        elif isinstance(store, AsyncSessionStore):
+            self.given = store
+        elif callable(store):
+            self.factory = store
+        else:
+            raise TypeError("store= is an AsyncSessionStore or a function returning one, "
+                            f"not {type(store).__name__}")
+        self._home: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self._per_loop = StoresPerLoop(self.factory) if self.factory is not None else None
+
+    async def current(self) -> AsyncSessionStore:
+        loop = asyncio.get_running_loop()
+        if self.given is not None:
+            with self._lock:
+                if self._home is None:
+                    self._home = loop
+            if self._home is not loop:
+                raise RuntimeError(
+                    "this SessionMiddleware was given one AsyncSessionStore, whose redis.asyncio "
+                    "client serves the event loop it first served, and this request runs on "
+                    "another (TestClient without `with` runs each request on a new loop): give "
+                    "url=... or store=<a function returning a store>, and densekv builds one "
+                    "store per loop")
+            return self.given
+        assert self._per_loop is not None
+        return await self._per_loop.current()
+
+
 class SessionMiddleware:
-    """ASGI middleware: scope["session"] is a DenseSession stored in `store`. Cookie
-    arguments as Starlette's SessionMiddleware; max_age=None (the default here) sends no
-    Max-Age, a cookie that ends with the browser; the server side ends by the store's
-    ttl/idle_ttl either way, so pass max_age=store.ttl for a cookie that outlives it."""
+    """ASGI middleware: scope["session"] is a DenseSession stored in densekv. The
+    sessions' store: url= (one per event loop), store=<function> (called once per loop)
+    or store=<AsyncSessionStore> (one loop); see the module docstring. Cookie arguments
+    and defaults are Starlette's SessionMiddleware's (no secret_key: the cookie holds a
+    random token, nothing to sign); max_age also bounds the stored session's life."""
 
     def __init__(
         self,
         app: ASGIApp,
-        store: AsyncSessionStore,
+        store: AsyncSessionStore | StoreFactory | None = None,
         *,
+        url: str | None = None,
+        store_options: Mapping[str, Any] | None = None,
+        client_options: Mapping[str, Any] | None = None,
         session_cookie: str = "session",
-        max_age: int | None = None,
+        max_age: int | None = DEFAULT_MAX_AGE,
         path: str = "/",
         same_site: Literal["lax", "strict", "none"] = "lax",
         https_only: bool = False,
@@ -255,10 +443,13 @@ class SessionMiddleware:
         partitioned: bool = False,
         move_in: MoveInSource | None = None,
     ) -> None:
+        if store_options and url is None:
+            raise TypeError("store_options go with url=; a store given is built already")
         self.app = app
-        self.store = store
+        self.stores = _PerLoop(store, url, store_options or {}, client_options or {})
         self.session_cookie = session_cookie
         self.max_age = max_age
+        self.bound = max_age if max_age is not None and max_age > 0 else None
         self.path = path
         self.move_in = move_in
         self.security_flags = "httponly; samesite=" + same_site
@@ -269,15 +460,21 @@ class SessionMiddleware:
         if partitioned:
             self.security_flags += "; partitioned"
 
+    async def store(self) -> AsyncSessionStore:
+        """The session store of the running event loop (for the app's own calls, such as
+        sessions_of or destroy_all outside a request)."""
+        return await self.stores.current()
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        session = await self.load(HTTPConnection(scope).cookies.get(self.session_cookie))
+        store = await self.stores.current()
+        session = await self.load(store, HTTPConnection(scope).cookies.get(self.session_cookie))
         scope["session"] = session
 
         async def send_wrapper(message: Message) -> None:
-            if message["type"] == "http.response.start":
+            if message["type"] == "http.response.start" and session.state.failed is None:
                 cookie = await self.save(session)  # raises before anything is sent
                 headers = MutableHeaders(scope=message)
                 if session.accessed:
@@ -288,18 +485,29 @@ class SessionMiddleware:
 
         await self.app(scope, receive, send_wrapper)
 
-    async def load(self, token: str | None) -> DenseSession:
-        """The session a cookie names; empty (and no server call) for a junk cookie."""
+    async def load(self, store: AsyncSessionStore, token: str | None) -> DenseSession:
+        """The session a cookie names; empty (and no server call) for a junk cookie. A
+        load that raises gives a session that raises the same error when first used."""
         if token is None or digest_of(token) is None:
-            return DenseSession(self.store)
-        found = await self.store.get(token)
-        if found is None and self.move_in is not None:
-            found = await self._move_in(token)
-        return DenseSession(self.store, found)
+            return DenseSession(store, max_age=self.max_age)
+        try:
+            found = await store.get(token, undecodable="none")
+            if found is None and self.move_in is not None:
+                found = await self._move_in(store, token)
+        except Exception as exc:  # noqa: BLE001 - raised again where the app uses the session
+            session = DenseSession(store, max_age=self.max_age)
+            session.state.failed = exc
+            return session
+        session = DenseSession(store, found, max_age=self.max_age)
+        if found is None:
+            session.state.sent = token
+        return session
 
-    async def _move_in(self, token: str) -> Session | None:
-        source = self.move_in
-        assert source is not None
+    async def _move_in(self, store: AsyncSessionStore, token: str) -> Session | None:
+        source: Any = self.move_in
+        bind = getattr(source, "for_store", None)
+        if bind is not None:
+            source = bind(store)
         old = await source.read(token)
         if old is None:
             return None
@@ -307,42 +515,83 @@ class SessionMiddleware:
         if not data:
             await source.forget(token)
             return None
-        ttl = self.store.ttl if left <= 0 else min(left, self.store.ttl)
+        await store.ready()
+        bound = min(self.bound or store.ttl, store.ttl)
+        ttl = bound if left is None else min(left, bound)
         try:
-            await self.store.create(None, data, ttl=ttl, token=token)
+            await store.create(None, data, ttl=ttl, token=token)
         except SessionExists:  # another request moved it in a moment ago: theirs stands
-            return await self.store.get(token)
+            return await store.get(token, undecodable="none")
         except (SessionDataTooLarge, SessionDataInvalid):
             return None  # left where it is, to expire there; this browser starts afresh
         await source.forget(token)
-        return await self.store.get(token)
+        return await store.get(token, undecodable="none")
 
     async def save(self, session: DenseSession) -> str | None:
         """Write what the request changed (see the module docstring); return the
         Set-Cookie value to send, if any."""
-        store = self.store
         state = session.state
+        store = state.store
+        if state.max_age is not None and state.max_age <= 0:  # dead at birth
+            return await self._save_nothing(session)
+        if state.cleared:  # a logout: the stored session ends; what was set after starts anew
+            return await self._save_cleared(session)
         token = state.token
         if token is None:
             if not session:
                 return self._cleared_cookie() if state.ended else None
-            state.token = await store.create(None, dict(session))
-            return self._cookie(state.token)
-        if not session and session.modified and (state.cleared or state.identity is None):
-            await store.destroy(token)
-            return self._cleared_cookie()
+            state.token = await store.create(None, dict(session), ttl=await _ttl(state))
+            return self._cookie(state.token, state.max_age)
         if state.changed or state.removed:
             changes = {key: session[key] for key in state.changed}
-            merged = await store.apply(token, changes, sorted(state.removed))
-            return self._cleared_cookie() if merged is None else self._cookie(token)
-        if state.new_cookie:
-            return self._cookie(token)
+            found = state.found  # as read at the load: the compare-and-set starts from it
+            read = found if found is not None and found.token == token else None
+            merged = await store.apply(token, changes, sorted(state.removed),
+                                       ttl=await _ttl(state), read=read)
+            if merged is None:
+                return self._cleared_cookie()
+            return self._cookie(token, state.max_age)
+        if state.new_cookie and state.lifetime_set:
+            return self._cookie(token, state.max_age)
+        if state.new_cookie:  # the cookie starts its max_age again: so does the session
+            if not await store.set_ttl(token, await _ttl(state)):
+                return self._cleared_cookie()
+            return self._cookie(token, state.max_age)
         if state.found is not None and store.due_for_touch(state.found):
             await store.touch(token)
         return None
 
-    def _cookie(self, token: str) -> str:
-        max_age = f"Max-Age={self.max_age}; " if self.max_age is not None else ""
+    async def _save_cleared(self, session: DenseSession) -> str | None:
+        """clear() ran: the stored session ends (destroy, so it leaves its identity's
+        sessions); keys set after the clear go to a new anonymous session, written first
+        (data the store refuses then raises before the old session is touched)."""
+        state = session.state
+        store = state.store
+        old = state.token
+        fresh = await store.create(None, dict(session), ttl=await _ttl(state)) if session else None
+        if old is not None:
+            await store.destroy(old)
+        ended = state.ended or old is not None or state.sent is not None
+        await _drop_sent(state)
+        state.token, state.identity, state.found, state.cleared = fresh, None, None, False
+        if fresh is not None:
+            return self._cookie(fresh, state.max_age)
+        return self._cleared_cookie() if ended else None
+
+    async def _save_nothing(self, session: DenseSession) -> str | None:
+        """max_age <= 0: a session that would be dead at once is not stored; the cookie
+        Starlette would send (with that Max-Age) is sent, holding no token."""
+        state = session.state
+        if state.token is not None and (session.modified or state.new_cookie):
+            await state.store.destroy(state.token)
+        if session.modified and session:
+            return self._cookie("null", state.max_age)
+        if session.modified and (state.token is not None or state.sent is not None):
+            return self._cleared_cookie()
+        return None
+
+    def _cookie(self, token: str, max_age_of: int | None) -> str:
+        max_age = f"Max-Age={max_age_of}; " if max_age_of is not None else ""
         return f"{self.session_cookie}={token}; path={self.path}; {max_age}{self.security_flags}"
 
     def _cleared_cookie(self) -> str:

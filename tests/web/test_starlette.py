@@ -1,9 +1,13 @@
 """What only the Starlette/FastAPI middleware has to prove (the shared contract is in
-test_contract.py): cookies exactly as Starlette's own middleware writes them, no write and
-no cookie for an empty or unchanged session, junk cookies without a server call, outages
-and refused data as 500s that change nothing, concurrent requests under real asyncio,
-the idle touch, sessions moved in from starsessions, a FastAPI app, and a real uvicorn
-with two worker processes.
+test_contract.py, the faults in test_faults.py): cookies exactly as Starlette's own
+middleware writes them (its defaults too), no write and no cookie for an empty or unchanged
+session, junk cookies without a server call, outages as 500s only where the session is used
+and refused data as 500s that change nothing, max_age bounding the stored session's life
+(and "remember me"), login as another user dropping the previous user's data, logout
+ending the stored session, undecodable sessions as no session, a store per event loop
+(TestClient with and without `with`), the first request after a server restart,
+concurrent requests under real asyncio, the idle touch, sessions moved in from
+starsessions, a FastAPI app, and a real uvicorn with two worker processes.
 """
 
 from __future__ import annotations
@@ -36,9 +40,13 @@ from densekv.integrations.starlette import (
     SessionMiddleware,
     StarsessionsRedis,
     login,
+    logout,
+    remember,
+    store_of,
 )
 from densekv.server.process import ServerProcess, free_port
 from tests.web.apps.starlette_app import (
+    ROUTES,
     StarletteDriver,
     driver_for,
     make_app,
@@ -67,6 +75,7 @@ def session_cookies(headers: Any) -> list[str]:
 # -- cookies: Starlette's format, only when there is something to say -----------------
 
 COOKIE_ARGS = [
+    {},  # Starlette's defaults: Max-Age=1209600
     {"max_age": None},
     {"max_age": 600},
     {"max_age": 600, "https_only": True, "same_site": "strict", "domain": "example.org"},
@@ -95,7 +104,7 @@ def starlette_cookies(kwargs: dict[str, Any]) -> tuple[str, str]:
     return set_header.split(";", 1)[1], cleared.split(";", 1)[1]
 
 
-@pytest.mark.parametrize("kwargs", COOKIE_ARGS, ids=lambda k: ",".join(map(str, k.values())))
+@pytest.mark.parametrize("kwargs", COOKIE_ARGS, ids=lambda k: ",".join(map(str, k.values())) or "defaults")
 def test_cookie_attributes_are_starlettes(client: redis.Redis, server: ServerProcess,
                                           kwargs: dict[str, Any]) -> None:
     want_set, want_cleared = starlette_cookies(kwargs)
@@ -163,7 +172,8 @@ def test_outage_is_a_500_that_overwrites_nothing(server_name: str,
         d.request("POST", "/set/a", {"value": 1})
         token = d.cookie()
         srv.kill()
-        assert d.request("GET", "/all")[0] == 500  # at load
+        assert d.request("GET", "/noop") == (200, {"ok": True})  # never used the session
+        assert d.request("GET", "/all")[0] == 500  # uses the session: the load's error
         assert d.request("POST", "/set/a", {"value": 2})[0] == 500
         srv.restart()
         assert d.request("GET", "/all") == (200, {"data": {"a": 1}})
@@ -226,10 +236,14 @@ def test_login_keeps_the_changes_of_its_request(client: redis.Redis, server: Ser
         other = d.new_browser()
         assert other.request("POST", "/combo/8")[0] == 200
         assert [s.data for s in sync_store(client).sessions_of(8)] == [{"before": 1, "after": 2}]
-        # clear() then a new key: the session goes on with only that key
+        # clear() then a new key (a logout with a flash message): the logged-in session
+        # ends, and the key starts a new anonymous one
         d.request("POST", "/clear-then-set")
         assert d.request("GET", "/all") == (200, {"data": {"flash": "bye"}})
-        assert d.cookie() == new
+        flash = d.cookie()
+        assert flash is not None and flash != new
+        assert sync_store(client).get(new) is None and sync_store(client).sessions_of(7) == []
+        assert cast(densekv.Session, sync_store(client).get(flash)).identity is None
     finally:
         d.close()
 
@@ -339,6 +353,314 @@ def test_session_ended_meanwhile_is_not_resurrected(client: redis.Redis,
     assert sync_store(client).count() == 0
 
 
+# -- lifetimes: Starlette's max_age bounds the stored session too ---------------------
+
+def stored_life(client: redis.Redis, token: str | None) -> float:
+    """Seconds the stored session has left."""
+    found = sync_store(client).get(cast(str, token))
+    assert found is not None
+    return found.expires_at - time.time()
+
+
+@pytest.mark.parametrize("store_ttl", [30 * 86400, 3600])
+def test_max_age_is_the_cookie_and_the_stored_sessions_life(client: redis.Redis, server: ServerProcess,
+                                                             store_ttl: int) -> None:
+    store = make_store(server.url, NS, ttl=store_ttl)
+    d = driver_for(make_app(store), store)  # Starlette's default max_age: 14 days
+    try:
+        _, _, headers = d.exchange("POST", "/set/a", {"value": 1})
+        assert "; Max-Age=1209600; " in session_cookies(headers)[0]
+        # the shorter of max_age and the store's own ttl
+        assert min(1209600, store_ttl) - 5 < stored_life(client, d.cookie()) <= min(1209600, store_ttl)
+    finally:
+        d.close()
+    store = make_store(server.url, NS, ttl=store_ttl)
+    d = driver_for(make_app(store, max_age=None), store)  # a browser-session cookie
+    try:
+        _, _, headers = d.exchange("POST", "/set/a", {"value": 1})
+        assert "Max-Age" not in session_cookies(headers)[0]
+        assert store_ttl - 5 < stored_life(client, d.cookie()) <= store_ttl  # the store's ttl
+    finally:
+        d.close()
+
+
+def test_a_cookie_replayed_after_max_age_finds_no_session(client: redis.Redis,
+                                                          server: ServerProcess) -> None:
+    now = [float(int(time.time()))]
+    store = make_store(server.url, NS, ttl=86400, clock=lambda: now[0])
+    d = driver_for(make_app(store, max_age=600), store)
+    try:
+        d.request("POST", "/set/a", {"value": 1})
+        token = d.cookie()
+        now[0] += 400
+        d.request("POST", "/set/b", {"value": 2})  # a change starts max_age again, as
+        now[0] += 400  # Starlette's re-signed cookie does
+        assert d.request("GET", "/all") == (200, {"data": {"a": 1, "b": 2}})
+        now[0] += 500  # no change for 900 s: past max_age (the store's ttl is a day)
+        d.set_cookie(token)  # the browser kept it (a replay)
+        assert d.request("GET", "/all") == (200, {"data": {}})
+        d.request("POST", "/set/a", {"value": 3})
+        now[0] += 500
+        d.request("POST", "/login/5")  # a login without a change of data renews the life too
+        token = d.cookie()
+        now[0] += 599
+        assert d.request("GET", "/get/a") == (200, {"value": 3})
+        now[0] += 2
+        assert d.request("GET", "/get/a") == (200, {"value": None})
+        assert sync_store(client, clock=lambda: now[0]).get(cast(str, token)) is None
+    finally:
+        d.close()
+
+
+async def remember_route(request: Request) -> JSONResponse:
+    days = (await request.json())["days"]
+    await remember(request, None if days is None else days * 86400)
+    return JSONResponse({})
+
+
+def test_remember_me_gives_one_session_its_own_lifetime(client: redis.Redis,
+                                                        server: ServerProcess) -> None:
+    store = make_store(server.url, NS, ttl=90 * 86400)
+    d = driver_for(make_app(store, max_age=3600, extra_routes=[
+        Route("/remember", remember_route, methods=["POST"])]), store)
+    try:
+        d.request("POST", "/login/8")
+        assert 3590 < stored_life(client, d.cookie()) <= 3600
+        _, _, headers = d.exchange("POST", "/remember", {"days": 30})
+        assert "; Max-Age=2592000; " in session_cookies(headers)[0]
+        assert 30 * 86400 - 10 < stored_life(client, d.cookie()) <= 30 * 86400
+        _, _, headers = d.exchange("POST", "/set/a", {"value": 1})  # later writes keep it
+        assert "; Max-Age=2592000; " in session_cookies(headers)[0]
+        assert 30 * 86400 - 10 < stored_life(client, d.cookie()) <= 30 * 86400
+        _, _, headers = d.exchange("POST", "/remember", {"days": None})  # until the browser closes
+        assert "Max-Age" not in session_cookies(headers)[0]
+        assert 90 * 86400 - 10 < stored_life(client, d.cookie()) <= 90 * 86400  # the store's ttl
+        d.request("POST", "/logout")  # a new session after a logout has the app's max_age
+        _, _, headers = d.exchange("POST", "/set/a", {"value": 1})
+        assert "; Max-Age=3600; " in session_cookies(headers)[0]
+        assert 3590 < stored_life(client, d.cookie()) <= 3600
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize("max_age", [0, -1])
+def test_max_age_at_or_below_zero_stores_nothing(client: redis.Redis, server: ServerProcess,
+                                                 max_age: int) -> None:
+    store = make_store(server.url, NS)
+    d = driver_for(make_app(store, max_age=max_age), store)
+    try:
+        status, _, headers = d.exchange("POST", "/set/a", {"value": 1})
+        assert status == 200
+        assert session_cookies(headers) == [f"session=null; path=/; Max-Age={max_age}; httponly; samesite=lax"]
+        assert sync_store(client).count() == 0
+    finally:
+        d.close()
+
+
+# -- login as another user, logout, undecodable sessions ----------------------------------
+
+async def logout_now(request: Request) -> JSONResponse:
+    await logout(request)
+    return JSONResponse({})
+
+
+def test_login_as_another_identity_drops_the_previous_users_data(client: redis.Redis,
+                                                                 server: ServerProcess) -> None:
+    store = make_store(server.url, NS)
+    d = driver_for(make_app(store, extra_routes=[
+        Route("/combo/{uid}", set_then_login, methods=["POST"])]), store)
+    try:
+        d.request("POST", "/set/secret", {"value": "of 50"})
+        d.request("POST", "/login/50")
+        d.request("POST", "/set/gone", {"value": 0})
+        of_50 = d.cookie()
+        d.request("POST", "/login/50")  # the same user again: data kept, token rotated
+        assert d.request("GET", "/all") == (200, {"data": {"secret": "of 50", "gone": 0}})
+        assert d.cookie() != of_50
+        of_50 = d.cookie()
+        # user 7 logs in on user 50's session: 50's data (and what this request set before
+        # the login) is dropped, 50's session ends; keys set after the login stay
+        assert d.request("POST", "/combo/7") == (200, {"identity": 7})
+        assert d.request("GET", "/all") == (200, {"data": {"after": 2}})
+        assert sync_store(client).get(cast(str, of_50)) is None
+        assert sync_store(client).sessions_of(50) == []
+        assert [s.data for s in sync_store(client).sessions_of(7)] == [{"after": 2}]
+    finally:
+        d.close()
+
+
+def test_logout_ends_the_stored_session(client: redis.Redis, server: ServerProcess) -> None:
+    store = make_store(server.url, NS)
+    d = driver_for(make_app(store, extra_routes=[
+        Route("/logout-now", logout_now, methods=["POST"])]), store)
+    try:
+        for path in ("/logout", "/logout-now"):  # session.clear(), and logout(request)
+            d.request("POST", "/set/a", {"value": 1})
+            d.request("POST", "/login/3")
+            assert len(sync_store(client).sessions_of(3)) == 1
+            _, _, headers = d.exchange("POST", path)
+            assert session_cookies(headers)[0].startswith("session=null;")
+            assert sync_store(client).sessions_of(3) == []
+            assert sync_store(client).count() == 0
+            assert d.request("GET", "/all") == (200, {"data": {}})
+    finally:
+        d.close()
+
+
+async def clear_then_big(request: Request) -> JSONResponse:
+    request.session.clear()
+    request.session["big"] = "~" * 70_000
+    return JSONResponse({})
+
+
+def test_a_refused_write_after_clear_leaves_the_session_logged_in(client: redis.Redis,
+                                                                  server: ServerProcess) -> None:
+    store = make_store(server.url, NS)
+    d = driver_for(make_app(store, extra_routes=[
+        Route("/clear-then-big", clear_then_big, methods=["POST"])]), store)
+    try:
+        d.request("POST", "/set/a", {"value": 1})
+        d.request("POST", "/login/3")
+        token = d.cookie()
+        assert d.request("POST", "/clear-then-big")[0] == 500
+        assert d.cookie() == token
+        assert d.request("GET", "/all") == (200, {"data": {"a": 1}})
+        assert len(sync_store(client).sessions_of(3)) == 1
+    finally:
+        d.close()
+
+
+async def devices(request: Request) -> JSONResponse:
+    store = store_of(request)  # the loop's store, for the app's own calls
+    return JSONResponse({"devices": len(await store.sessions_of(int(request.path_params["uid"])))})
+
+
+def test_store_of_gives_the_app_the_loops_store(client: redis.Redis, server: ServerProcess) -> None:
+    app = Starlette(routes=[*ROUTES, Route("/devices/{uid}", devices)])
+    app.add_middleware(SessionMiddleware, url=server.url, store_options={"namespace": NS})
+    laptop, phone = TestClient(app), TestClient(app)  # a loop per request: a store per loop
+    for browser in (laptop, phone):
+        assert browser.post("/login/6").status_code == 200
+    assert laptop.get("/devices/6").json() == {"devices": 2}
+    assert "set-cookie" not in laptop.get("/devices/6").headers
+
+
+def undecodable_session(client: redis.Redis) -> str:
+    """A stored session of user 77 whose zstd dictionary the server lost."""
+    from densekv.lab.session_profiles import session, sessions
+    from densekv.maps.dictionaries import dictionary_key
+
+    writer = sync_store(client)
+    writer.train_dictionary(data for _, data in sessions("P1", 300))
+    token = writer.create(77, session("P1", 7)[1])
+    client.delete(dictionary_key(NS))
+    return token
+
+
+@pytest.mark.parametrize("then", ["read", "login", "logout", "set"])
+def test_an_undecodable_session_is_no_session(client: redis.Redis, server: ServerProcess,
+                                              then: str) -> None:
+    token = undecodable_session(client)
+    d = make_driver(server.url, NS)  # a worker that never held the dictionary
+    try:
+        d.set_cookie(token)
+        assert d.request("GET", "/all") == (200, {"data": {}})
+        if then == "login":
+            assert d.request("POST", "/login/77")[0] == 200
+            fresh = d.cookie()
+            assert fresh not in (None, token)
+            assert len(sync_store(client).sessions_of(77)) == 1
+            assert sync_store(client).count() == 1  # the undecodable one ended
+        elif then == "logout":
+            _, _, headers = d.exchange("POST", "/logout")
+            assert session_cookies(headers)[0].startswith("session=null;")
+            assert sync_store(client).sessions_of(77) == []
+        elif then == "set":
+            assert d.request("POST", "/set/a", {"value": 1})[0] == 200
+            assert d.cookie() not in (None, token)
+            assert d.request("GET", "/all") == (200, {"data": {"a": 1}})
+    finally:
+        d.close()
+
+
+# -- event loops: a store per loop ---------------------------------------------------------
+
+def connections(client: redis.Redis) -> int:
+    return len(client.client_list())
+
+
+def test_url_form_serves_testclient_without_with(client: redis.Redis, server: ServerProcess) -> None:
+    """TestClient without `with` runs each request on a new event loop: the middleware
+    built from a URL keeps a client per loop and closes it with the loop."""
+    app = Starlette(routes=ROUTES)
+    app.add_middleware(SessionMiddleware, url=server.url, store_options={"namespace": NS})
+    tc = TestClient(app)
+    before = connections(client)
+    assert tc.post("/set/a", json={"value": 1}).status_code == 200
+    for n in range(12):
+        assert tc.get("/get/a").json() == {"value": 1}
+        assert tc.post("/set/n", json={"value": n}).status_code == 200
+    assert tc.post("/login/4").status_code == 200
+    assert tc.get("/all").json() == {"data": {"a": 1, "n": 11}}
+    assert [s.data for s in sync_store(client).sessions_of(4)] == [{"a": 1, "n": 11}]
+    assert tc.post("/logout-everywhere").status_code == 200
+    assert sync_store(client).count() == 0
+    deadline = time.monotonic() + 5  # every loop's client was closed with its loop
+    while connections(client) > before + 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert connections(client) <= before + 1
+
+
+def test_factory_form_builds_one_store_per_loop(client: redis.Redis, server: ServerProcess) -> None:
+    made: list[densekv.AsyncSessionStore] = []
+
+    def factory() -> densekv.AsyncSessionStore:
+        made.append(make_store(server.url, NS))
+        return made[-1]
+
+    app = Starlette(routes=ROUTES)
+    app.add_middleware(SessionMiddleware, store=factory)
+    with TestClient(app) as tc:  # one loop
+        for n in range(3):
+            assert tc.post("/set/a", json={"value": n}).status_code == 200
+        assert tc.get("/get/a").json() == {"value": 2}
+    assert len(made) == 1
+    tc = TestClient(app, cookies=dict(tc.cookies))  # a loop per request
+    for _ in range(3):
+        assert tc.get("/get/a").json() == {"value": 2}
+    assert len(made) == 4
+
+
+def test_a_store_given_directly_serves_one_loop_and_says_so(client: redis.Redis,
+                                                            server: ServerProcess) -> None:
+    store = make_store(server.url, NS)
+    app = Starlette(routes=ROUTES)
+    app.add_middleware(SessionMiddleware, store=store)
+    tc = TestClient(app)
+    assert tc.get("/noop").status_code == 200  # the store's loop now (no connection made)
+    with pytest.raises(RuntimeError, match="TestClient without `with`.*url="):
+        tc.get("/noop")
+    with pytest.raises(TypeError, match="url= or store="):
+        SessionMiddleware(app)
+    with pytest.raises(TypeError, match="url= or store="):
+        SessionMiddleware(app, store=store, url=server.url)
+
+
+def test_first_request_after_a_server_restart_succeeds(server_name: str,
+                                                       fresh_server: Callable[..., ServerProcess]) -> None:
+    srv = fresh_server(server_name, aof=True)
+    d = make_driver(srv.url, NS)
+    try:
+        d.request("POST", "/set/a", {"value": 1})
+        srv.restart()  # the app's pooled connection now leads nowhere
+        assert d.request("GET", "/all") == (200, {"data": {"a": 1}})
+        srv.restart()
+        assert d.request("POST", "/set/b", {"value": 2})[0] == 200
+        assert d.request("GET", "/all") == (200, {"data": {"a": 1, "b": 2}})
+    finally:
+        d.close()
+
+
 # -- moving in from starsessions --------------------------------------------------------
 
 def test_starsessions_session_moves_in(client: redis.Redis, server: ServerProcess) -> None:
@@ -368,7 +690,7 @@ def test_starsessions_session_moves_in(client: redis.Redis, server: ServerProces
     assert client.ttl(f"starsessions.{cookie}") > 590
 
     store = make_store(server.url, NS)
-    d = driver_for(make_app(store, move_in=StarsessionsRedis(store.client)), store)
+    d = driver_for(make_app(store, move_in=StarsessionsRedis()), store)  # on the store's client
     try:
         d.set_cookie(cookie)
         started = time.time()

@@ -11,12 +11,11 @@ server then fails the requests that use the session instead of hanging them)."""
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import inspect
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import redis
@@ -26,6 +25,7 @@ from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-u
 from django.utils.module_loading import import_string  # type: ignore[import-untyped]
 
 from densekv.connect import TIMEOUTS, from_url
+from densekv.integrations.loops import StoresPerLoop
 from densekv.sessions import AsyncSessionStore
 from densekv.sessions import SessionStore as DenseStore
 
@@ -39,15 +39,6 @@ DEFAULT_TIMEOUTS = TIMEOUTS  # seconds, for url clients (densekv.connect's)
 ENGINE_KEYS = ("url", "client", "async_client", "fallback", *DEFAULT_TIMEOUTS)  # the rest: the store's
 NOT_SETTINGS = ("self", "client")  # SessionStore parameters the engine fills in itself
 _MAX_BACKENDS = 16  # settings values kept built at once (override_settings makes new ones)
-
-
-async def _closing(client: Any) -> AsyncIterator[None]:
-    """Parked at its yield for the life of an event loop: the loop's shutdown_asyncgens()
-    (asyncio.run calls it) closes this generator, and the loop's client with it."""
-    try:
-        yield
-    finally:
-        await client.aclose()
 
 
 def store_keys() -> tuple[str, ...]:
@@ -118,7 +109,7 @@ class Backend:
         self._sync: DenseStore | None = None
         self._owned: Any = None  # the sync client built from url (closed with the backend)
         self._shared_async: AsyncSessionStore | None = None
-        self._per_loop: dict[asyncio.AbstractEventLoop, tuple[AsyncSessionStore, Any]] = {}
+        self._per_loop = StoresPerLoop(self._loop_store)
 
     def sync(self) -> DenseStore:
         if self._sync is None:
@@ -144,20 +135,11 @@ class Backend:
             if self._shared_async is None:
                 self._shared_async = AsyncSessionStore(self.async_client, **self.kwargs)
             return self._shared_async
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            entry = self._per_loop.get(loop)
-        if entry is None:
-            assert self.url
-            client = _async_client(self.url, self.timeouts)
-            keeper = _closing(client)
-            await keeper.__anext__()  # registered with this loop: closed at its shutdown
-            entry = (AsyncSessionStore(client, **self.kwargs), keeper)
-            with self._lock:
-                for gone in [old for old in self._per_loop if old.is_closed()]:
-                    del self._per_loop[gone]  # its client was closed with it
-                self._per_loop[loop] = entry
-        return entry[0]
+        return await self._per_loop.current()
+
+    def _loop_store(self) -> AsyncSessionStore:
+        assert self.url
+        return AsyncSessionStore(_async_client(self.url, self.timeouts), **self.kwargs)
 
     def close(self) -> None:
         """Close the sync client built from the url (clients passed in are the caller's)."""

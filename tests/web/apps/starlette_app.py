@@ -1,13 +1,16 @@
 """The web contract's Starlette app (routes and Driver in tests/web/driver.py) on
 densekv.integrations.starlette.SessionMiddleware, driven in-process by Starlette's
-TestClient. `app_from_env` builds the same app for a real server:
+TestClient. `app_from_env` builds the same app for a real server, configured from a URL
+as docs/starlette.md advises (one store per event loop, so per uvicorn worker):
 
     DENSEKV_WEB_URL=redis://... DENSEKV_WEB_NAMESPACE=web \
         python -m uvicorn --factory tests.web.apps.starlette_app:app_from_env
 
-One TestClient (one event loop, so one redis.asyncio connection pool) serves a driver
-and every browser made from it; each browser keeps its own cookie jar and swaps it in
-for its requests.
+The drivers give the middleware one store directly: one TestClient, entered (one event
+loop, so one redis.asyncio connection pool), serves a driver and every browser made from
+it; each browser keeps its own cookie jar and swaps it in for its requests. The
+contract's `ttl` is the framework's lifetime here (max_age=ttl), as it is Django's
+SESSION_COOKIE_AGE and Flask's PERMANENT_SESSION_LIFETIME.
 """
 
 from __future__ import annotations
@@ -113,8 +116,9 @@ ROUTES = [
 
 def make_app(store: AsyncSessionStore, *, extra_routes: list[Route] | None = None,
              **middleware_kwargs: Any) -> Starlette:
-    """The contract's routes (and `extra_routes`) behind the middleware; the store's client
-    closes with the app."""
+    """The contract's routes (and `extra_routes`) behind the middleware, given `store`
+    directly (one event loop: an entered TestClient); the store's client closes with the
+    app."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -134,8 +138,11 @@ async def whoami(request: Request) -> JSONResponse:
 def app_from_env() -> Starlette:
     """For `uvicorn --factory`: the store named by DENSEKV_WEB_URL and DENSEKV_WEB_NAMESPACE,
     plus GET /whoami."""
-    store = make_store(os.environ["DENSEKV_WEB_URL"], os.environ["DENSEKV_WEB_NAMESPACE"])
-    return make_app(store, extra_routes=[Route("/whoami", whoami)])
+    app = Starlette(routes=[*ROUTES, Route("/whoami", whoami)])
+    namespace = os.environ["DENSEKV_WEB_NAMESPACE"]
+    app.add_middleware(SessionMiddleware, url=os.environ["DENSEKV_WEB_URL"],
+                       store_options={"namespace": namespace, "ttl": 3600})
+    return app
 
 
 class _Shared:
@@ -217,7 +224,7 @@ class StarletteDriver:
 def make_driver(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | None = None,
                 clock: Callable[[], float] = time.time, **store_kwargs: Any) -> StarletteDriver:
     store = make_store(url, namespace, ttl=ttl, idle_ttl=idle_ttl, clock=clock, **store_kwargs)
-    return StarletteDriver(_Shared(make_app(store), store), owner=True)
+    return StarletteDriver(_Shared(make_app(store, max_age=ttl), store), owner=True)
 
 
 def driver_for(app: Starlette, store: AsyncSessionStore) -> StarletteDriver:

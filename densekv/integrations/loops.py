@@ -1,0 +1,57 @@
+"""One async session store per running event loop, shared by the asyncio backends.
+
+A redis.asyncio client belongs to the event loop that first used it ("Future attached to a
+different loop" on any other), and web stacks run more than one loop per process:
+Starlette's TestClient without `with` runs each request on a new loop, Django runs async
+views on per-thread loops under WSGI. StoresPerLoop builds one store per loop from a
+factory, parks a generator on that loop whose cleanup closes the store's client when the
+loop shuts down (asyncio.run, uvicorn and anyio's portal call shutdown_asyncgens), and
+forgets stores of closed loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from densekv.sessions.store import AsyncSessionStore
+
+__all__ = ["StoresPerLoop", "closing"]
+
+
+async def closing(client: Any) -> AsyncIterator[None]:
+    """Parked at its yield for the life of an event loop: the loop's shutdown_asyncgens()
+    closes this generator, and the loop's client with it."""
+    try:
+        yield
+    finally:
+        await client.aclose()
+
+
+class StoresPerLoop:
+    """`await current()`: the store of the running loop, made by `factory` there once."""
+
+    def __init__(self, factory: Callable[[], AsyncSessionStore]) -> None:
+        self.factory = factory
+        self._lock = threading.Lock()
+        self._stores: dict[asyncio.AbstractEventLoop, tuple[AsyncSessionStore, Any]] = {}
+
+    async def current(self) -> AsyncSessionStore:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._stores.get(loop)
+        if entry is None:
+            store = self.factory()
+            if not isinstance(store, AsyncSessionStore):
+                raise TypeError(f"the store factory returned a {type(store).__name__}, not an "
+                                "AsyncSessionStore")
+            keeper = closing(store.client)
+            await keeper.__anext__()  # runs to its yield at once: registered with this loop
+            entry = (store, keeper)
+            with self._lock:
+                for gone in [old for old in self._stores if old.is_closed()]:
+                    del self._stores[gone]  # its client was closed with it
+                self._stores[loop] = entry
+        return entry[0]
