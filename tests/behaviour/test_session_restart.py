@@ -223,7 +223,7 @@ def test_apply_with_the_session_read_writes_without_reading_again(client: redis.
     token = store.create(3, {"a": 1})
     read = store.get(token)
     assert read is not None and read.read is not None
-    calls = lambda: sum(int(v["calls"]) for k, v in client.info("commandstats").items()  # noqa: E731
+    calls = lambda: sum(int(v["calls"]) for k, v in client.info("commandstats").items()
                         if k.split("_", 1)[1] in ("hget", "get", "multi", "hmget"))
     before = calls()
     assert store.apply(token, {"b": 2}, read=read) == {"a": 1, "b": 2}
