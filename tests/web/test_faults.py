@@ -17,6 +17,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
+
 from densekv.maps.dictionaries import dictionary_key
 from densekv.server.process import ServerProcess
 from tests.web.conftest import WebFactory
@@ -142,3 +144,27 @@ def test_logout_everywhere_while_the_other_browsers_rotate(web_factory: WebFacto
     for laptop in laptops:
         assert _blob_of(laptop) is None
     assert _blob_of(bystander) == _blob(43)
+
+
+def test_a_stalled_server_fails_session_requests_within_the_timeout(
+        web_factory: WebFactory, server_name: str, fresh_server: Callable[..., ServerProcess]) -> None:
+    """A server that stops answering (SIGSTOP: a hung host, a long fork) must not hang the
+    app: clients built from a URL (densekv.connect.from_url) time out in 5 s."""
+    import signal
+
+    if server_name != "valkey-9.1":
+        pytest.skip("the timeout is the client's, the same on every server: one is enough")
+    srv = fresh_server(server_name)
+    web = web_factory(url=srv.url)
+    _sign_in(web, 5)
+    assert srv.proc is not None
+    srv.proc.send_signal(signal.SIGSTOP)
+    try:
+        assert web.request("GET", "/noop") == OK
+        started = time.monotonic()
+        status, _ = web.request("GET", "/get/blob")
+        took = time.monotonic() - started
+    finally:
+        srv.proc.send_signal(signal.SIGCONT)
+    assert status == 500 and took < 15
+    assert _blob_of(web) == _blob(5)  # and all is well once it answers again

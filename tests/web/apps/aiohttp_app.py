@@ -28,6 +28,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer, make_mocked_request
 
 from densekv import AsyncSessionStore
+from densekv.connect import from_url
 from densekv.integrations.aiohttp import Storage, login, logout_everywhere, regenerate
 from tests.web.driver import COOKIE, SLOW_SET_S
 
@@ -50,7 +51,7 @@ _take_the_str_key_warnings()
 
 def make_store(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | None = None,
                clock: Callable[[], float] = time.time, **store_kwargs: Any) -> AsyncSessionStore:
-    return AsyncSessionStore(redis.asyncio.Redis.from_url(url), namespace, ttl=ttl,
+    return AsyncSessionStore(from_url(url, asyncio=True), namespace, ttl=ttl,
                              idle_ttl=idle_ttl, clock=clock, **store_kwargs)
 
 

@@ -38,6 +38,7 @@ from django.test import AsyncClient, Client
 from django.urls import path
 from django.views.decorators.http import require_GET, require_POST
 
+from densekv.connect import from_url
 from densekv.integrations.django import SessionStore
 from tests.web.driver import COOKIE, SLOW_SET_S
 
@@ -311,7 +312,7 @@ def make_driver(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | No
     """A browser on a Django app whose sessions live on `url` under `namespace`;
     `store_kwargs` go into the engine's settings dict (store keywords, or "fallback")."""
     configure()
-    client = redis.Redis.from_url(url)
+    client = from_url(url)  # connect and read timeouts, as the docs say
     conf = {"client": client, "url": url, "namespace": namespace, "ttl": ttl, "idle_ttl": idle_ttl,
             "clock": clock, **store_kwargs}
     engine_id = uuid.uuid4().hex

@@ -14,6 +14,7 @@ from flask import Flask, jsonify, request, session
 from flask.typing import ResponseReturnValue
 
 import densekv
+from densekv.connect import from_url
 from densekv.integrations.flask import DensekvSession, FlaskSessionFallback, SessionInterface
 from tests.web.driver import COOKIE, SLOW_SET_S
 
@@ -121,7 +122,7 @@ class FlaskDriver:
 
 def make_store(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | None = None,
                clock: Callable[[], float] = time.time, **store_kwargs: Any) -> densekv.SessionStore:
-    client = redis.Redis.from_url(url)
+    client = from_url(url)  # connect and read timeouts, as the docs say
     return densekv.SessionStore(client, namespace=namespace, ttl=ttl, idle_ttl=idle_ttl,
                                 clock=clock, **store_kwargs)
 

@@ -23,7 +23,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import redis.asyncio
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -31,6 +30,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from densekv import AsyncSessionStore
+from densekv.connect import from_url
 from densekv.integrations.starlette import (
     SessionMiddleware,
     login,
@@ -45,7 +45,7 @@ OK = {"ok": True}
 
 def make_store(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | None = None,
                clock: Callable[[], float] = time.time, **store_kwargs: Any) -> AsyncSessionStore:
-    return AsyncSessionStore(redis.asyncio.Redis.from_url(url), namespace, ttl=ttl,
+    return AsyncSessionStore(from_url(url, asyncio=True), namespace, ttl=ttl,
                              idle_ttl=idle_ttl, clock=clock, **store_kwargs)
 
 
