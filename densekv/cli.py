@@ -3,7 +3,9 @@
 Every command that needs a server uses a throwaway embedded one unless given
 `--url redis://...` (or DENSEKV_URL). Every expected failure - a URL that does not
 answer, a server too old, a missing binary, a port in use - prints one line saying what
-to do and exits 2; nothing here prints a traceback for those.
+to do and exits 2; nothing here prints a traceback for those. Paths, URLs (that they parse,
+answer, take the credentials and are the kind of server named) are checked before any long
+work. `densekv server status` exits 3 when no background server runs.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import click
 import redis
 
-from densekv.cli_params import COUNT, PORT, POWER_OF_TWO, REDIS_URL
+from densekv.cli_params import COUNT, PORT, POWER_OF_TWO, REDIS_URL, SERVER_NAME
 from densekv.errors import DensekvError, ServerUnavailable
 from densekv.server.binaries import (
     EMBEDDED,
@@ -40,25 +42,31 @@ url_option = click.option(
     "(default: a throwaway embedded Valkey). redis+cluster:// for a cluster."
 )
 server_option = click.option(
-    "--server", "server_name", default=EMBEDDED, show_default=True,
-    help=f"which server of the matrix to start when no --url is given ({', '.join(MATRIX)})",
+    "--server", "server_name", default=None, type=SERVER_NAME,
+    help=f"which server of the matrix to start when no --url is given (default: {EMBEDDED})",
 )
 
 
 @contextlib.contextmanager
-def target_client(url: str | None, server_name: str) -> Iterator[Any]:
-    """A client for --url, or for a throwaway server of the matrix."""
+def target_client(url: str | None, server_name: str | None, *, mine: bool = False) -> Iterator[Any]:
+    """A client for --url, or for a throwaway server of the matrix. `mine`: the command
+    works on the user's data (sweep, repartition), so a dead --url does not suggest the
+    throwaway server instead."""
+    from densekv.cli_params import connect_required
     from densekv.connect import connect
     from densekv.server.embedded import embedded
 
+    if url and server_name:
+        raise click.UsageError(f"give --url or --server, not both (--server {server_name} starts a "
+                               "throwaway server; --url names yours)")
     if url:
-        client = connect(url)
+        client = connect_required(url) if mine else connect(url)
         try:
             yield client
         finally:
             client.close()
     else:
-        with embedded(server_name) as srv:
+        with embedded(server_name or EMBEDDED) as srv:
             client = srv.client()
             try:
                 yield client
@@ -79,7 +87,7 @@ def cli() -> None:
 @url_option
 @server_option
 @click.option("--json", "as_json", is_flag=True, help="print the capabilities as JSON")
-def probe(url: str | None, server_name: str, as_json: bool) -> None:
+def probe(url: str | None, server_name: str | None, as_json: bool) -> None:
     """What the server really supports: limits, field TTL and its encoding, modules."""
     from densekv.server.probe import probe as run_probe
 
@@ -173,24 +181,70 @@ def server() -> None:
     """Start or stop a background embedded server for use with --url."""
 
 
+def _state_port(state: dict[str, Any]) -> int | None:
+    from urllib.parse import urlsplit
+
+    try:
+        return urlsplit(str(state["url"])).port
+    except ValueError:
+        return None
+
+
+def _check_state_dir() -> None:
+    """The state file's directory must be writable before a server is started (else the
+    server would run with nothing to find or stop it by)."""
+    from densekv.cli_params import can_create_in
+
+    parent = _state_file().parent
+    probe_dir = parent
+    while not probe_dir.exists() and probe_dir != probe_dir.parent:
+        probe_dir = probe_dir.parent
+    if not probe_dir.is_dir() or not can_create_in(str(probe_dir)):
+        raise click.UsageError(f"cannot write the server's state under {parent}: set XDG_RUNTIME_DIR to a "
+                               "writable directory")
+
+
 @server.command("start")
-@server_option
+@click.option("--server", "server_name", default=None, type=SERVER_NAME,
+              help=f"which server of the matrix to start (default: {EMBEDDED})")
 @click.option("--port", type=PORT, default=None, help="loopback port, 1-65535 (default: a free one)")
 @click.option("--aof", is_flag=True, help="turn on AOF persistence (appendfsync always)")
-def server_start(server_name: str, port: int | None, aof: bool) -> None:
-    """Start a server in the background and print its URL."""
+def server_start(server_name: str | None, port: int | None, aof: bool) -> None:
+    """Start a server in the background and print its URL.
+
+    One background server at a time: if one runs and it is what was asked for (the same
+    server, port and persistence, or nothing said about them), its URL is printed again;
+    if it is not, nothing is started and the command exits 2."""
     state = _read_state()
     if state is not None:
+        running, running_port = state.get("server", EMBEDDED), _state_port(state)
+        differs = []
+        if server_name is not None and server_name != running:
+            differs.append(f"--server {server_name}")
+        if port is not None and port != running_port:
+            differs.append(f"--port {port}")
+        if aof and not state.get("aof", False):
+            differs.append("--aof")
+        if differs:
+            raise click.UsageError(
+                f"{running} already runs in the background on port {running_port} (pid {state['pid']}), "
+                f"not what {' '.join(differs)} asks for: run densekv server stop first")
         click.echo(state["url"])
-        click.echo(f"(already running: pid {state['pid']}; densekv server stop to stop it)", err=True)
+        click.echo(f"(already running: {running}, pid {state['pid']}; densekv server stop to stop it)", err=True)
         return
-    proc = ServerProcess(server_binary(server_name), port=port, aof=aof, detached=True).start()
+    _check_state_dir()
+    name = server_name or EMBEDDED
+    proc = ServerProcess(server_binary(name), port=port, aof=aof, detached=True).start()
     assert proc.proc is not None
     path = _state_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
-        "pid": proc.proc.pid, "url": proc.url, "dir": str(proc.dir), "server": server_name,
-    }))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({
+            "pid": proc.proc.pid, "url": proc.url, "dir": str(proc.dir), "server": name, "aof": aof,
+        }))
+    except BaseException:  # never a background server nothing can find or stop
+        proc.stop()
+        raise
     click.echo(proc.url)
 
 
@@ -213,11 +267,18 @@ def server_stop() -> None:
     click.echo(f"stopped {state['server']} at {state['url']}")
 
 
+#: `densekv server status` when no server runs (as LSB init scripts' "program is not running")
+NOT_RUNNING = 3
+
+
 @server.command("status")
 def server_status() -> None:
-    """Print the URL of the background server, if one runs."""
+    """Print the URL of the background server; exit 3 if none runs."""
     state = _read_state()
-    click.echo(state["url"] if state else "no densekv server is running")
+    if state is None:
+        click.echo("no densekv server is running (densekv server start starts one)", err=True)
+        sys.exit(NOT_RUNNING)
+    click.echo(state["url"])
 
 
 @cli.command()
@@ -234,7 +295,7 @@ def server_status() -> None:
 @click.option("--every", type=click.FloatRange(0, 86_400, min_open=True), default=None,
               help="repeat every SECONDS until interrupted")
 @click.option("--count", "repeat", type=COUNT, default=None, help="with --every: stop after this many passes")
-def sweep(url: str | None, server_name: str, namespace: str, layout: str, expected_sessions: int,
+def sweep(url: str | None, server_name: str | None, namespace: str, layout: str, expected_sessions: int,
           partitions: int | None, max_items: int | None, every: float | None, repeat: int | None) -> None:
     """Remove expired sessions (and stale identity-index entries), once or periodically.
 
@@ -242,7 +303,7 @@ def sweep(url: str | None, server_name: str, namespace: str, layout: str, expect
     written, so a mistyped --namespace or --url is never taken for "nothing expired"."""
     from densekv.sessions import SessionStore
 
-    with target_client(url, server_name) as client:
+    with target_client(url, server_name, mine=True) as client:
         _require_store(client, namespace, url)
         store = SessionStore(client, namespace=namespace, layout=layout,
                              expected_sessions=expected_sessions, partitions=partitions)
@@ -265,7 +326,7 @@ def sweep(url: str | None, server_name: str, namespace: str, layout: str, expect
 @click.option("--partitions", type=POWER_OF_TWO, required=True,
               help="the new partition count: a power of two, 2 to 256 times the current one")
 @click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
-def repartition(url: str | None, server_name: str, namespace: str, partitions: int, as_json: bool) -> None:
+def repartition(url: str | None, server_name: str | None, namespace: str, partitions: int, as_json: bool) -> None:
     """Grow a partitioned session store to more partitions, online.
 
     Apps keep running: each old partition moves in one atomic step, and processes still
@@ -276,7 +337,7 @@ def repartition(url: str | None, server_name: str, namespace: str, partitions: i
 
     from densekv.sessions import SessionStore
 
-    with target_client(url, server_name) as client:
+    with target_client(url, server_name, mine=True) as client:
         _require_store(client, namespace, url)
         store = SessionStore(client, namespace=namespace)
         before = store.explain()["partitions"]
@@ -351,7 +412,13 @@ def run_command(command: click.Command) -> None:
         click.echo("aborted", err=True)
         sys.exit(1)
     except click.ClickException as exc:  # bad options or arguments: one line, like the rest
-        click.echo(f"densekv: {exc.format_message()}", err=True)
+        message = " ".join(exc.format_message().split())  # click lists choices over several lines
+        ctx = getattr(exc, "ctx", None)
+        clicks_own = isinstance(exc, (click.NoSuchOption, click.MissingParameter, click.BadOptionUsage)) or any(
+            s in message for s in ("unexpected extra argument", "is not a valid", "is not one of", "No such command"))
+        if clicks_own and ctx is not None:  # click says what is wrong; --help says what is right
+            message = f"{message.rstrip('.')} (see {ctx.command_path} --help)"
+        click.echo(f"densekv: {message}", err=True)
         sys.exit(2)
     except DensekvError as exc:
         click.echo(f"densekv: {exc}", err=True)
@@ -362,10 +429,16 @@ def run_command(command: click.Command) -> None:
     except redis.RedisError as exc:
         click.echo(f"densekv: the server refused: {exc}", err=True)
         sys.exit(2)
+    except redis.exceptions.RedisClusterException as exc:  # not a RedisError in redis-py
+        click.echo(f"densekv: the cluster did not answer as a cluster: {exc}", err=True)
+        sys.exit(2)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
     except Exception as exc:  # a bug of ours: one line, the traceback on request
+        if isinstance(exc, OSError) and exc.filename:  # a path we were given (a check missed it)
+            click.echo(f"densekv: cannot use {exc.filename}: {exc.strerror or exc}: choose another path", err=True)
+            sys.exit(2)
         if os.environ.get("DENSEKV_DEBUG"):
             raise
         click.echo(

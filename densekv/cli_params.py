@@ -10,6 +10,7 @@ use the same types without importing the whole CLI.
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -68,8 +69,41 @@ class PowerOfTwo(click.ParamType):  # type: ignore[type-arg,unused-ignore]
         return n
 
 
+class ServerName(click.Choice):  # type: ignore[type-arg,unused-ignore]
+    """A server of the matrix by name (--help lists them all); an unknown one is one line
+    naming the choices. Whether its binary is present is checked when it is started."""
+
+    def __init__(self) -> None:
+        from densekv.server.binaries import MATRIX, NEWER
+
+        super().__init__((*MATRIX, *NEWER))
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if value in self.choices:
+            return str(value)
+        self.fail(f"unknown server {value!r}: choose one of {', '.join(map(str, self.choices))} "
+                  "(densekv servers lists those present here)", param, ctx)
+
+
 REDIS_URL = RedisUrl()
 POWER_OF_TWO = PowerOfTwo()
+SERVER_NAME = ServerName()
+
+
+def can_create_in(directory: str) -> bool:
+    """Whether a file can really be made in `directory` (os.access says yes to root even
+    where the filesystem refuses, as in /proc): a temporary directory is made and removed."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".densekv-check-", dir=directory))
+    except OSError:
+        return False
+    return True
+
+
+def _existing_parent(path: str) -> str:
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
 
 
 def writable_file(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -80,8 +114,27 @@ def writable_file(ctx: click.Context, param: click.Parameter, value: str | None)
     parent = os.path.dirname(os.path.abspath(value))
     if not os.path.isdir(parent):
         raise click.BadParameter(f"the directory {parent} does not exist", ctx, param)
-    if not os.access(parent, os.W_OK) or (os.path.exists(value) and not os.access(value, os.W_OK)):
+    if os.path.isdir(value):
+        raise click.BadParameter(f"{value} is a directory: give a file name", ctx, param)
+    exists_unwritable = os.path.exists(value) and not os.access(value, os.W_OK)
+    if exists_unwritable or not can_create_in(parent):
         raise click.BadParameter(f"cannot write {value}: choose a file in a writable directory", ctx, param)
+    return value
+
+
+def writable_dir(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A callback for a directory densekv will write into (created if missing): it must be
+    a directory, or creatable under a writable one (checked before the command starts work,
+    not when the report is written at the end)."""
+    if value is None:
+        return None
+    path = os.path.abspath(value)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise click.BadParameter(f"{value} is a file, not a directory: choose a directory", ctx, param)
+    existing = _existing_parent(path)
+    if not os.path.isdir(existing) or not can_create_in(existing):
+        raise click.BadParameter(f"cannot write into {value} ({existing} is not a writable directory): "
+                                 "choose a writable directory", ctx, param)
     return value
 
 
@@ -92,6 +145,8 @@ def connect_required(url: str) -> Any:
         return connect(url)
     except ServerUnavailable as exc:
         cause = exc.__cause__
+        while cause is not None and cause.__cause__ is not None:  # RedisCluster wraps a node's error
+            cause = cause.__cause__
         if isinstance(cause, redis.AuthenticationError) or not isinstance(
             cause, (redis.ConnectionError, redis.TimeoutError, OSError)
         ):

@@ -63,19 +63,69 @@ def from_url(url: str, *, asyncio: bool = False, cluster: bool = False, **kwargs
 
 
 def connect(url: str, *, cluster: bool = False, **kwargs: Any) -> redis.Redis | redis.RedisCluster:
-    """A sync client for `url` with TOOL_TIMEOUTS (kwargs override them), checked to answer."""
+    """A sync client for `url` with TOOL_TIMEOUTS (kwargs override them), checked to answer.
+
+    Every way of not answering is a ServerUnavailable with one line saying what to do: nothing
+    listens there, the server wants a password the URL lacks, it refused the URL's
+    credentials, or a redis+cluster:// URL names a server that is not in cluster mode."""
+    plain, cluster = _checked(url, cluster)
+    given = bool(kwargs.get("password") or kwargs.get("username"))
+    options = {**TOOL_TIMEOUTS, **kwargs}
+    client: Any = None
     try:
-        client: Any = from_url(url, cluster=cluster, **{**TOOL_TIMEOUTS, **kwargs})
+        if cluster:  # first the node named, on a plain connection: RedisCluster would leave its socket
+            # open when the node is no cluster, and say so only as "cannot be connected"
+            shared = ("password", "username", "socket_connect_timeout", "socket_timeout", "ssl_cert_reqs")
+            node = redis.Redis.from_url(plain, **{k: v for k, v in options.items() if k in shared})
+            try:
+                node.ping()
+                enabled = int(node.info("cluster").get("cluster_enabled", 0))
+            finally:
+                node.close()
+            if not enabled:
+                raise ServerUnavailable(
+                    f"the server at {redact(url)} is not a cluster (cluster mode is off): "
+                    "give its URL as redis://... instead of redis+cluster://...")
+        client = from_url(url, cluster=cluster, **options)
         client.ping()
-    except redis.AuthenticationError as exc:
-        raise ServerUnavailable(
-            f"the server at {redact(url)} refused the credentials: check the user and password in the URL"
-        ) from exc
-    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        raise ServerUnavailable(
-            f"nothing answers at {redact(url)}: start a server there, or leave out --url to use the embedded one"
-        ) from exc
-    except redis.RedisError as exc:
-        hint = ": give the password in the URL (redis://:PASSWORD@host)" if "NOAUTH" in str(exc) else f": {exc}"
-        raise ServerUnavailable(f"the server at {redact(url)} refused us{hint}") from exc
+    except (redis.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
+        if client is not None:
+            client.close()
+        raise _unavailable(url, exc, cluster, given) from exc
     return client  # type: ignore[no-any-return]
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The innermost error: RedisCluster wraps what a node said in a RedisClusterException."""
+    seen = {id(exc)}
+    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
+        exc = exc.__cause__
+        seen.add(id(exc))
+    return exc
+
+
+def _unavailable(url: str, exc: BaseException, cluster: bool, given: bool) -> ServerUnavailable:
+    """The one line for a URL that does not give a working client (see connect)."""
+    shown = redact(url)
+    parts = urlsplit(url)
+    has_credentials = given or bool(parts.password or parts.username)
+    cause = _root_cause(exc)
+    text = str(cause)
+    if isinstance(cause, redis.AuthenticationError) or "NOAUTH" in text or "WRONGPASS" in text:
+        if has_credentials:
+            return ServerUnavailable(
+                f"the server at {shown} refused the credentials: check the user and password in the URL")
+        return ServerUnavailable(
+            f"the server at {shown} needs a password and the URL gives none: "
+            "put it in the URL (redis://:PASSWORD@host:port/db, or redis://USER:PASSWORD@...)")
+    if isinstance(cause, (redis.ConnectionError, redis.TimeoutError, OSError)):
+        return ServerUnavailable(
+            f"nothing answers at {shown}: start a server there, or leave out --url to use the embedded one")
+    lowered = text.lower()
+    if cluster and ("cluster mode is not enabled" in lowered or "cluster support disabled" in lowered):
+        return ServerUnavailable(
+            f"the server at {shown} is not a cluster (cluster mode is off): "
+            "give its URL as redis://... instead of redis+cluster://...")
+    if isinstance(cause, redis.exceptions.RedisClusterException):
+        return ServerUnavailable(f"no cluster answers at {shown}: {text}")
+    return ServerUnavailable(f"the server at {shown} refused us: {text}")

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from densekv.cli_params import COUNT, REDIS_URL, writable_file
+from densekv.cli_params import COUNT, REDIS_URL, writable_dir, writable_file
 from densekv.server.binaries import MATRIX, NEWER
 
 
@@ -41,17 +41,35 @@ def _first_ctrl_c() -> Iterator[list[bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _check_url(url: str) -> None:
+    """One line before any work if the URL does not answer, refuses its credentials, or is a
+    redis+cluster:// URL of a server that is not a cluster. Only commands of the analyzer's
+    documented list (PING, INFO) are sent, on a plain connection to the node named."""
+    from densekv.cli_params import connect_required
+    from densekv.connect import redact
+    from densekv.errors import ServerUnavailable
+
+    cluster = url.startswith("redis+cluster://")
+    client = connect_required("redis://" + url[len("redis+cluster://"):] if cluster else url)
+    try:
+        if cluster and not int(client.info("cluster").get("cluster_enabled", 0)):
+            raise ServerUnavailable(f"the server at {redact(url)} is not a cluster (cluster mode is off): "
+                                    "give its URL as redis://... instead of redis+cluster://...")
+    finally:
+        client.close()
+
+
 @click.command("analyze")
 @click.option("--url", envvar="DENSEKV_URL", required=True, type=REDIS_URL,
               help="redis:// URL of the server to analyze (a cluster: any node, or redis+cluster://)")
 @click.option("--sample", type=COUNT, default=10_000, show_default=True, help="keys to sample (SCAN order)")
 @click.option("--full", is_flag=True, help="look at every key (exact counts) instead of a sample")
 @click.option("--rate", type=click.FloatRange(0, min_open=True), default=None, help="at most this many commands per second on the server")
-@click.option("--rules", type=click.Path(dir_okay=False), default=None,
+@click.option("--rules", type=click.Path(exists=True, dir_okay=False, readable=True), default=None,
               help="name or split patterns: JSON [{name, regex, glob}] or lines 'NAME = REGEX'")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object (schema: densekv/analyze/report.py)")
-@click.option("--html", "html_dir", type=click.Path(file_okay=False), default=None,
-              help="also write DIR/analyze.html")
+@click.option("--html", "html_dir", type=click.Path(file_okay=False), default=None, callback=writable_dir,
+              help="also write DIR/analyze.html (DIR is created if missing)")
 @click.option("--resume", type=click.Path(dir_okay=False), default=None, callback=writable_file,
               help="save the scan's progress here after each batch, and go on from it when it exists")
 @click.option("--replay-keys", type=COUNT, default=1000, show_default=True,
@@ -74,6 +92,7 @@ def analyze(url: str, sample: int, full: bool, rate: float | None, rules: str | 
     from densekv.analyze.run import Options
     from densekv.analyze.run import analyze as run_analysis
 
+    _check_url(url)
     options = Options(url=url, sample=None if full else sample, rate=rate, rules=rules, resume=resume,
                       replay_keys=replay_keys, replay=not no_replay, scratch=scratch)
     err = Console(stderr=True)

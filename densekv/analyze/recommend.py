@@ -124,9 +124,12 @@ def _string(stats: PatternStats, mean_len: float) -> Choice:
     sessions = sum(stats.sessions.values()) / samples
     fmt, _ = stats.main(stats.sessions)
     if sessions >= 0.8 and mean_len <= SESSION_MAX_BYTES and (fmt != "dict" or stats.ttl_share >= 0.8):
-        names = {"flask-session": "Flask-Session", "django": "Django's cache session backend",
-                 "starsessions": "starsessions", "dict": "small dicts with a TTL"}
-        return Choice("sessions", f"sessions: {names.get(fmt or '', fmt)}", {"format": fmt})
+        # the report prints "<kind>: <reason>": the reason says what wrote them, not "sessions" again
+        names = {"flask-session": "written by Flask-Session (RedisSessionInterface)",
+                 "django": "written by Django's cache session backend",
+                 "starsessions": "written by starsessions (RedisStore)",
+                 "dict": "small dicts with a TTL under a token-like name"}
+        return Choice("sessions", names.get(fmt or "", f"written by {fmt}"), {"format": fmt})
     if _share(stats.shapes, "large") > 0.5 or mean_len > SESSION_MAX_BYTES:
         return Choice("leave", f"values of {mean_len / 1024:,.0f} KB on average: the key's own cost is a small part")
     small = _share(stats.shapes, "integer", "empty", "text", "binary") >= 0.99 and mean_len <= 8
@@ -177,15 +180,31 @@ def namespace_for(stats: PatternStats) -> str:
     return "_".join(words[:3]).lower() or "analyzed"
 
 
+#: where a URL with a password goes in a printed command (the URL itself is never printed)
+URL_VARIABLE = "DENSEKV_URL"
+
+
+def _url_arg(url: str) -> tuple[str, str]:
+    """(the --url argument, a trailing shell comment) for a printed command: a URL shown
+    with its password hidden (redis://:***@...) would not connect, so such a command reads
+    the URL from $DENSEKV_URL and says so."""
+    if ":***@" in url:
+        return f'"${URL_VARIABLE}"', f"  # {URL_VARIABLE}: {url} with its password"
+    return shlex.quote(url), ""
+
+
 def command_for(choice: Choice, stats: PatternStats, keys: int, url: str) -> str:
-    """The command or code that moves the pattern into the layout that was measured."""
+    """The command or code that moves the pattern into the layout that was measured: each
+    one runs as printed (Python lines name their imports; shell commands take the URL from
+    $DENSEKV_URL when it holds a password)."""
     ns = namespace_for(stats)
     glob = shlex.quote(stats.glob)
     kind = choice.detail.get("tried") if choice.kind == "leave" else choice.kind
     if choice.kind == "leave":
         return "-"
     if kind == "map":
-        return f"densekv migrate --url {shlex.quote(url)} --namespace {ns} --pattern {glob} --expected {keys}"
+        arg, note = _url_arg(url)
+        return f"densekv migrate --url {arg} --namespace {ns} --pattern {glob} --expected {keys}{note}"
     if kind == "map-zstd":
         return (f"m = densekv.CompactMap(client, {ns!r}, expected={keys}, codec='zstd'); "
                 f"m.train(<a few hundred values of {stats.glob}>); m.migrate_from({stats.glob!r})")
@@ -194,16 +213,19 @@ def command_for(choice: Choice, stats: PatternStats, keys: int, url: str) -> str
         store = f"densekv.SessionStore(client, {'sess'!r}, expected_sessions={keys})"
         if fmt == "flask-session":
             prefix = stats.glob.rstrip("*")
-            return (f"app.session_interface = densekv.integrations.flask.SessionInterface({store}, "
+            return ("import densekv; from densekv.integrations.flask import FlaskSessionFallback, SessionInterface; "
+                    f"app.session_interface = SessionInterface({store}, "
                     f"fallback=FlaskSessionFallback(client, key_prefix={prefix!r}))  # moves each session on its "
                     "next request")
         if fmt == "django":
-            return ("SESSION_ENGINE = 'densekv.integrations.django'; DENSEKV_SESSIONS = {'url': ..., "
-                    "'fallback': 'cache'}  # moves each session on its next request")
+            return ("import os; SESSION_ENGINE = 'densekv.integrations.django'; "
+                    f"DENSEKV_SESSIONS = {{'url': os.environ[{URL_VARIABLE!r}], 'fallback': 'cache'}}"
+                    "  # settings.py: moves each session on its next request")
         if fmt == "starsessions":
             prefix = stats.glob.rstrip("*")
-            return (f"densekv.integrations.starlette.SessionMiddleware(app, {store}, "
-                    f"move_in=StarsessionsRedis(redis, prefix={prefix!r}))  # moves each session on its next request")
+            return ("import os; from densekv.integrations.starlette import SessionMiddleware, StarsessionsRedis; "
+                    f"app.add_middleware(SessionMiddleware, url=os.environ[{URL_VARIABLE!r}], "
+                    f"move_in=StarsessionsRedis(prefix={prefix!r}))  # moves each session on its next request")
         return (f"store = {store}; for each key of {stats.glob!r}: store.create(None, <its data>, <its TTL>, "
                 "token=<the id in the key>)")
     if kind == "set":

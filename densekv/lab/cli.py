@@ -15,9 +15,12 @@ from pathlib import Path
 
 import click
 
-from densekv.cli_params import REDIS_URL
+from densekv.cli_params import REDIS_URL, writable_dir
+from densekv.connect import redact
+from densekv.lab.experiments import MODULES
 from densekv.lab.sizing import DEFAULT_N
 from densekv.lab.target import LabError
+from densekv.server.binaries import MATRIX, NEWER
 
 #: The most items per experiment the lab takes (10x the largest run in the README); more
 #: would run for days and fill the server before any report.
@@ -30,33 +33,57 @@ class LabInterrupted(LabError):
     exit_code = 130
 
 
+#: what a password-carrying URL becomes in a message or a recorded command
+HIDDEN = ":***@"
+PASSWORD_NOTE = " (*** stands for the password of your --url, which is never printed)"
+
+
+def _only(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...] | None:
+    """--only: known experiment names, checked before any server is started."""
+    if value is None:
+        return None
+    kinds = tuple(k.strip() for k in value.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in MODULES]
+    if unknown or not kinds:
+        raise click.BadParameter(f"unknown experiment {(unknown or [value])[0]!r}: choose from "
+                                 f"{','.join(MODULES)} (comma-separated)", ctx, param)
+    return kinds
+
+
 @click.command("lab")
 @click.option("--url", envvar="DENSEKV_URL", default=None, type=REDIS_URL,
               help="redis:// URL of your server; the lab uses only the (empty) database it names")
 @click.option("--server", "servers", multiple=True,
-              help="a server of the matrix to start and measure (repeat, comma-separate, or 'all')")
+              help=f"a server of the matrix to start and measure: {', '.join((*MATRIX, *NEWER))} or all "
+                   "(repeat, or comma-separate)")
 @click.option("--n", type=click.IntRange(max=MAX_N), default=None,
               help=f"items per experiment (default {DEFAULT_N:,}, sized to finish in 3 minutes)")
-@click.option("--only", default=None, help="comma-separated experiments: sessions,sets,small_sets,maps,matrix")
+@click.option("--only", default=None, callback=_only, metavar="KINDS",
+              help=f"comma-separated experiments: {','.join(MODULES)} (default: all of them)")
 @click.option("--out", "out_dir", default="densekv-lab", show_default=True, type=click.Path(file_okay=False),
-              help="directory for report.html, results.json and the PNGs")
+              callback=writable_dir, help="directory for report.html, results.json and the PNGs")
 @click.option("--json", "as_json", is_flag=True, help="print results.json to stdout (no live display)")
 @click.option("--allow-config", is_flag=True,
               help="with --url: allow CONFIG SET on your server (restored after) for the raised-limit curves")
 @click.option("--cluster", is_flag=True,
               help="measure on a cluster the lab starts: 3 masters + 3 replicas of --server (default: the "
                    "embedded valkey); figures per cluster, per master beside them")
-def lab(url: str | None, servers: tuple[str, ...], n: int | None, only: str | None, out_dir: str,
-        as_json: bool, allow_config: bool, cluster: bool) -> None:
+def lab(url: str | None, servers: tuple[str, ...], n: int | None, only: tuple[str, ...] | None,
+        out_dir: str, as_json: bool, allow_config: bool, cluster: bool) -> None:
     """Rerun the seed experiments here and write DIR/report.html and DIR/results.json."""
     from densekv.lab.runner import Display, LabConfig, LiveDisplay, run_lab
 
-    kinds = tuple(k.strip() for k in only.split(",") if k.strip()) if only else None
-    config = LabConfig(url=url, servers=servers, n=n, only=kinds, out=Path(out_dir),
+    config = LabConfig(url=url, servers=servers, n=n, only=only, out=Path(out_dir),
                        allow_config=allow_config, cluster=cluster, command=_command_line())
     display = Display() if as_json else LiveDisplay()
     try:
         result = run_lab(config, display)
+    except LabInterrupted:
+        raise
+    except LabError as exc:  # a URL with its password hidden is not one to copy as it is
+        if HIDDEN in str(exc) and PASSWORD_NOTE not in str(exc):
+            raise type(exc)(f"{exc}{PASSWORD_NOTE}") from exc
+        raise
     except KeyboardInterrupt:  # before anything was measured, or while the report was written
         raise LabInterrupted("interrupted: no report written; the lab's keys were removed") from None
     if as_json:
@@ -78,26 +105,38 @@ def lab(url: str | None, servers: tuple[str, ...], n: int | None, only: str | No
         raise click.ClickException(f"some experiments failed ({failed}): see the report")
 
 
-def _command_line() -> str:
-    args = [a for a in sys.argv[1:]]
-    redacted = []
-    for a in args:
-        redacted.append(_redact_arg(a))
-    return "densekv lab " + " ".join(shlex.quote(a) for a in redacted[_skip(redacted):])
+def _command_line(argv: list[str] | None = None) -> str:
+    """The command as run, for the report, one a user can copy and run again: a --url with
+    a password is recorded as "$DENSEKV_URL" (the lab reads that variable too), never with
+    the password and never as a redacted URL that would not connect."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    args = args[_skip(args):]
+    out: list[str] = []
+    hidden: str | None = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--url" and i + 1 < len(args):
+            value, i = args[i + 1], i + 2
+        elif arg.startswith("--url="):
+            value, i = arg[len("--url="):], i + 1
+        else:
+            out.append(shlex.quote(arg))
+            i += 1
+            continue
+        if redact(value) != value:
+            hidden = redact(value)
+            out.append('--url "$DENSEKV_URL"')
+        else:
+            out.append(f"--url {shlex.quote(value)}")
+    line = " ".join(["densekv lab", *out])
+    if hidden is not None:
+        line += f"  # DENSEKV_URL: {hidden} with its password"
+    return line
 
 
 def _skip(args: list[str]) -> int:
     return 1 if args and args[0] == "lab" else 0
-
-
-def _redact_arg(arg: str) -> str:
-    from densekv.lab.target import redact
-
-    if arg.startswith(("redis://", "rediss://")):
-        return redact(arg)
-    if arg.startswith("--url="):
-        return "--url=" + redact(arg[len("--url="):])
-    return arg
 
 
 def main() -> None:

@@ -33,7 +33,6 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
@@ -185,8 +184,7 @@ def _empty_db_hint(client: redis.Redis, url: str) -> str:
     count = int(databases) if databases and databases.isdigit() else 16
     for db in range(count - 1, -1, -1):
         if db not in used:
-            parts = urlsplit(url)
-            return f" (db {db} is empty: {redact(urlunsplit(parts._replace(path=f'/{db}')))})"
+            return f" (db {db} is empty: end your --url with /{db})"
     return ""
 
 

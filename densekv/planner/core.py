@@ -11,7 +11,12 @@ the planner never sets anything on a user's server. Invariants:
     listpack settings - the recommendation says so), cached per server kind, settings
     and layout shape (densekv/planner/cache.py);
   * `verify=True` loads the planned layout (the whole workload up to 1M items, else as
-    many full partitions as hold 1M items, scaled) and reports predicted vs measured.
+    many full partitions as hold 1M items, scaled) and reports predicted vs measured;
+  * the figures beside a configuration are the figures with that configuration: `config`
+    holds only what the recommended layout needs, and each piece of `config_advice` (an
+    optional change) carries its own layout, partitions, bytes per item and saving;
+  * `progress` (optional) hears what the planner is doing and how many of the items it
+    will load are loaded, from before the first server is started (the CLI shows it).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 
 import redis
 
+from densekv.connect import redact
 from densekv.planner import cache
 from densekv.planner.cluster import check_masters, read_ranges, spread
 from densekv.planner.errors import PlannerError
@@ -41,9 +47,73 @@ WARM_ITEMS = 20_000  # items loaded (and flushed) before a baseline: the largest
 FULL_VERIFY = 1_000_000  # --verify loads the whole workload up to this many items
 WORTH = 0.05  # config advice only for a predicted saving of at least 5%
 MAX_ITEMS = 10**10
+#: the note beside a `use` line that turns the identity index off (what the figures assume)
+INDEX_OFF = ("index_identities=False (as measured) turns off the identity index: store.sessions_of() and "
+             "store.destroy_all() - log out everywhere - then refuse; leave it out to keep them, at a cost "
+             "per logged-in session that the figures above do not include")
 #: which listpack limit sizes the partitions of each layout (for the raise-the-limit advice)
 SIZED_BY = {"dense": ("hash",), "fieldttl": ("hash",), "zset": ("hash", "zset"), "dense-set": ("set",),
             "dense-hash": ("hash",), "buckets": ("hash",)}
+
+
+#: progress(what it is doing, items loaded so far, items it will load in all)
+ProgressFn = Callable[[str, int, int], None]
+
+
+class Tracker:
+    """Counts the items the planner loads for a `progress` callback (None: silent)."""
+
+    def __init__(self, report: ProgressFn | None) -> None:
+        self.report = report
+        self.what = ""
+        self.done = 0
+        self.total = 0
+
+    def _emit(self) -> None:
+        if self.report is not None:
+            self.report(self.what, self.done, max(self.total, self.done))
+
+    def say(self, what: str) -> None:
+        self.what = what
+        self._emit()
+
+    def plan_for(self, items: int) -> None:
+        """More items to load (told with the next step)."""
+        self.total += items
+
+    def advance(self, items: int) -> None:
+        self.done += items
+        self._emit()
+
+    def skip(self, items: int) -> None:
+        """Items planned for but not loaded after all (a cached calibration)."""
+        self.total -= items
+        self._emit()
+
+
+SILENT = Tracker(None)
+STEP = 10_000  # items per progress step of a load (the loaders batch up to 20,000)
+
+
+def stepped(load: Callable[[int, int], None], tracker: Tracker) -> Callable[[int, int], None]:
+    """`load` over [start, stop) in order, STEP items at a time, each step counted."""
+    def run(start: int, stop: int) -> None:
+        for a in range(start, stop, STEP):
+            b = min(stop, a + STEP)
+            load(a, b)
+            tracker.advance(b - a)
+
+    return run
+
+
+def calibration_items(kp: Any, cand: Candidate, wl: Workload) -> int:
+    """How many items measure() loads for `cand` (the warm-up and every round)."""
+    _, n = _sample(kp, cand, wl, SAMPLE_ITEMS)
+    return min(n, WARM_ITEMS) + _rounds(n) * n
+
+
+def _rounds(n: int) -> int:
+    return max(1, min(MAX_ROUNDS, ROUND_ITEMS // max(n, 1)))
 
 
 @dataclass(frozen=True)
@@ -158,33 +228,35 @@ def closing(load: Callable[[int, int], None], lc: redis.Redis) -> Callable[[int,
     return run
 
 
-def warm_up(kp: Any, cand: Candidate, wl: Workload, where: Site, chosen: list[int], n: int) -> None:
+def warm_up(kp: Any, cand: Candidate, wl: Workload, where: Site, chosen: list[int], n: int,
+            tracker: Tracker = SILENT) -> None:
     """Load a few items and flush them, so the server's one-time costs (the Lua script
     cache: ~50 KB for three scripts) are paid before the baseline and not spread over
     the sample's keys. FLUSHALL / FLUSHDB keep loaded scripts."""
     where.meter.reset()
     lc = loader_client(where.client)
     try:
-        kp.sample_loader(lc, cand, wl, chosen, n)(0, min(n, WARM_ITEMS))
+        stepped(kp.sample_loader(lc, cand, wl, chosen, n), tracker)(0, min(n, WARM_ITEMS))
         observe(lc, set())  # its big replies, too, leave one-time allocations behind
     finally:
         lc.close()
     where.meter.reset()
 
 
-def measure(kp: Any, cand: Candidate, wl: Workload, where: Site, key: str) -> Calibration:
+def measure(kp: Any, cand: Candidate, wl: Workload, where: Site, key: str,
+            tracker: Tracker = SILENT) -> Calibration:
     """Load a sample at half and at full planned fill; fit the model to the two readings."""
     chosen, n = _sample(kp, cand, wl, SAMPLE_ITEMS)
     meter = where.meter
-    warm_up(kp, cand, wl, where, chosen, n)
+    warm_up(kp, cand, wl, where, chosen, n, tracker)
     readings: list[Reading] = []
     # a small sample is loaded several times: the server's own noise (a few dozen KB of
     # client and script allocations that come and go) then averages out in the fit
-    for _ in range(max(1, min(MAX_ROUNDS, ROUND_ITEMS // max(n, 1)))):
+    for _ in range(_rounds(n)):
         meter.reset()
         lc = loader_client(where.client)
         try:
-            load = closing(kp.sample_loader(lc, cand, wl, chosen, n), lc)  # may write a metadata key
+            load = closing(stepped(kp.sample_loader(lc, cand, wl, chosen, n), tracker), lc)  # may write a metadata key
             lc.connection_pool.disconnect()
             meter.rebase()
             skip = set(where.client.scan_iter(count=1000))
@@ -204,24 +276,36 @@ def measure(kp: Any, cand: Candidate, wl: Workload, where: Site, key: str) -> Ca
                                                     "planned_items": wl.items, "shape": cand.shape})
 
 
-def calibration_for(kp: Any, cand: Candidate, wl: Workload, target: Target, refresh: bool = False) -> Calibration:
+def calibration_for(kp: Any, cand: Candidate, wl: Workload, target: Target, refresh: bool = False,
+                    tracker: Tracker = SILENT) -> Calibration:
     with site(target, cand.options) as where:
         key = cache.cache_key(where.server, cand.layout, cand.shape)
         if not refresh:
             hit = cache.load(key)
             if hit is not None:
+                tracker.skip(calibration_items(kp, cand, wl))  # nothing to load
                 return hit
-        cal = measure(kp, cand, wl, where, key)
+        cal = measure(kp, cand, wl, where, key, tracker)
     cache.store(cal)
     return cal
 
 
-def run_verify(kp: Any, cand: Candidate, wl: Workload, target: Target, predicted: float) -> dict[str, Any]:
+def verify_items(kp: Any, cand: Candidate, wl: Workload) -> int:
+    """How many items run_verify() loads (its warm-up and loads)."""
+    if wl.items <= FULL_VERIFY:
+        return min(_sample(kp, cand, wl, WARM_ITEMS)[1], WARM_ITEMS) + wl.items * (
+            VERIFY_REPEATS if wl.items <= ROUND_ITEMS else 1)
+    _, n = _sample(kp, cand, wl, FULL_VERIFY)
+    return min(n, WARM_ITEMS) + n
+
+
+def run_verify(kp: Any, cand: Candidate, wl: Workload, target: Target, predicted: float,
+               tracker: Tracker = SILENT) -> dict[str, Any]:
     """Load the planned layout on a server like the target; predicted vs measured."""
     with site(target, cand.options) as where:
         meter = where.meter
         if wl.items <= FULL_VERIFY:
-            warm_up(kp, cand, wl, where, *_sample(kp, cand, wl, WARM_ITEMS))
+            warm_up(kp, cand, wl, where, *_sample(kp, cand, wl, WARM_ITEMS), tracker=tracker)
             t0 = time.perf_counter()
             deltas = []
             for _ in range(VERIFY_REPEATS if wl.items <= ROUND_ITEMS else 1):
@@ -231,6 +315,7 @@ def run_verify(kp: Any, cand: Candidate, wl: Workload, target: Target, predicted
                     kp.load_full(lc, cand, wl, wl.items)
                 finally:
                     lc.close()
+                tracker.advance(wl.items)
                 deltas.append(meter.delta())
             measured = float(sorted(deltas)[len(deltas) // 2])  # the median: see ROUND_ITEMS
             n = wl.items
@@ -239,11 +324,11 @@ def run_verify(kp: Any, cand: Candidate, wl: Workload, target: Target, predicted
                    f"{'; the median of 3 loads' if len(deltas) > 1 else ''})")
         else:
             chosen, n = _sample(kp, cand, wl, FULL_VERIFY)
-            warm_up(kp, cand, wl, where, chosen, n)
+            warm_up(kp, cand, wl, where, chosen, n, tracker)
             t0 = time.perf_counter()
             lc = loader_client(where.client)
             try:
-                kp.sample_loader(lc, cand, wl, chosen, n)(0, n)
+                stepped(kp.sample_loader(lc, cand, wl, chosen, n), tracker)(0, n)
             finally:
                 lc.close()
             measured = meter.delta() * wl.items / n
@@ -317,17 +402,40 @@ def cluster_section(kind: str, wl: Workload, best: Candidate, cal: Calibration, 
     return got.to_dict()
 
 
+def optional_advice(scored: list[tuple[float, Candidate]], best: Candidate, total: float,
+                    items: int) -> list[dict[str, Any]]:
+    """The config changes worth making (a saving of WORTH or more): one per config, with the
+    layout that is smallest under it and that layout's own figures (not the figures of the
+    recommendation, which are without it), smallest first."""
+    better: dict[str, tuple[float, Candidate]] = {}
+    for t, c in scored:
+        if c.options and c is not best and t < total * (1 - WORTH):
+            key = _options_text(c.options)
+            if key not in better or t < better[key][0]:
+                better[key] = (t, c)
+    return [{"config": dict(c.options), "layout": c.layout, "partitions": c.partitions,
+             "predicted_bytes_per_item": round(t / items, 3), "predicted_total_bytes": int(t),
+             "saving_pct": round(100 * (1 - t / total), 1), "why": c.note,
+             "estimate": "measured on a scratch server with that config"}
+            for t, c in sorted(better.values(), key=lambda tc: tc[0])]
+
+
+def _options_text(options: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in options.items())
+
+
 def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: Any = None,
          url: str | None = None, server: str | None = None, verify: bool = False,
          layouts: tuple[str, ...] | list[str] | None = None, refresh: bool = False,
-         masters: int | None = None) -> Recommendation:
+         masters: int | None = None, progress: ProgressFn | None = None) -> Recommendation:
     """Recommend a layout, partition count and config for `items` of `kind` (see module doc).
 
     `client` / `url` / `server`: the server planned for (default: the embedded Valkey).
     `layouts`: only these candidate layouts (default: all the kind has here).
     `refresh`: measure again even where the cache holds a calibration.
     `masters`: also spread the plan over that many masters (slots split evenly); a
-    cluster target is spread over its own masters (CLUSTER SLOTS) in any case."""
+    cluster target is spread over its own masters (CLUSTER SLOTS) in any case.
+    `progress(what, loaded, to_load)`: told what the planner does, from the start."""
     wl = check_input(kind, items, payload, ttl)
     if masters is not None:
         check_masters(masters)
@@ -338,35 +446,43 @@ def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: 
             raise PlannerError(f"layouts for {kind} are {', '.join(kp.layouts)}")
     from densekv.server.probe import probe
 
+    tracker = Tracker(progress)
+    tracker.say(f"connecting to {redact(url)}" if url else "probing the given server" if client is not None
+                else f"starting {server or 'the embedded server'}")
     with open_target(server=server, url=url, client=client) as target:
+        tracker.say(f"probing {target.label}")
         caps = probe(target.client)
         cands = [c for c in kp.candidates(wl, caps) if layouts is None or c.layout in layouts]
         if not cands:
             raise PlannerError(f"none of the layouts asked for can hold {kind} on this server")
+        tracker.plan_for(sum(calibration_items(kp, c, wl) for c in cands))
         scored: list[tuple[float, Candidate, Calibration]] = []
-        for cand in cands:
-            cal = calibration_for(kp, cand, wl, target, refresh)
+        for i, cand in enumerate(cands, 1):
+            with_ = f" with {_options_text(cand.options)}" if cand.options else ""
+            tracker.say(f"calibrating {cand.layout}{with_} ({i} of {len(cands)})")
+            cal = calibration_for(kp, cand, wl, target, refresh, tracker)
             scored.append((predict_total(cal, wl.items, cand.partitions, cand.distribution), cand, cal))
         usable = [s for s in scored if not s[1].options]
         total, best, cal = min(usable or scored, key=lambda s: s[0])
-        config = dict(best.options)
+        config = dict(best.options)  # only what the recommended layout needs: the prediction's config
         notes = [best.note] if best.note else []
         advice: list[dict[str, Any]] = []
         if best.options:
-            advice.append({"config": dict(best.options), "required": True, "why": best.note})
-        for t, c, _ in scored:
-            if c.options and c is not best and t < total * (1 - WORTH):
-                advice.append({"config": dict(c.options), "predicted_bytes_per_item": round(t / wl.items, 3),
-                               "saving_pct": round(100 * (1 - t / total), 1), "why": c.note,
-                               "estimate": "measured on a scratch server with that config"})
-                config.update(c.options)
+            advice.append({"config": dict(best.options), "required": True, "layout": best.layout,
+                           "partitions": best.partitions, "predicted_bytes_per_item": round(total / wl.items, 3),
+                           "why": best.note})
+        advice += optional_advice([(t, c) for t, c, _ in scored], best, total, wl.items)
         more = entries_advice(kp, wl, caps, best, cal, total)
         if more is not None:
-            advice.append(more)
-            config.update(more["config"])
+            advice.append({**more, "layout": best.layout})
+        if "index_identities=False" in kp.usage(best, wl):
+            notes.append(INDEX_OFF)
         if cal.measured_on.startswith("measured on an embedded") and not cal.cached:
             notes.append(cal.measured_on)  # a cached model's note names the target it was made for
-        verified = run_verify(kp, best, wl, target, total) if verify else None
+        if verify:
+            tracker.plan_for(verify_items(kp, best, wl))
+            tracker.say(f"verifying: loading {best.layout} as planned")
+        verified = run_verify(kp, best, wl, target, total, tracker) if verify else None
         spread_ = cluster_section(kind, wl, best, cal, total, target, caps, masters, notes)
         stamp = {"target": target.label, "version": caps.version, "flavor": caps.flavor,
                  "allocator": caps.allocator, "hash_max_listpack_entries": caps.hash_max_listpack_entries,

@@ -180,7 +180,8 @@ class SessionsPlanner:
     def usage(self, cand: Candidate, wl: Workload) -> str:
         idle = f", idle_ttl={IDLE_TTL}" if wl.ttl else ""
         return (f"densekv.SessionStore(client, layout={cand.layout!r}, partitions={cand.partitions}, "
-                f"expected_sessions={wl.items}{idle}, index_identities=False)")
+                f"expected_sessions={wl.items}{idle}, index_identities=False)"
+                "  # index_identities=False: no sessions_of() or destroy_all() (log out everywhere)")
 
 
 # --- sets ----------------------------------------------------------------------------

@@ -69,6 +69,9 @@ def test_server_start_status_stop(tmp_path: Path) -> None:
         assert json.loads(run("probe", "--url", url, "--json").stdout)["flavor"] == "valkey"
         again = run("server", "start", env=env)
         assert again.stdout.strip() == url and "already running" in again.stderr
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        same = run("server", "start", "--server", "valkey-9.1", "--port", port, env=env)
+        assert same.returncode == 0 and same.stdout.strip() == url  # the same request: its answer
     finally:
         stopped = run("server", "stop", env=env)
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
@@ -127,7 +130,9 @@ def test_a_wrong_password_is_named_and_never_echoed(fresh_server: Any, server_na
 
     proc = fresh_server(server_name, options={"requirepass": "right-one"})
     for url, says in ((f"redis://:wrong-secret@127.0.0.1:{proc.port}/0", "refused the credentials"),
-                      (f"redis://127.0.0.1:{proc.port}/0", "refused the credentials")):
+                      (f"redis://default:wrong-secret@127.0.0.1:{proc.port}/0", "refused the credentials"),
+                      (f"redis://127.0.0.1:{proc.port}/0", "needs a password and the URL gives none"),
+                      (f"redis+cluster://127.0.0.1:{proc.port}/0", "needs a password and the URL gives none")):
         with pytest.raises(ServerUnavailable, match=says) as caught:
             densekv.connect(url)
         assert "wrong-secret" not in str(caught.value) and "right-one" not in str(caught.value)
@@ -141,3 +146,263 @@ def test_an_embedded_server_with_a_password_starts_and_answers() -> None:
     with densekv.embedded(options={"requirepass": "s3cret"}) as srv:
         assert srv.client().ping()
         assert densekv.connect(srv.url).ping()
+
+
+# --- issue 23: CLI surprises, one test per case ---------------------------------------------
+
+
+def _one_line_exit_2(out: subprocess.CompletedProcess[str]) -> str:
+    assert out.returncode == 2, (out.stdout, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("densekv: "), out.stderr
+    assert "internal error" not in out.stderr and "Traceback" not in out.stderr
+    return lines[0]
+
+
+def test_probe_of_a_server_that_is_not_a_cluster_says_so(server: ServerProcess, server_name: str) -> None:
+    """Was: `internal error RedisClusterException ... please report it`, exit 1."""
+    if server_name not in ("valkey-9.1", "redis-7.0"):
+        pytest.skip("one Valkey and one Redis say it the same way")
+    plain = server.url.replace("redis://", "redis+cluster://", 1)
+    line = _one_line_exit_2(run("probe", "--url", plain))
+    assert "is not a cluster" in line and "redis://" in line
+
+
+@pytest.mark.parametrize("which", ["--server", "--port", "--aof"])
+def test_server_start_never_answers_another_request(which: str, tmp_path: Path) -> None:
+    """Was: `server start --server redis-7.0` (or --port 80) while a valkey ran printed the
+    valkey's URL and exited 0."""
+    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
+    started = run("server", "start", env=env)
+    assert started.returncode == 0, started.stderr
+    url = started.stdout.strip()
+    try:
+        other = {"--server": ["--server", "redis-7.0"], "--port": ["--port", "80"], "--aof": ["--aof"]}[which]
+        out = run("server", "start", *other, env=env)
+        line = _one_line_exit_2(out)
+        assert out.stdout == "" and url not in line  # no URL that is not what was asked for
+        assert "densekv server stop" in line and " ".join(other) in line
+        assert run("server", "status", env=env).stdout.strip() == url  # the running one untouched
+    finally:
+        run("server", "stop", env=env)
+
+
+def test_server_status_exits_3_when_nothing_runs(tmp_path: Path) -> None:
+    """Was: exit 0 with "no densekv server is running"."""
+    out = run("server", "status", env={"XDG_RUNTIME_DIR": str(tmp_path)})
+    assert out.returncode == 3 and out.stdout == ""
+    assert "no densekv server is running" in out.stderr
+
+
+def test_help_lists_every_accepted_value_and_no_option_that_is_not_there() -> None:
+    """Was: `server start --help` mentioned a --url it lacks; `lab --help` left out containers."""
+    from densekv.lab.experiments import MODULES
+    from densekv.server.binaries import MATRIX
+
+    start = run("server", "start", "--help").stdout
+    assert "--url" not in start
+    assert all(name in start for name in MATRIX)
+    lab = " ".join(run("lab", "--help").stdout.split())
+    assert ",".join(MODULES) in lab and "containers" in lab
+    assert all(name in lab for name in MATRIX)
+    for command in (["probe"], ["sweep"], ["plan"]):
+        text = " ".join(run(*command, "--help").stdout.split())
+        assert all(name in text for name in MATRIX), command
+
+
+def test_analyze_refuses_an_unwritable_html_dir_before_reading_a_key(client: Any, server: ServerProcess,
+                                                                      server_name: str, tmp_path: Path) -> None:
+    """Was: the whole analysis ran, then `internal error FileNotFoundError`."""
+    if server_name != "valkey-9.1":
+        pytest.skip("checked before any server is read: one server is enough")
+    client.mset({f"user:{i}": i for i in range(100)})
+    client.config_resetstat()
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for html in ("/proc/densekv-report", str(blocker), str(blocker / "sub")):
+        line = _one_line_exit_2(run("analyze", "--url", server.url, "--html", html, "--no-replay"))
+        assert "--html" in line and ("directory" in line or "is a file" in line)
+    assert "cmdstat_scan" not in client.info("commandstats")  # refused before the scan began
+    assert not list(tmp_path.glob(".densekv-check-*"))
+
+
+def test_lab_refuses_an_unwritable_out_dir_and_unknown_experiments_at_once(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    for args, says in ((["--out", "/proc/densekv-lab"], "--out"), (["--out", str(blocker)], "--out"),
+                       (["--only", "containerz"], "containers")):
+        line = _one_line_exit_2(run("lab", "--url", "redis://127.0.0.1:1/15", *args))
+        assert says in line
+
+
+def test_a_lab_refusal_that_shows_a_hidden_password_says_so(fresh_server: Any) -> None:
+    """Was: the lab printed `redis://:***@...` as a URL to use, with no word that *** is
+    not the password."""
+    proc = fresh_server("valkey-9.1", options={"requirepass": "right-one"})
+    with proc.client() as c:
+        c.set("somebody:else", "data")  # db 0 is in use: the lab refuses it
+    out = run("lab", "--url", f"redis://:right-one@127.0.0.1:{proc.port}/0", "--only", "maps", "--n", "100")
+    line = _one_line_exit_2(out)
+    assert "right-one" not in out.stdout + out.stderr
+    assert "empty database" in line
+    if ":***@" in line:  # the lab's hint shows a URL with the password hidden: it says so
+        assert "*** stands for the password" in line
+    with proc.client() as c:
+        assert c.get("somebody:else") == b"data"
+
+
+def test_the_lab_records_a_command_that_runs_as_printed() -> None:
+    from densekv.lab.cli import _command_line
+
+    hidden = _command_line(["lab", "--url", "redis://:s3cret@db.example:6380/15", "--only", "maps"])
+    assert "s3cret" not in hidden and '--url "$DENSEKV_URL"' in hidden
+    runnable, _, comment = hidden.partition("  # ")
+    assert ":***@" not in runnable and "redis://:***@db.example:6380/15" in comment
+    assert _command_line(["--url=redis://db.example:6380/15", "--n", "100"]) == (
+        "densekv lab --url redis://db.example:6380/15 --n 100")
+
+
+def test_the_analyzer_names_the_producer_once_and_its_imports() -> None:
+    """Was: `sessions: sessions: Flask-Session` and a command using FlaskSessionFallback
+    without saying where it comes from."""
+    from densekv.analyze.patterns import Rules
+    from densekv.analyze.recommend import Choice, choose, command_for
+    from densekv.analyze.table import PatternStats
+
+    pattern = Rules().pattern(b"session:Zm9vYmFyYmF6cXV4cXV1eHh5enp6enp6enp6enp6enp6eno")
+    stats = PatternStats(pattern.name, pattern.glob, pattern.tokens)
+    stats.keys, stats.types, stats.ttl = 48, {"string": 48}, {"none": 48}
+    stats.shapes = {"msgpack-dict": 48}
+    stats.sessions = {"flask-session": 48}
+    stats.shape_samples, stats.lengths = 48, 48 * 90
+    choice = choose(stats)
+    assert choice.kind == "sessions" and not choice.reason.startswith("sessions")
+    assert "Flask-Session" in choice.reason
+    command = command_for(choice, stats, 600, "redis://h:1/0")
+    assert "from densekv.integrations.flask import FlaskSessionFallback, SessionInterface" in command
+    compile(command, "<the printed command>", "exec")  # Python as printed
+    exec(command.split("; app.")[0], {})  # noqa: S102  # its imports run (our own text)
+    for fmt in ("django", "starsessions"):
+        other = command_for(Choice("sessions", "x", {"format": fmt}), stats, 600, "redis://h:1/0")
+        compile(other, fmt, "exec")
+        assert "os.environ['DENSEKV_URL']" in other
+
+
+def test_a_printed_migrate_command_never_holds_a_hidden_password() -> None:
+    from densekv.analyze.patterns import Rules
+    from densekv.analyze.recommend import Choice, command_for
+    from densekv.analyze.table import PatternStats
+
+    pattern = Rules().pattern(b"user:1")
+    stats = PatternStats(pattern.name, pattern.glob, pattern.tokens)
+    command = command_for(Choice("map", "counters"), stats, 10, "redis://:***@h:1/0")
+    runnable, _, comment = command.partition("  # ")
+    assert '--url "$DENSEKV_URL"' in runnable and ":***@" not in runnable
+    assert "DENSEKV_URL" in comment
+
+
+# --- densekv plan: progress, figures beside their config, labelled advice -------------------
+
+
+def _planner_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The calibration cache test_planner.py uses: a calibration made by either is reused."""
+    return str(tmp_path_factory.getbasetemp() / "planner-cache")
+
+
+def test_plan_reports_progress_from_its_first_second(client: Any, server_name: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was: nothing printed for 50 s while it calibrated."""
+    import time
+
+    from densekv.planner import plan
+
+    if server_name != "valkey-9.1":
+        pytest.skip("the progress is the same code on every server")
+    monkeypatch.setenv("DENSEKV_CACHE_DIR", str(tmp_path))  # an empty cache: it calibrates
+    calls: list[tuple[float, str, int, int]] = []
+    started = time.monotonic()
+    plan("set", 5_000, client=client, layouts=["dense-set"],
+         progress=lambda what, done, total: calls.append((time.monotonic() - started, what, done, total)))
+    assert calls and calls[0][0] < 1.0, calls[:3]
+    loading = [c for c in calls if c[3] > 0]
+    assert any(c[1] == "calibrating dense-set (1 of 1)" for c in loading)
+    assert [c[2] for c in loading] == sorted(c[2] for c in loading)  # loaded only grows
+    assert loading[-1][2] == loading[-1][3]  # everything it said it would load, it loaded
+    assert len({c[2] for c in loading}) >= 4  # steps, not one jump at the end
+    assert client.dbsize() == 0
+
+
+def test_plan_prints_what_it_does_and_the_time_left(tmp_path: Path) -> None:
+    """Off a terminal: a line per step with the time left (on one, a rich bar does it)."""
+    from densekv.planner.cli import time_left
+
+    out = run("plan", "--kind", "set", "--items", "5000", "--layout", "dense-set",
+              env={"DENSEKV_CACHE_DIR": str(tmp_path)})
+    assert out.returncode == 0, out.stderr
+    progress = [line for line in out.stderr.splitlines() if line.startswith("densekv plan: ")]
+    assert progress and all("calibrating dense-set" in line and "items" in line for line in progress)
+    assert any(line.endswith(" s left") for line in progress), progress
+    assert out.stdout.startswith("layout      dense-set")
+    assert time_left(0, 100, 1.0) == "time left: estimating"
+    assert time_left(25, 100, 10.0) == "~30 s left" and time_left(10, 100, 60.0) == "~9 min left"
+    again = run("plan", "--kind", "set", "--items", "5000", "--layout", "dense-set", "--json",
+                env={"DENSEKV_CACHE_DIR": str(tmp_path)})
+    assert again.returncode == 0 and again.stderr == ""  # cached, and --json: nothing on stderr
+    assert json.loads(again.stdout)["layout"] == "dense-set"
+
+
+def test_advice_is_one_line_per_config_with_that_configs_own_figure() -> None:
+    """Was: three unlabelled `advice hash-max-listpack-value 144` lines (44%, 35%, 17%)."""
+    from densekv.planner.core import optional_advice
+    from densekv.planner.kinds import Candidate
+
+    raise_ = {"hash-max-listpack-value": "144"}
+    best = Candidate("dense", 16, "poisson", {})
+    scored = [(277.58e3, best), (300e3, Candidate("zset", 1, "poisson", {})),
+              (155.57e3, Candidate("dense", 16, "poisson", {}, raise_, "stays inline")),
+              (180e3, Candidate("zset", 1, "poisson", {}, raise_, "stays inline")),
+              (230e3, Candidate("fieldttl", 16, "poisson", {}, raise_, "stays inline")),
+              (270e3, Candidate("fieldttl", 16, "poisson", {}, {"other-setting": "1"}, "under 5%"))]
+    advice = optional_advice(scored, best, 277.58e3, 1000)
+    assert len(advice) == 1  # one config, one line: its smallest layout under it
+    (one,) = advice
+    assert one["config"] == raise_ and one["layout"] == "dense" and one["partitions"] == 16
+    assert one["predicted_bytes_per_item"] == 155.57 and one["saving_pct"] == 44.0
+
+
+def test_plan_figures_belong_to_the_config_printed_beside_them(
+        client: Any, server_name: str, monkeypatch: pytest.MonkeyPatch,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Was: `config hash-max-listpack-value 144` beside the figure without it; the use line
+    had index_identities=False without saying that turns off log out everywhere."""
+    from densekv.planner import plan
+    from densekv.planner.cli import lines
+
+    if server_name != "valkey-9.1":
+        pytest.skip("one server is enough: the rule reads the probed limit")
+    monkeypatch.setenv("DENSEKV_CACHE_DIR", _planner_cache(tmp_path_factory))
+    rec = plan("sessions", 5_000, payload=300, client=client, layouts=["dense"])
+    plain = next(c for c in rec.candidates if not c["config"])
+    raised = next(c for c in rec.candidates if c["config"])
+    assert rec.config == {} and rec.predicted_bytes_per_item == plain["predicted_bytes_per_item"]
+    (advice,) = [a for a in rec.config_advice if not a.get("required")]
+    assert advice["config"] == raised["config"] and advice["layout"] == "dense"
+    assert advice["predicted_bytes_per_item"] == raised["predicted_bytes_per_item"]
+    text = lines(rec)
+    assert "config      none needed: the server as it is" in text
+    assert any(line.startswith(f"predicted   {plain['predicted_bytes_per_item']:.2f} B/item") for line in text)
+    (line,) = [line for line in text if line.startswith("advice ")]
+    value = raised["config"]["hash-max-listpack-value"]
+    assert f"optional, set hash-max-listpack-value {value}: dense with " in line
+    assert f"at {raised['predicted_bytes_per_item']:.2f} B/item instead of {rec.predicted_bytes_per_item:.2f}" in line
+    assert f"({advice['saving_pct']}% smaller)" in line
+    assert "index_identities=False" in rec.usage and "destroy_all() (log out everywhere)" in rec.usage
+    assert any("log out everywhere" in note and "index_identities=False" in note for note in rec.notes)
+
+
+def test_server_start_refuses_an_unwritable_state_dir_before_starting(tmp_path: Path) -> None:
+    """A server nobody could find or stop again is never started."""
+    out = run("server", "start", env={"XDG_RUNTIME_DIR": "/proc/densekv-state", "TMPDIR": str(tmp_path)})
+    line = _one_line_exit_2(out)
+    assert "XDG_RUNTIME_DIR" in line and out.stdout == ""
+    assert list(tmp_path.iterdir()) == []  # no server directory made

@@ -1,0 +1,143 @@
+"""Every `densekv` command given what goes wrong most (issue 23, section 2): garbage
+arguments, a URL where nothing answers, a wrong password, and a `redis+cluster://` URL of
+a server that is not a cluster. Each is one line on stderr naming the problem and what
+to do, exit 2, never a traceback or an "internal error", never the password.
+
+The commands run in this process through densekv's own main() (as `densekv ...` runs
+them; a subprocess each would cost a second of imports per row), against real servers
+started once for the module: a plain valkey and one with a password.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from densekv.cli import main
+from densekv.server.binaries import find_servers
+from densekv.server.process import ServerProcess, free_port
+
+SECRET = "wrong-secret-23"
+
+#: every command and subcommand, with the arguments it needs besides --url
+COMMANDS: dict[str, list[str]] = {
+    "probe": ["probe"],
+    "sweep": ["sweep"],
+    "repartition": ["repartition", "--partitions", "64"],
+    "migrate": ["migrate", "--namespace", "m", "--pattern", "u:*"],
+    "analyze": ["analyze", "--no-replay"],
+    "lab": ["lab", "--only", "maps", "--n", "100"],
+    "plan": ["plan", "--kind", "set", "--items", "1000"],
+}
+#: the commands that take no --url: garbage only
+NO_URL: dict[str, list[str]] = {
+    "servers": ["servers"],
+    "server start": ["server", "start"],
+    "server stop": ["server", "stop"],
+    "server status": ["server", "status"],
+}
+#: garbage per command: an option it does not have, a value of the wrong kind, a stray argument
+GARBAGE: dict[str, list[list[str]]] = {
+    **{name: [["--no-such-option"], ["--url", "garbage://x"], ["--url", "redis://127.0.0.1:99999/0"], ["--url"],
+              ["stray"]]
+       for name in COMMANDS},
+    "plan": [["--no-such-option"], ["--url", "garbage://x"], ["--kind", "queue"], ["--items", "-1"],
+             ["--server", "redis-2.8"], ["--masters", "0"], ["--url"]],
+    "servers": [["--no-such-option"], ["stray"]],
+    "server start": [["--no-such-option"], ["--port", "port"], ["--server", "redis-2.8"], ["stray"]],
+    "server stop": [["--no-such-option"], ["stray"]],
+    "server status": [["--no-such-option"], ["stray"]],
+}
+CASES = ["dead url", "wrong password", "not a cluster"]
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, ServerProcess]]:
+    """A plain valkey-9.1 (not a cluster) and one that wants a password."""
+    binary = find_servers()["valkey-9.1"]
+    plain = ServerProcess(binary).start()
+    locked = ServerProcess(binary, options={"requirepass": "right-one"}).start()
+    try:
+        yield {"plain": plain, "locked": locked}
+    finally:
+        plain.stop()
+        locked.stop()
+
+
+def run_main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """`densekv ARGS` in this process: (exit code, stdout + stderr)."""
+    monkeypatch.setattr(sys, "argv", ["densekv", *args])
+    try:
+        main()
+        code: object = 0
+    except SystemExit as done:
+        code = done.code
+    out = capsys.readouterr()
+    return (code if isinstance(code, int) else 1), out.out + out.err
+
+
+def assert_one_line_exit_2(code: int, text: str) -> str:
+    assert code == 2, text
+    lines = text.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("densekv: "), text
+    assert "internal error" not in text and "Traceback" not in text, text
+    return lines[0]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    base = tmp_path_factory.mktemp("cli-table")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base / "state"))
+    monkeypatch.setenv("DENSEKV_CACHE_DIR", str(base / "cache"))
+    monkeypatch.delenv("DENSEKV_URL", raising=False)
+    monkeypatch.chdir(base)  # the lab's default --out
+
+
+GARBAGE_ROWS = [(name, args) for name, rows in GARBAGE.items() for args in rows]
+
+
+@pytest.mark.parametrize(("name", "extra"), GARBAGE_ROWS, ids=[f"{n} {' '.join(a)}" for n, a in GARBAGE_ROWS])
+def test_garbage_is_one_line_and_exit_2(name: str, extra: list[str], monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    command = COMMANDS.get(name) or NO_URL[name]
+    started = time.monotonic()
+    code, text = run_main(monkeypatch, capsys, *command, *extra)
+    line = assert_one_line_exit_2(code, text)
+    assert time.monotonic() - started < 5, "refused at once, before any server was started"
+    if extra[0] in ("--no-such-option", "stray"):
+        assert "--help" in line  # what to do: the options there are
+    if extra[0] == "--server":
+        assert "choose one of" in line and "valkey-9.1" in line
+
+
+def _dbsize(proc: ServerProcess) -> int:
+    with proc.client() as client:
+        return int(client.dbsize())
+
+
+URL_ROWS = [(name, case) for name in COMMANDS for case in CASES]
+
+
+@pytest.mark.parametrize(("name", "case"), URL_ROWS, ids=[f"{n}: {c}" for n, c in URL_ROWS])
+def test_a_url_that_cannot_be_used_is_one_line_and_exit_2(
+        name: str, case: str, servers: dict[str, ServerProcess], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    plain, locked = servers["plain"], servers["locked"]
+    url = {"dead url": f"redis://127.0.0.1:{free_port()}/0",
+           "wrong password": f"redis://:{SECRET}@127.0.0.1:{locked.port}/0",
+           "not a cluster": f"redis+cluster://127.0.0.1:{plain.port}/0"}[case]
+    before = {p: _dbsize(p) for p in (plain, locked)}
+    started = time.monotonic()
+    code, text = run_main(monkeypatch, capsys, *COMMANDS[name], "--url", url)
+    line = assert_one_line_exit_2(code, text)
+    assert time.monotonic() - started < 15, "checked before any long work"
+    assert SECRET not in text and "right-one" not in text
+    expected = {"dead url": "nothing answers", "wrong password": "refused the credentials",
+                "not a cluster": "is not a cluster"}[case]
+    assert expected in line, line
+    if case == "not a cluster":
+        assert "redis://" in line  # what to do: the plain URL scheme
+    assert {p: _dbsize(p) for p in (plain, locked)} == before
