@@ -8,7 +8,7 @@ is never reused: RETIRED keeps the ones no longer written). Partition counts are
 of two and a digest's partition is its top `bits` bits; the rest of the digest is the
 field, so the partition's bits are not stored twice.
 
-Sizing rule (documented in the README): the seed used P = N / Z x 1.2. Random assignment
+Sizing rule (documented in docs/sessions.md): the seed used P = N / Z x 1.2. Random assignment
 puts about N/P +- sqrt(N/P) items in a partition, so densekv takes the smallest power of
 two P with N/P + 4 sqrt(N/P) <= Z: the fullest partition stays under the listpack limit
 Z with a wide margin, and sizes stay on powers of two so that repartitioning splits each

@@ -1,6 +1,6 @@
 """Read-only sampling of a live server: SCAN, then pipelined per-key commands.
 
-The only commands sent to the analyzed server (and so the minimal ACL, README "Analyzer"):
+The only commands sent to the analyzed server (and so the minimal ACL, docs/analyzer.md):
     connecting      PING; INFO server; INFO cluster; DBSIZE;
                     CLUSTER SLOTS on a cluster (to find every primary)
     sampling        SCAN; per key TYPE, PTTL, OBJECT ENCODING, MEMORY USAGE key SAMPLES 0
@@ -118,7 +118,7 @@ def explain(exc: BaseException, label: str) -> AnalyzeError:
         found = re.search(r"run the '([^']+)' command", text)
         what = found.group(1) if found else text
         return AnalyzeError(f"the user at {label} may not run a command the analyzer needs ({what}); "
-                            "give it the commands of the minimal ACL in the README (\"Analyzer\")")
+                            "give it the commands of the minimal ACL in docs/analyzer.md")
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
         return ServerUnavailableError(f"nothing answers at {label}: check the URL and that the server runs")
     return AnalyzeError(f"the server at {label} refused: {text}")

@@ -65,7 +65,7 @@ __all__ = ["AsyncCompactMap", "AsyncMapBatch", "CompactMap", "FieldTtlUnavailabl
 
 
 class CompactMap:
-    """key -> value at a few bytes per item; see the module docstring and README "Maps".
+    """key -> value at a few bytes per item; see the module docstring and docs/maps.md.
 
     `codec`: "auto", "int", "raw", "msgpack", "zlib", "lz4", "zstd" or a Codec. `expected`:
     the item count the buckets are sized for when the map is first created (stored; later

@@ -77,7 +77,7 @@ class _Options:
 
 
 class SessionStore(_Options):
-    """Sessions in Redis/Valkey at a few dozen bytes each. See README "Sessions".
+    """Sessions in Redis/Valkey at a few dozen bytes each. Guide: docs/sessions.md.
 
     layout: "auto" (dense on every server measured), or json, packed, hash, zset, dense,
     fieldttl. expected_sessions sizes the partitions of a new store; `partitions` forces a
