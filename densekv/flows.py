@@ -28,6 +28,7 @@ flow would receive []; flows skip the yield instead).
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
@@ -64,6 +65,17 @@ Ask = list[Plan[Any]] | Scan | Sleep
 #: A flow: yields plans (one list per round trip; receives their results) or a Scan (receives
 #: the next chunk of keys) or a Sleep (receives []), and returns a T.
 Flow = Generator[Ask, list[Any], T]
+
+
+MAX_CAS_TRIES = 50  # compare-and-set retries while other writers change the same item
+
+
+def cas_pause(lost: int) -> Flow[None]:
+    """After the `lost`-th lost compare-and-set: at once the first time, then a random pause
+    of up to 0.5 ms doubling to 20 ms. Two writers of one item can otherwise fall into
+    step, one reading just before the other writes every time, until MAX_CAS_TRIES."""
+    if lost > 1:
+        yield Sleep(random.uniform(0, min(0.02, 0.00025 * 2 ** lost)))
 
 
 def step(plan: Plan[T]) -> Flow[T]:

@@ -22,17 +22,6 @@ from typing import Any
 
 SCHEMA = "densekv-lab/1"
 
-#: The server's encoding limits that the stamp records (CONFIG GET names, '-' as '_').
-LISTPACK_SETTINGS = (
-    "hash_max_listpack_entries",
-    "hash_max_listpack_value",
-    "zset_max_listpack_entries",
-    "zset_max_listpack_value",
-    "set_max_listpack_entries",
-    "set_max_listpack_value",
-    "set_max_intset_entries",
-)
-
 
 @dataclass(frozen=True)
 class ServerStamp:

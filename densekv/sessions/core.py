@@ -25,19 +25,19 @@ single-session flows and the metadata it shares with every process.
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
 from typing import Any, TypeVar
 
 from densekv.errors import DecodeError, DensekvError, InvalidArgument
-from densekv.flows import Flow, Sleep, gather, retrying
+from densekv.flows import MAX_CAS_TRIES, Flow, cas_pause, gather, retrying
 from densekv.keys import partition_count
 from densekv.maps.dictionaries import plan_store, plan_stored
 from densekv.plan import Plan, command
 from densekv.sessions import payload_flows as payloads
 from densekv.sessions import sweep as whole
+from densekv.sessions.identities import IdentityFlows
 from densekv.sessions.index import IdentityIndex
 from densekv.sessions.layouts.partitioned import PartitionedLayout
 from densekv.sessions.meta import (
@@ -75,21 +75,12 @@ log = logging.getLogger("densekv.sessions")
 DEFAULT_TTL = 30 * 24 * 3600
 META_RECHECK_S = 5.0  # while a repartition runs, re-read the store metadata this often
 META_REFRESH_S = 60.0  # otherwise this often (a dictionary trained by another process)
-MAX_CAS_TRIES = 50  # apply/login retries while other writers change the same session
-
-
-def cas_pause(lost: int) -> Flow[None]:
-    """After the `lost`-th lost compare-and-set: at once the first time, then a random pause
-    of up to 0.5 ms doubling to 20 ms. Two writers of one session can otherwise fall into
-    step, one reading just before the other writes every time, until MAX_CAS_TRIES."""
-    if lost > 1:
-        yield Sleep(random.uniform(0, min(0.02, 0.00025 * 2 ** lost)))
 TOUCH_GAIN = 0.25  # due_for_touch: roll the idle expiry once this part of the window has passed
 OUTSIDE_WEIGHT = 0.05  # moving average of reads that found an out-of-line payload ...
 OUTSIDE_SPECULATE = 0.2  # ... above which a get reads the out-of-line key in the same round trip
 
 
-class SessionCore:
+class SessionCore(IdentityFlows):
     """The flows; no I/O. Both stores hold one and drive its flows."""
 
     def __init__(
@@ -578,74 +569,6 @@ class SessionCore:
             if moved != -2:
                 return new_token_ if moved is not None else None
         raise DensekvError(f"session {old.hex()} kept changing under {MAX_CAS_TRIES} tries to move it")
-
-    def _live_records_of(self, identity: Identity) -> Flow[list[Record]]:
-        """The live sessions of `identity`: index references, resolved and re-read; a stray
-        match (another identity's session sharing a reference) is dropped here."""
-        return (yield from self._live_refs_and_records(identity))[1]
-
-    def _live_refs_and_records(self, identity: Identity) -> Flow[tuple[list[bytes], list[Record]]]:
-        """(the index references of `identity`, sorted; its live sessions)."""
-        assert self.index is not None
-        refs: list[bytes] = []
-        cursor = 0
-        while True:
-            cursor, found = (yield [self.index.plan_scan(identity, cursor)])[0]
-            refs.extend(found)
-            if cursor == 0:
-                break
-        records: dict[bytes, Record] = {}
-        pending = [(ref, 0) for ref in dict.fromkeys(refs)]
-        while pending:
-            replies = yield from self.run_on([ref + bytes(16 - len(ref)) for ref, _ in pending],
-                                          [self.layout.plan_find(ref, cur) for ref, cur in pending])
-            pending = [(ref, nxt) for (ref, _), (nxt, _) in zip(pending, replies) if nxt != 0]
-            for _, recs in replies:
-                records.update((r.digest, r) for r in recs)
-        now = self.now()
-        return sorted(set(refs)), [r for r in records.values() if r.identity == identity and r.live(now)]
-
-    def _live_sessions_of(self, identity: Identity) -> Flow[list[Record]]:
-        records = yield from payloads.fill_outside(self, (yield from self._live_records_of(identity)))
-        return [r for r in records if r.identity == identity]  # a re-read may find a login
-
-    def _need_index(self) -> None:
-        if self.index is None:
-            raise DensekvError("this store was made with index_identities=False")
-
-    def sessions_of(self, identity: Identity) -> Flow[list[Session]]:
-        self._need_index()
-        identity = check_identity(identity)
-        records = yield from self._live_sessions_of(identity)
-        return [r.session("") for r in records]
-
-    def destroy_all(self, identity: Identity) -> Flow[int]:
-        """End every session of `identity`; the count ended. Rounds of find-and-delete
-        until two rounds in a row find no live session through the same index entries: a
-        session that rotates (regenerate, login) while this runs is listed under its new
-        digest before it moves there, so the round after the move finds it, and a move
-        that lands after a round found nothing has a source that round would have found
-        live. What it does not end: a session created after its last round began."""
-        self._need_index()
-        assert self.index is not None
-        identity = check_identity(identity)
-        ended = 0
-        last: tuple[list[bytes], bool] | None = None
-        for tries in range(MAX_CAS_TRIES):
-            yield from cas_pause(tries - 1)
-            refs, records = yield from self._live_refs_and_records(identity)
-            if not records:
-                if last == (refs, False):
-                    return ended
-                last = (refs, False)
-                continue
-            last = None
-            digests = [r.digest for r in records]
-            removed = yield from self.run_on(digests, [self.layout.plan_delete(d) for d in digests])
-            yield [self.index.plan_remove(identity, digests)]
-            now = self.now()
-            ended += sum(1 for r in removed if r is not None and r.live(now) and r.identity == identity)
-        raise DensekvError(f"the sessions of one identity kept changing under {MAX_CAS_TRIES} rounds of destroy_all")
 
     def explain(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,107 @@
+"""The flows over an identity's sessions: sessions_of and destroy_all ("log out
+everywhere"), found through the identity index (densekv/sessions/index.py) and re-read.
+
+A mixin of SessionCore (densekv/sessions/core.py), kept apart because it is one concern:
+the index only points, every session it names is read again and its identity checked, and
+destroy_all runs find-and-delete rounds until two quiet rounds agree, so a session that
+rotates its token meanwhile (listed under its new digest before it moves) is ended too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, cast
+
+from densekv.errors import DensekvError
+from densekv.flows import MAX_CAS_TRIES, Flow, cas_pause
+from densekv.plan import Plan
+from densekv.sessions import payload_flows as payloads
+from densekv.sessions.index import IdentityIndex
+from densekv.sessions.layouts.base import Layout
+from densekv.sessions.model import Identity, Record, Session, check_identity
+
+if TYPE_CHECKING:
+    from densekv.sessions.core import SessionCore
+
+__all__ = ["IdentityFlows"]
+
+
+class IdentityFlows:
+    """sessions_of and destroy_all, for SessionCore (whose attributes these are)."""
+
+    index: IdentityIndex | None
+    layout: Layout
+
+    def now(self) -> int:
+        raise NotImplementedError
+
+    def run_on(self, digests: Iterable[bytes], plans: list[Plan[Any]]) -> Flow[list[Any]]:
+        raise NotImplementedError
+
+    def _live_records_of(self, identity: Identity) -> Flow[list[Record]]:
+        """The live sessions of `identity`: index references, resolved and re-read; a stray
+        match (another identity's session sharing a reference) is dropped here."""
+        return (yield from self._live_refs_and_records(identity))[1]
+
+    def _live_refs_and_records(self, identity: Identity) -> Flow[tuple[list[bytes], list[Record]]]:
+        """(the index references of `identity`, sorted; its live sessions)."""
+        assert self.index is not None
+        refs: list[bytes] = []
+        cursor = 0
+        while True:
+            cursor, found = (yield [self.index.plan_scan(identity, cursor)])[0]
+            refs.extend(found)
+            if cursor == 0:
+                break
+        records: dict[bytes, Record] = {}
+        pending = [(ref, 0) for ref in dict.fromkeys(refs)]
+        while pending:
+            replies = yield from self.run_on([ref + bytes(16 - len(ref)) for ref, _ in pending],
+                                          [self.layout.plan_find(ref, cur) for ref, cur in pending])
+            pending = [(ref, nxt) for (ref, _), (nxt, _) in zip(pending, replies) if nxt != 0]
+            for _, recs in replies:
+                records.update((r.digest, r) for r in recs)
+        now = self.now()
+        return sorted(set(refs)), [r for r in records.values() if r.identity == identity and r.live(now)]
+
+    def _live_sessions_of(self, identity: Identity) -> Flow[list[Record]]:
+        records = yield from payloads.fill_outside(cast("SessionCore", self), (yield from self._live_records_of(identity)))
+        return [r for r in records if r.identity == identity]  # a re-read may find a login
+
+    def _need_index(self) -> None:
+        if self.index is None:
+            raise DensekvError("this store was made with index_identities=False")
+
+    def sessions_of(self, identity: Identity) -> Flow[list[Session]]:
+        self._need_index()
+        identity = check_identity(identity)
+        records = yield from self._live_sessions_of(identity)
+        return [r.session("") for r in records]
+
+    def destroy_all(self, identity: Identity) -> Flow[int]:
+        """End every session of `identity`; the count ended. Rounds of find-and-delete
+        until two rounds in a row find no live session through the same index entries: a
+        session that rotates (regenerate, login) while this runs is listed under its new
+        digest before it moves there, so the round after the move finds it, and a move
+        that lands after a round found nothing has a source that round would have found
+        live. What it does not end: a session created after its last round began."""
+        self._need_index()
+        assert self.index is not None
+        identity = check_identity(identity)
+        ended = 0
+        last: tuple[list[bytes], bool] | None = None
+        for tries in range(MAX_CAS_TRIES):
+            yield from cas_pause(tries - 1)
+            refs, records = yield from self._live_refs_and_records(identity)
+            if not records:
+                if last == (refs, False):
+                    return ended
+                last = (refs, False)
+                continue
+            last = None
+            digests = [r.digest for r in records]
+            removed = yield from self.run_on(digests, [self.layout.plan_delete(d) for d in digests])
+            yield [self.index.plan_remove(identity, digests)]
+            now = self.now()
+            ended += sum(1 for r in removed if r is not None and r.live(now) and r.identity == identity)
+        raise DensekvError(f"the sessions of one identity kept changing under {MAX_CAS_TRIES} rounds of destroy_all")
