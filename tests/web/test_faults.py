@@ -168,3 +168,28 @@ def test_a_stalled_server_fails_session_requests_within_the_timeout(
         srv.proc.send_signal(signal.SIGCONT)
     assert status == 500 and took < 15
     assert _blob_of(web) == _blob(5)  # and all is well once it answers again
+
+
+def test_data_nested_too_deep_is_refused_with_nothing_written(web_factory: WebFactory) -> None:
+    """A value nested past the documented limit (densekv.sessions.payload.MAX_NESTING) is a
+    500 with the session as it was; one well inside it round-trips. (Written and then
+    unreadable was the defect: a 600-deep dict raised RecursionError on every load.)"""
+    from densekv.sessions.payload import MAX_NESTING
+
+    def nested(depth: int) -> object:
+        value: object = "leaf"
+        for _ in range(depth):
+            value = {"k": value}
+        return value
+
+    web = web_factory()
+    _sign_in(web, 9)
+    cookie = web.cookie()
+    status, _ = web.request("POST", "/set/deep", {"value": nested(MAX_NESTING + 50)})
+    assert status == 500
+    assert _blob_of(_through(web, cookie)) == _blob(9)  # the session as it was
+    status, body = _through(web, cookie).request("GET", "/get/deep")
+    assert status == 200 and body["value"] is None
+    assert web.request("POST", "/set/shallow", {"value": nested(20)}) == OK
+    status, body = web.request("GET", "/get/shallow")
+    assert status == 200 and body["value"] == nested(20)
