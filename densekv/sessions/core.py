@@ -76,8 +76,8 @@ DEFAULT_TTL = 30 * 24 * 3600
 META_RECHECK_S = 5.0  # while a repartition runs, re-read the store metadata this often
 META_REFRESH_S = 60.0  # otherwise this often (a dictionary trained by another process)
 TOUCH_GAIN = 0.25  # due_for_touch: roll the idle expiry once this part of the window has passed
-OUTSIDE_WEIGHT = 0.05  # moving average of reads that found an out-of-line payload ...
-OUTSIDE_SPECULATE = 0.2  # ... above which a get reads the out-of-line key in the same round trip
+OUTSIDE_WEIGHT = 0.05  # moving averages of reads that found a split / out-of-line payload ...
+OUTSIDE_SPECULATE = 0.2  # ... above which a get reads that part in the same round trip (only that one)
 
 
 class SessionCore(IdentityFlows):
@@ -128,7 +128,8 @@ class SessionCore(IdentityFlows):
         self.codec = PayloadCodec(max_data_bytes)
         self.auto_train = auto_train
         self.samples: list[bytes] = []  # packed payloads written, until a dictionary exists
-        self.outside_rate = 0.0  # recent reads that found their payload out of line
+        self.split_rate = 0.0  # recent reads that found their payload split (a continuation entry)
+        self.ool_rate = 0.0  # ... or out of line (a key of its own)
 
     def now(self) -> int:
         return int(self.clock())
@@ -398,18 +399,23 @@ class SessionCore(IdentityFlows):
 
     def _read(self, digest: bytes) -> Flow[Record | None]:
         """The live record of a digest, payload decoded; None if missing or expired. The
-        out-of-line key is read in the same round trip only while recent reads needed it
-        (OUTSIDE_SPECULATE): stores of small sessions send one HGET, stores of large ones
-        one round trip of HGET + GET."""
+        rest of a payload is read in the same round trip only while recent reads needed
+        that kind of rest (OUTSIDE_SPECULATE), and only that kind: stores of small sessions
+        send one HGET, of split ones HGET + the continuation's HGET (no GET of an
+        out-of-line key they never have), of large ones HGET + GET."""
         layout = self.layout
         if isinstance(layout, PartitionedLayout):
-            plan = layout.plan_get(digest, outside=self.outside_rate > OUTSIDE_SPECULATE)
+            split, ool = self.split_rate > OUTSIDE_SPECULATE, self.ool_rate > OUTSIDE_SPECULATE
+            plan = layout.plan_get(digest, outside=True if split and ool else "split" if split else
+                                   "ool" if ool else False)
         else:
             plan = layout.plan_get(digest)
         (rec,) = yield from self.run_on([digest], [plan])
         if rec is None or not rec.live(self.now()):
             return None
-        self.outside_rate += OUTSIDE_WEIGHT * ((1.0 if rec.outside else 0.0) - self.outside_rate)
+        split_now = rec.outside and rec.part is not None
+        self.split_rate += OUTSIDE_WEIGHT * ((1.0 if split_now else 0.0) - self.split_rate)
+        self.ool_rate += OUTSIDE_WEIGHT * ((1.0 if rec.outside and not split_now else 0.0) - self.ool_rate)
         return (yield from payloads.complete(self, digest, rec))
 
     def touch(self, token: str) -> Flow[bool]:

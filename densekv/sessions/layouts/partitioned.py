@@ -170,26 +170,37 @@ class PartitionedLayout(Layout):
         p, field = self.locate(digest)
         return (self.hash_key(p), self.cont_key(p), self.ool_key(digest)), ("field", field)
 
-    def plan_get(self, digest: bytes, outside: bool = True) -> Plan[Record | None]:
-        """HGET, and with `outside` the continuation entry and the out-of-line key in one
-        MULTI (a split payload's two parts must come from one version of the session).
-        Without it, a record whose payload is not all inline comes back without it and
-        the store reads the rest next (plan_fetch_outside)."""
+    def plan_get(self, digest: bytes, outside: bool | str = True) -> Plan[Record | None]:
+        """HGET, and with `outside` the rest of a payload that is not all inline, in one
+        MULTI (a split payload's two parts must come from one version of the session):
+        "split" the continuation entry, "ool" the out-of-line key, True both. A record
+        whose rest was not asked for comes back without it, and the store reads the rest
+        next (plan_fetch_outside)."""
         p, field = self.locate(digest)
         key = self.hash_key(p)
         decode = self._decode(digest, key)
         if not outside:
             return command("HGET", key, field, keys=(key,), decode=decode)
-        cont, ool = self.cont_key(p), self.ool_key(digest)
+        steps = [Command(("HGET", key, field), (key,))]
+        at_cont = at_ool = 0
+        if outside in (True, "split"):
+            cont = self.cont_key(p)
+            at_cont = len(steps)
+            steps.append(Command(("HGET", cont, field), (cont,)))
+        if outside in (True, "ool"):
+            ool = self.ool_key(digest)
+            at_ool = len(steps)
+            steps.append(Command(("GET", ool), (ool,)))
 
         def all_parts(replies: list[Any]) -> Record | None:
             rec: Record | None = decode(replies[0])
             if rec is not None and rec.outside:
-                return with_rest(rec, replies[1] if rec.part is not None else replies[2])
+                at = at_cont if rec.part is not None else at_ool
+                if at:
+                    return with_rest(rec, replies[at])
             return rec
 
-        return Plan((Command(("HGET", key, field), (key,)), Command(("HGET", cont, field), (cont,)),
-                     Command(("GET", ool), (ool,))), all_parts, atomic=True)
+        return Plan(tuple(steps), all_parts, atomic=True)
 
     def plan_fetch_outside(self, rec: Record) -> Plan[Record | None]:
         """The rest of a record read without it (HSCAN, a get without `outside`). A split
@@ -197,7 +208,7 @@ class PartitionedLayout(Layout):
         have changed since it was read, and parts of two versions must never be joined.
         An out-of-line value read alone is a whole payload (of this version or a later one)."""
         if rec.part is not None:
-            return self.plan_get(rec.digest, outside=True)
+            return self.plan_get(rec.digest, outside="split")
         ool = self.ool_key(rec.digest)
         return command("GET", ool, keys=(ool,), decode=lambda r: with_rest(rec, r))
 
