@@ -55,6 +55,7 @@ from densekv.maps.queue import Pending
 from densekv.maps.settings import MapFacts, facts_of
 from densekv.plan import AsyncClusterExecutor, ClusterExecutor, executor_for
 from densekv.server.probe import probe_flow
+from densekv.twins import share_docstrings
 
 T = TypeVar("T")
 
@@ -371,3 +372,6 @@ class AsyncCompactMap:
     @property
     def is_cluster(self) -> bool:
         return isinstance(self._ex, AsyncClusterExecutor)
+
+
+share_docstrings(CompactMap, AsyncCompactMap)

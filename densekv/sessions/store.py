@@ -33,6 +33,7 @@ from densekv.sessions.core import (
 from densekv.sessions.layouts.partitioned import PartitionedLayout
 from densekv.sessions.model import Identity, Record, Session
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
+from densekv.twins import share_docstrings
 
 __all__ = ["LAYOUTS", "AsyncSessionStore", "LayoutUnavailable", "ServerFacts", "SessionStore",
            "facts_from_probe", "facts_of", "make_layout"]
@@ -405,3 +406,6 @@ class AsyncSessionStore(_Options):
 
     async def sweep(self, max_items: int | None = None) -> int:
         return await self._run(lambda c: c.sweep(max_items))
+
+
+share_docstrings(SessionStore, AsyncSessionStore)

@@ -42,6 +42,7 @@ from densekv.sets.bloom_errors import (
 )
 from densekv.sets.bloom_math import BloomSpec, items_bytes
 from densekv.sets.bloom_spec import BloomFacts, Request, facts_of
+from densekv.twins import share_docstrings
 
 __all__ = [
     "AsyncBloomFilter",
@@ -259,3 +260,6 @@ class AsyncBloomFilter:
 
     async def delete(self) -> int:
         return await self._run(lambda c: c.delete())
+
+
+share_docstrings(BloomFilter, AsyncBloomFilter)

@@ -42,6 +42,7 @@ from densekv.plan import AsyncClusterExecutor, Plan, command, executor_for
 from densekv.server.probe import Capabilities, probe, probe_flow
 from densekv.sets.items import ItemCodec
 from densekv.sets.layouts import LAYOUTS, FlatKeys, SetLayout, SetLimits, make_layout
+from densekv.twins import share_docstrings
 
 T = TypeVar("T")
 
@@ -543,3 +544,6 @@ class AsyncCompactSet:
 
     async def stats(self) -> dict[str, Any]:
         return await self._run(lambda c: c.stats())
+
+
+share_docstrings(CompactSet, AsyncCompactSet)

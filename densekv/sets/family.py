@@ -38,6 +38,7 @@ from densekv.server.probe import probe_flow
 from densekv.sets.compact import limits_from_probe, limits_of
 from densekv.sets.items import BadItem
 from densekv.sets.layouts import SetLimits
+from densekv.twins import share_docstrings
 
 T = TypeVar("T")
 Parent = str | bytes | int
@@ -380,3 +381,5 @@ class AsyncSetFamily:
     async def stats(self) -> dict[str, Any]:
         return await self._run(lambda c: c.stats())
 
+
+share_docstrings(SetFamily, AsyncSetFamily)
