@@ -44,11 +44,13 @@ def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
                           timeout=120, check=False, env={**os.environ, **(env or {})})
 
 
-def assert_one_line_exit_2(code: int, text: str) -> None:
+def assert_one_line_exit_2(code: int, text: str) -> str:
+    """The one line of a CLI mistake (exit 2, no traceback, no "internal error")."""
     assert code == 2, text
     lines = text.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("densekv: "), text
-    assert "internal error" not in text and "Traceback" not in text
+    assert "internal error" not in text and "Traceback" not in text, text
+    return lines[0]
 
 
 def keys_of(client: redis.Redis) -> dict[bytes, bytes | None]:

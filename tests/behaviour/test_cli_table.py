@@ -10,15 +10,14 @@ started once for the module: a plain valkey and one with a password.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from densekv.cli import main
 from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess, free_port
+from tests.behaviour.test_cli_input import assert_one_line_exit_2, run_main
 
 SECRET = "wrong-secret-23"
 
@@ -65,26 +64,6 @@ def servers() -> Iterator[dict[str, ServerProcess]]:
     finally:
         plain.stop()
         locked.stop()
-
-
-def run_main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    """`densekv ARGS` in this process: (exit code, stdout + stderr)."""
-    monkeypatch.setattr(sys, "argv", ["densekv", *args])
-    try:
-        main()
-        code: object = 0
-    except SystemExit as done:
-        code = done.code
-    out = capsys.readouterr()
-    return (code if isinstance(code, int) else 1), out.out + out.err
-
-
-def assert_one_line_exit_2(code: int, text: str) -> str:
-    assert code == 2, text
-    lines = text.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("densekv: "), text
-    assert "internal error" not in text and "Traceback" not in text, text
-    return lines[0]
 
 
 @pytest.fixture(autouse=True)
