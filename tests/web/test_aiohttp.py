@@ -36,6 +36,7 @@ from densekv.lab.session_profiles import session as profile_session
 from densekv.lab.session_profiles import sessions as profile_sessions
 from densekv.maps.dictionaries import dictionary_key
 from densekv.server.process import ServerProcess, free_port
+from tests.web.app_server import wait_serving
 from tests.web.apps.aiohttp_app import AiohttpDriver, app_on, driver_for, make_app, make_store
 from tests.web.test_contract import Clock, server_calls
 
@@ -446,16 +447,7 @@ def test_gunicorn_two_workers(server: ServerProcess, client: redis.Redis, ns: st
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, (tmp_path / "gunicorn.log").read_text()
-            try:
-                if httpx.get(base + "/noop").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, (tmp_path / "gunicorn.log").read_text()
-            time.sleep(0.1)
+        wait_serving(base, proc, tmp_path / "gunicorn.log")
         with httpx.Client(base_url=base, headers={"connection": "close"}) as http:
             assert http.post("/set/a", json={"value": 1}).status_code == 200
             token = http.cookies["session"]

@@ -46,6 +46,7 @@ from densekv.integrations.django import SessionStore
 from densekv.server.process import ServerProcess, free_port
 from densekv.sessions import SessionDataInvalid
 from densekv.sessions.model import digest_of, new_token
+from tests.web.app_server import wait_serving
 from tests.web.apps import django_app
 from tests.web.driver import COOKIE, SLOW_SET_S
 
@@ -806,7 +807,7 @@ def test_gunicorn_with_two_workers(server: ServerProcess, ns: str, store: densek
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         base = f"http://127.0.0.1:{port}"
-        _wait_for(base, proc)
+        wait_serving(base, proc)
         with httpx.Client(base_url=base) as http:
             assert http.post("/set/a", json={"value": "both"}).json() == {"ok": True}
             anonymous = http.cookies[COOKIE]
@@ -845,15 +846,3 @@ def _env() -> dict[str, str]:
     return dict(os.environ)
 
 
-def _wait_for(base: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            assert proc.stderr is not None
-            raise AssertionError(f"gunicorn exited: {proc.stderr.read().decode()[-3000:]}")
-        try:
-            if httpx.get(f"{base}/noop", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise AssertionError("gunicorn did not answer within 30 s")

@@ -36,6 +36,7 @@ from densekv.lab.session_profiles import session as profile_session
 from densekv.lab.session_profiles import sessions as profile_sessions
 from densekv.maps.dictionaries import dictionary_key
 from densekv.server.process import ServerProcess, free_port
+from tests.web.app_server import wait_serving
 from tests.web.apps.flask_app import FlaskDriver, make_app, make_flask_login_app, make_store
 from tests.web.driver import COOKIE
 
@@ -690,16 +691,7 @@ def test_under_gunicorn_with_two_workers(server: ServerProcess, tmp_path: Path, 
         )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-            deadline = time.monotonic() + 30
-            while True:
-                assert proc.poll() is None, log.read_text()[-2000:]
-                try:
-                    if http.get("/noop").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, log.read_text()[-2000:]
-                time.sleep(0.1)
+            wait_serving(f"http://127.0.0.1:{port}", proc, log)
             assert http.post("/set/a", json={"value": "x"}).json() == {"ok": True}
             first = http.cookies[COOKIE]
             for _ in range(4):  # whichever worker answers, the session is in the store

@@ -45,6 +45,7 @@ from densekv.integrations.starlette import (
     store_of,
 )
 from densekv.server.process import ServerProcess, free_port
+from tests.web.app_server import wait_serving
 from tests.web.apps.starlette_app import (
     ROUTES,
     StarletteDriver,
@@ -767,16 +768,7 @@ def test_uvicorn_two_workers(client: redis.Redis, server: ServerProcess, tmp_pat
         env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, (tmp_path / "uvicorn.log").read_text()
-            try:
-                if httpx.get(base + "/noop").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, (tmp_path / "uvicorn.log").read_text()
-            time.sleep(0.1)
+        wait_serving(base, proc, tmp_path / "uvicorn.log")
         # a new connection per request, so both workers get some of them
         with httpx.Client(base_url=base, headers={"connection": "close"}) as http:
             assert http.post("/set/a", json={"value": 1}).status_code == 200
