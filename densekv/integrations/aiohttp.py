@@ -7,15 +7,14 @@ keys the request set or deleted (`store.apply`), never an empty or untouched ses
 
 from __future__ import annotations
 
-import asyncio
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 import aiohttp_session
 from aiohttp import web
 
+from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, check_identity, digest_of
 from densekv.sessions.store import AsyncSessionStore
@@ -112,24 +111,25 @@ class Storage(aiohttp_session.AbstractStorage):
         if {"encoder", "decoder", "key_factory"} & cookie.keys():  # densekv codes, and draws tokens
             raise TypeError("densekv's Storage takes no encoder, decoder or key_factory")
         super().__init__(**cookie)
-        self._store = store
-        self._stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncSessionStore] = \
-            weakref.WeakKeyDictionary()
+        self._given: AsyncSessionStore | None = None
+        self._per_loop: StoresPerLoop | None = None
+        if isinstance(store, AsyncSessionStore):
+            self._given = store
+        else:
+            self._per_loop = StoresPerLoop(store)
 
-    def store(self) -> AsyncSessionStore:
-        """The store of the running event loop."""
-        if isinstance(self._store, AsyncSessionStore):
-            return self._store
-        loop = asyncio.get_running_loop()
-        if loop not in self._stores:
-            self._stores[loop] = self._store()
-        return self._stores[loop]
+    async def store(self) -> AsyncSessionStore:
+        """The store of the running event loop (closed with that loop when made here)."""
+        if self._given is not None:
+            return self._given
+        assert self._per_loop is not None
+        return await self._per_loop.current()
 
     async def new_session(self) -> DenseSession:
-        return DenseSession(self.store(), None, self.max_age)
+        return DenseSession(await self.store(), None, self.max_age)
 
     async def load_session(self, request: web.Request) -> DenseSession:
-        token, store = self.load_cookie(request), self.store()
+        token, store = self.load_cookie(request), await self.store()
         if token is None or digest_of(token) is None:
             return DenseSession(store, None, self.max_age)
         found = await store.get(token, undecodable="none")
