@@ -6,7 +6,7 @@ the setting, the latest _MAX_BACKENDS values kept (override_settings makes new o
 The setting is checked whole before anything is built: a key that is neither the engine's
 (ENGINE_KEYS) nor a keyword of densekv's SessionStore is ImproperlyConfigured naming it and
 the accepted ones (a typo must not surface as a TypeError from deep inside). Every client
-built from the url gets connect and read timeouts (DEFAULT_TIMEOUTS; a stopped or stalled
+built from the url gets connect and read timeouts (densekv.connect.TIMEOUTS; a stopped or stalled
 server then fails the requests that use the session instead of hanging them)."""
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
-import redis
-import redis.asyncio
 from django.conf import settings  # type: ignore[import-untyped]
 from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 from django.utils.module_loading import import_string  # type: ignore[import-untyped]
@@ -35,8 +33,7 @@ FALLBACKS = {  # short names for the backends sessions move in from
     "db": "django.contrib.sessions.backends.db.SessionStore",
     "cached_db": "django.contrib.sessions.backends.cached_db.SessionStore",
 }
-DEFAULT_TIMEOUTS = TIMEOUTS  # seconds, for url clients (densekv.connect's)
-ENGINE_KEYS = ("url", "client", "async_client", "fallback", *DEFAULT_TIMEOUTS)  # the rest: the store's
+ENGINE_KEYS = ("url", "client", "async_client", "fallback", *TIMEOUTS)  # the rest: the store's
 NOT_SETTINGS = ("self", "client")  # SessionStore parameters the engine fills in itself
 _MAX_BACKENDS = 16  # settings values kept built at once (override_settings makes new ones)
 
@@ -69,20 +66,12 @@ def check_settings(conf: Any) -> None:
             f"the accepted keys are {', '.join(accepted)}")
     if not (conf.get("url") or conf.get("client") or conf.get("async_client")):
         raise ImproperlyConfigured("DENSEKV_SESSIONS needs a 'url', a 'client' or an 'async_client'")
-    for key in DEFAULT_TIMEOUTS:
+    for key in TIMEOUTS:
         value = conf.get(key, 1.0)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
             raise ImproperlyConfigured(
                 f"DENSEKV_SESSIONS[{key!r}] is a number of seconds above 0 (or None: wait forever), "
                 f"not {value!r}")
-
-
-def _sync_client(url: str, timeouts: Mapping[str, Any]) -> redis.Redis | redis.RedisCluster:
-    return from_url(url, **timeouts)  # type: ignore[no-any-return]
-
-
-def _async_client(url: str, timeouts: Mapping[str, Any]) -> redis.asyncio.Redis | redis.asyncio.RedisCluster:
-    return from_url(url, asyncio=True, **timeouts)  # type: ignore[no-any-return]
 
 
 class Backend:
@@ -94,7 +83,7 @@ class Backend:
         self.url: str | None = conf.get("url")
         self.client = conf.get("client")
         self.async_client = conf.get("async_client")
-        self.timeouts: dict[str, float | None] = {k: conf.get(k, v) for k, v in DEFAULT_TIMEOUTS.items()}
+        self.timeouts: dict[str, Any] = {k: conf.get(k, v) for k, v in TIMEOUTS.items()}
         self.kwargs = {k: v for k, v in conf.items() if k not in ENGINE_KEYS}
         self.kwargs.setdefault("namespace", DEFAULT_NAMESPACE)
         self.kwargs.setdefault("ttl", settings.SESSION_COOKIE_AGE)
@@ -121,7 +110,7 @@ class Backend:
                             raise ImproperlyConfigured(
                                 "DENSEKV_SESSIONS has only an async_client: sync views and the "
                                 "clearsessions command need a 'url' or a 'client' too")
-                        client = self._owned = _sync_client(self.url, self.timeouts)
+                        client = self._owned = from_url(self.url, **self.timeouts)
                     self._sync = DenseStore(client, **self.kwargs)
         return self._sync
 
@@ -139,7 +128,7 @@ class Backend:
 
     def _loop_store(self) -> AsyncSessionStore:
         assert self.url
-        return AsyncSessionStore(_async_client(self.url, self.timeouts), **self.kwargs)
+        return AsyncSessionStore(from_url(self.url, asyncio=True, **self.timeouts), **self.kwargs)
 
     def close(self) -> None:
         """Close the sync client built from the url (clients passed in are the caller's)."""
