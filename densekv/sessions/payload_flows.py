@@ -102,16 +102,13 @@ def decode_payloads(core: SessionCore, records: list[Record], skip: bool = False
             out.append(r)
             continue
         try:
-            try:
-                data = core.codec.decode(r.payload, key=r.digest)
-            except DecodeError:
+            data = core.codec.decode(r.payload, key=r.digest)
+        except (DecodeError, ValueError, TypeError, UnicodeDecodeError) as exc:
+            if not skip and isinstance(exc, DecodeError):
                 raise
-            except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            if not skip:
                 raise DecodeError(f"session {r.digest.hex()} holds a payload that does not decode: {exc}",
                                   key=r.digest) from exc
-        except DecodeError as exc:
-            if not skip:
-                raise
             log.warning("densekv: session %s of namespace %r does not decode, left out: %s",
                         r.digest.hex(), core.namespace, exc)
             continue
