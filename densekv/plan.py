@@ -294,11 +294,12 @@ class NothingRead(redis.ConnectionError):
     asyncio stream learns of the EOF only when read)."""
 
 
-def _roundtrip(pool: Any, commands: list[tuple[Any, ...]], again: bool = False) -> list[Any]:
+def _roundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Plan[Any]] = ()) -> list[Any]:
     """Send all commands in one write, read every reply raw; errors come back as values.
-    A batch whose connection broke before its first reply (NothingRead), or with `again`
-    (reads only) at any point, is sent once more on a new connection: the first request
-    after a server restart succeeds. A timeout is not retried. (A write the server ran
+    A batch whose connection broke before its first reply (NothingRead), or at any point
+    when its `plans` only read (reads_only: asked only then, never on the way of a call
+    that succeeds), is sent once more on a new connection: the first request after a
+    server restart succeeds. A timeout is not retried. (A write the server ran
     just before dying is then sent twice: densekv's writes are compare-and-set or
     idempotent, so the second finds the first's result.)"""
     conn = pool.get_connection()
@@ -306,7 +307,7 @@ def _roundtrip(pool: Any, commands: list[tuple[Any, ...]], again: bool = False) 
         return exchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         conn.disconnect()
-        if (again or isinstance(exc, NothingRead)) and _broken(exc):
+        if _broken(exc) and (isinstance(exc, NothingRead) or (plans and reads_only(plans))):
             pool.release(conn)
             conn = None
             return _roundtrip(pool, commands)
@@ -423,14 +424,14 @@ async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     return replies
 
 
-async def _aroundtrip(pool: Any, commands: list[tuple[Any, ...]], again: bool = False) -> list[Any]:
+async def _aroundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Plan[Any]] = ()) -> list[Any]:
     """`_roundtrip` on an asyncio pool (a read-only batch sent once more on a broken one)."""
     conn = await pool.get_connection()
     try:
         return await aexchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         await conn.disconnect()
-        if (again or isinstance(exc, NothingRead)) and _broken(exc):
+        if _broken(exc) and (isinstance(exc, NothingRead) or (plans and reads_only(plans))):
             await pool.release(conn)
             conn = None
             return await _aroundtrip(pool, commands)
@@ -483,7 +484,7 @@ class SyncExecutor(ManyRunner):
         preload = self._scripts.missing(plans)
         wait = self.durable.wait_for(plans) if self.durable else None
         wire = Wire.build(plans, preload, wait=wait)
-        replies = _roundtrip(self.pool, wire.commands, again=reads_only(plans))
+        replies = _roundtrip(self.pool, wire.commands, plans)
         self._scripts.mark(preload)
         per_plan = wire.replies_of(replies)
         self._retry_noscript(wire, per_plan)
@@ -533,7 +534,7 @@ class AsyncExecutor(AsyncManyRunner):
         preload = self._scripts.missing(plans)
         wait = self.durable.wait_for(plans) if self.durable else None
         wire = Wire.build(plans, preload, wait=wait)
-        replies = await _aroundtrip(self.pool, wire.commands, again=reads_only(plans))
+        replies = await _aroundtrip(self.pool, wire.commands, plans)
         self._scripts.mark(preload)
         per_plan = wire.replies_of(replies)
         failed = _noscript_positions(wire, per_plan)
