@@ -1,5 +1,6 @@
 """ClusterExecutor: plans on a redis-py `RedisCluster`, through resharding and failover;
-AsyncClusterExecutor: the same on redis-py's asyncio `RedisCluster`.
+AsyncClusterExecutor: the same on redis-py's asyncio `RedisCluster`; and `executor_for`,
+which picks the executor of any redis-py client (plan.py's or these).
 
 Both drive the same rounds (`_Run`, which does no I/O: it groups the pending steps by
 node, folds each node's replies back, and says what to send again and how long to wait);
@@ -73,11 +74,13 @@ from redis.exceptions import (
 from densekv.errors import ServerUnavailable, WriteInDoubt
 from densekv.lua import Script
 from densekv.plan import (
+    AsyncExecutor,
     AsyncManyRunner,
     Durability,
     ManyRunner,
     Plan,
     ScriptMemory,
+    SyncExecutor,
     Wire,
     aexchange,
     durability,
@@ -419,3 +422,23 @@ class _Run:
             self.todo[i] = again
         else:
             del self.todo[i]
+
+
+# -- the executor of a client (here, not in plan.py: this module builds on plan.py's wire) --
+
+
+def executor_for(client: Any, *, durable: bool = False) -> Any:
+    """The executor that fits a redis-py client (sync, cluster or asyncio). `durable`:
+    every round trip that writes waits for a replica (WAIT), or raises NotDurable."""
+    if isinstance(client, redis.RedisCluster):
+        return ClusterExecutor(client, durable=durable)
+    if isinstance(client, redis.asyncio.Redis):
+        return AsyncExecutor(client, durable=durable)
+    if isinstance(client, redis.asyncio.RedisCluster):
+        return AsyncClusterExecutor(client, durable=durable)
+    if isinstance(client, redis.Redis):
+        return SyncExecutor(client, durable=durable)
+    raise TypeError(f"densekv needs a redis-py client, got {type(client).__name__}")
+
+
+Executor = SyncExecutor | ClusterExecutor

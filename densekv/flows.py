@@ -128,7 +128,9 @@ def drive(flow: Flow[T], executor: Any) -> T:
             ask = flow.send(reply) if error is None else flow.throw(error)
             error = None
             try:
-                if isinstance(ask, Scan):
+                if type(ask) is list:  # plans: nearly every ask
+                    reply = executor.run_many(ask)
+                elif isinstance(ask, Scan):
                     if ask not in scans:
                         scans[ask] = scan_chunks(executor.client, ask)
                     reply = next(scans[ask], [])

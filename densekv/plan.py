@@ -8,7 +8,8 @@ build plans; they never touch a socket. Executors run plans:
   * AsyncExecutor  - a redis-py asyncio client: the same, awaited
   * ClusterExecutor - a redis-py `RedisCluster`: plans grouped by slot, one pipeline per
     node; MOVED, ASK, TRYAGAIN, a dead master and a failover are handled there
-    (densekv/cluster_executor.py, which states the rules)
+    (densekv/cluster_executor.py, which states the rules, builds on the wire below and
+    holds `executor_for`, the choice of executor for a client)
   * AsyncClusterExecutor - redis-py's asyncio `RedisCluster`: the same rounds, awaited
 
 So the logic of an operation is written once and sync, async, batch and cluster cannot
@@ -21,6 +22,10 @@ drift apart. Invariants kept here:
     the scripts it uses (same round trip), so every plan runs in order. A single plan
     uses a script once its pool has it (SCRIPT LOAD on first use); a NOSCRIPT reply
     (SCRIPT FLUSH, restart) reloads and re-sends that one call, which did not run;
+  * the hot path (issue 22): one plan of one command, of a loaded script's call or one
+    transaction, without durability, skips the batch machinery (SyncExecutor._run_single,
+    _run_transaction), and a plain redis-py pool lends its connection without its per-call
+    probe and counters (_take / _give_back, whose comment says when);
   * an error reply raises after the whole batch was read (the connection stays usable):
     WRONGTYPE as WrongType, a script error as ScriptError, others as redis.ResponseError;
   * durable (`executor_for(client, durable=True)`): a round trip that holds a write (any
@@ -32,6 +37,7 @@ drift apart. Invariants kept here:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
@@ -89,7 +95,7 @@ class Plan(Generic[T]):
     def __post_init__(self) -> None:
         if not self.steps:
             raise PlanError("a plan needs at least one step")
-        if any(isinstance(s, ScriptCall) for s in self.steps) and (self.atomic or len(self.steps) > 1):
+        if (self.atomic or len(self.steps) > 1) and any(isinstance(s, ScriptCall) for s in self.steps):
             raise PlanError("a plan is commands or one script call: a script is atomic already")
 
     def keys(self) -> list[Key]:
@@ -276,6 +282,25 @@ def _reload_commands(wire: Wire, failed: list[tuple[int, int]]) -> tuple[list[Sc
     return scripts, commands
 
 
+def _single_command(plan: Plan[Any], loaded: set[str]) -> tuple[Any, ...] | None:
+    """The one command a plan of one step sends, when nothing goes with it: a command, or
+    the EVALSHA of a script the pool holds (None: a transaction, several steps, a script
+    to load first)."""
+    if plan.atomic or len(plan.steps) != 1:
+        return None
+    step = plan.steps[0]
+    if type(step) is Command:
+        return step.args
+    return step.evalsha if step.script.sha in loaded else None  # type: ignore[union-attr]  # a ScriptCall
+
+
+def _finish_one(plan: Plan[Any], reply: Any) -> Any:
+    """finish_plans of one plan of one step."""
+    if isinstance(reply, Exception):
+        raise _translate(reply, plan.steps[0])
+    return plan.decode([reply])
+
+
 def _scripts_of(plans: Sequence[Plan[Any]]) -> list[Script]:
     seen: dict[str, Script] = {}
     for plan in plans:
@@ -302,19 +327,86 @@ def _roundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Plan[
     server restart succeeds. A timeout is not retried. (A write the server ran
     just before dying is then sent twice: densekv's writes are compare-and-set or
     idempotent, so the second finds the first's result.)"""
-    conn = pool.get_connection()
+    conn = _take(pool) if _plain_pool(pool) else None
+    fast = conn is not None
+    if conn is None:
+        conn = pool.get_connection()
     try:
         return exchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         conn.disconnect()
         if _broken(exc) and (isinstance(exc, NothingRead) or (plans and reads_only(plans))):
-            pool.release(conn)
+            _give_back(pool, conn) if fast else pool.release(conn)
             conn = None
             return _roundtrip(pool, commands)
         raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
     finally:
         if conn is not None:
-            pool.release(conn)
+            _give_back(pool, conn) if fast else pool.release(conn)
+
+
+# The checkout of a plain redis-py ConnectionPool (the pool of every `redis.Redis`) without
+# the pool's per-call extras: get_connection() + release() cost ~5.5 us of client CPU per
+# round trip (redis-py 8.1, measured on the dev machine; a session get is ~25-50 us in
+# all): the can_read() probe (a poll() system call), the deprecated-arguments wrapper,
+# four observability counters, two getpid() calls and the release event. densekv does not
+# need the probe: a connection always comes back with every reply read (or is
+# disconnected), and one the server closed while it sat idle fails its first read, which
+# _roundtrip sends again on a new connection (NothingRead). A connection that asks to
+# reconnect (redis-py's maintenance notifications) is disconnected on release, as the pool
+# does. Any other pool (blocking, sentinel, a client-side cache, a subclass, a credential
+# provider, a pool of another process, a pool whose get_connection was replaced on the
+# instance) takes the pool's own get_connection / release.
+_FAST_POOL_ATTRS = ("_lock", "_available_connections", "_in_use_connections", "pid", "connection_kwargs")
+
+
+_pid = [os.getpid()]  # this process's id, kept current without a getpid() system call per call
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
+
+
+def _plain_pool(pool: Any) -> bool:
+    """True for a pool whose connections _take / _give_back may hand out (see above)."""
+    ok: bool | None = getattr(pool, "_densekv_fast", None)
+    if ok is None:
+        ok = (type(pool) is redis.ConnectionPool and all(hasattr(pool, a) for a in _FAST_POOL_ATTRS)
+              and getattr(pool, "cache", None) is None
+              and pool.connection_kwargs.get("credential_provider") is None)
+        try:
+            pool._densekv_fast = ok  # noqa: SLF001  # our own mark on the pool
+        except AttributeError:
+            return False
+    # a get_connection set on the pool itself (instrumentation, a test counting round
+    # trips) is honoured: such a pool takes its own path
+    return ok and pool.pid == _pid[0] and "get_connection" not in pool.__dict__
+
+
+def _take(pool: Any) -> Any:
+    """An idle connection of the pool, connected, or None when it has none idle (then the
+    pool's get_connection makes one)."""
+    with pool._lock:  # noqa: SLF001  # the pool's own lock, as get_connection takes it
+        conn = pool._available_connections.pop() if pool._available_connections else None  # noqa: SLF001
+        if conn is not None:
+            pool._in_use_connections.add(conn)  # noqa: SLF001
+    if conn is None:
+        return None
+    if conn._sock is None:  # noqa: SLF001  # disconnected (an error, a fork): connect it
+        try:
+            conn.connect()
+        except BaseException:
+            _give_back(pool, conn)
+            raise
+    return conn
+
+
+def _give_back(pool: Any, conn: Any) -> None:
+    reconnect = getattr(conn, "should_reconnect", None)
+    if reconnect is not None and reconnect():
+        conn.disconnect()
+    with pool._lock:  # noqa: SLF001
+        if conn in pool._in_use_connections:  # noqa: SLF001
+            pool._in_use_connections.remove(conn)  # noqa: SLF001
+            pool._available_connections.append(conn)  # noqa: SLF001
 
 
 def _broken(exc: BaseException) -> bool:
@@ -329,11 +421,11 @@ def reads_only(plans: Sequence[Plan[Any]]) -> bool:
 
 def exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     """The commands on one connection taken from its pool: one write, every reply read."""
-    if _hiredis is not None and getattr(conn, "_sock", None) is not None and len(commands) > 1:
+    if _hiredis is not None and getattr(conn, "_sock", None) is not None and len(commands) >= _HIREDIS_FROM:
         return _hiredis_roundtrip(conn, commands)
     replies: list[Any] = []
     try:
-        conn.send_packed_command(conn.pack_commands(commands))
+        conn.send_packed_command(_pack_one(commands) or conn.pack_commands(commands))
         for _ in commands:
             try:
                 replies.append(conn.read_response(disable_decoding=True))
@@ -342,6 +434,24 @@ def exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     except (redis.ConnectionError, OSError) as exc:
         _raise_broken(exc, replies)
     return replies
+
+
+#: round trips of at least this many commands take _hiredis_roundtrip (not a single one:
+#: interleaved turns of session get measured it 1-4% slower that way than redis-py's
+#: send and read)
+_HIREDIS_FROM = 2
+
+
+def _pack_one(commands: list[tuple[Any, ...]]) -> list[bytes] | None:
+    """One command packed by hiredis itself (the bytes redis-py's hiredis packer makes,
+    without its per-argument checks: ~2 us of a script call's ten arguments), or None:
+    several commands, no hiredis, or an argument hiredis does not take."""
+    if _hiredis is None or len(commands) != 1:
+        return None
+    try:
+        return [_hiredis.pack_command(commands[0])]  # send_packed_command takes a list of chunks
+    except TypeError:  # a bytearray, a memoryview...: redis-py's packer converts those
+        return None
 
 
 def _raise_broken(exc: BaseException, replies: list[Any]) -> None:
@@ -372,28 +482,45 @@ def _hiredis_roundtrip(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         sock.sendall(b"".join([_hiredis.pack_command(c) for c in commands]))
     except OSError as exc:
         _raise_broken(exc, replies)
-    reader = _hiredis.Reader(replyError=_ErrorText)
+    reader, buf = _reader_of(conn)
     # hiredis's stub says str | bytes; its C reader takes any buffer (no copy of `buf`)
     feed = cast("Callable[[bytearray, int, int], None]", reader.feed)
     want = len(commands)
-    buf = bytearray(1 << 16)
-    while len(replies) < want:
-        reply = reader.gets()
-        if reply is False:
-            try:
-                n = sock.recv_into(buf)
-            except OSError as exc:
-                _raise_broken(exc, replies)
-            if not n:
-                _raise_broken(redis.ConnectionError("the server closed the connection"), replies)
-            feed(buf, 0, n)
-            continue
-        if isinstance(reply, _ErrorText):
-            reply = _parse_error(str(reply))
-        elif isinstance(reply, list):  # EXEC's array: errors of queued commands inside
-            reply = _nested_errors(reply)
-        replies.append(reply)
+    try:
+        while len(replies) < want:
+            reply = reader.gets()
+            if reply is False:
+                try:
+                    n = sock.recv_into(buf)
+                except OSError as exc:
+                    _raise_broken(exc, replies)
+                if not n:
+                    _raise_broken(redis.ConnectionError("the server closed the connection"), replies)
+                feed(buf, 0, n)
+                continue
+            if isinstance(reply, _ErrorText):
+                reply = _parse_error(str(reply))
+            elif isinstance(reply, list):  # EXEC's array: errors of queued commands inside
+                reply = _nested_errors(reply)
+            replies.append(reply)
+    except BaseException:
+        conn.__dict__.pop(_READER, None)  # it may hold part of a reply: the next round trip gets a new one
+        raise
     return replies
+
+
+_READER = "_densekv_reader"
+
+
+def _reader_of(conn: Any) -> tuple[Any, bytearray]:
+    """The connection's hiredis reader and receive buffer, made on its first batch and kept
+    (a new 64 KiB buffer and reader per round trip cost a few us each): between round
+    trips the reader is empty, every reply having been read, or dropped after an error."""
+    state: tuple[Any, bytearray] | None = conn.__dict__.get(_READER)
+    if state is None:
+        state = (_hiredis.Reader(replyError=_ErrorText), bytearray(1 << 16))
+        conn.__dict__[_READER] = state
+    return state
 
 
 def _nested_errors(reply: list[Any]) -> list[Any]:
@@ -481,6 +608,12 @@ class SyncExecutor(ManyRunner):
         """All plans in one round trip (plus one more only after a NOSCRIPT)."""
         if not plans:
             return []
+        if len(plans) == 1 and self.durable is None:
+            one = _single_command(plans[0], self._scripts.loaded)
+            if one is not None:
+                return [self._run_single(plans[0], one)]
+            if plans[0].atomic:  # commands only (Plan refuses a script in a transaction)
+                return [self._run_transaction(plans[0])]
         preload = self._scripts.missing(plans)
         wait = self.durable.wait_for(plans) if self.durable else None
         wire = Wire.build(plans, preload, wait=wait)
@@ -491,6 +624,32 @@ class SyncExecutor(ManyRunner):
         if self.durable and wait is not None:
             self.durable.check(wire.wait_reply(replies))
         return finish_plans(plans, per_plan)
+
+    def _run_single(self, plan: Plan[Any], one: tuple[Any, ...]) -> Any:
+        """The common case, one plan of one command (or a loaded script's call) without
+        durability: no Wire, no preload, the reply decoded as finish_plans would. A NOSCRIPT
+        (the call did not run) goes the whole way again, which loads the script first."""
+        reply = _roundtrip(self.pool, [one], (plan,))[0]
+        if isinstance(reply, NoScriptError):
+            self._scripts.loaded.clear()
+            return self.run_many([plan])[0]  # not loaded now: the general path loads it
+        return _finish_one(plan, reply)
+
+    def _run_transaction(self, plan: Plan[Any]) -> Any:
+        """One atomic plan without durability: MULTI, its commands, EXEC, and the replies
+        folded as Wire.replies_of folds them (an aborted EXEC: the queueing error, else
+        EXEC's own, for every step)."""
+        commands: list[tuple[Any, ...]] = [("MULTI",)]
+        commands += [step.args for step in plan.steps]  # Commands only (Plan refuses a script here)
+        commands.append(("EXEC",))
+        replies = _roundtrip(self.pool, commands, (plan,))
+        done = replies[-1]
+        if isinstance(done, Exception):
+            queued = [r for r in replies[1:-1] if isinstance(r, Exception)]
+            per_step = [queued[0] if queued else done] * len(plan.steps)
+        else:
+            per_step = list(done)
+        return finish_plans((plan,), [per_step])[0]
 
     def _retry_noscript(self, wire: Wire, per_plan: list[list[Any]]) -> None:
         failed = _noscript_positions(wire, per_plan)
@@ -531,6 +690,13 @@ class AsyncExecutor(AsyncManyRunner):
     async def run_many(self, plans: Sequence[Plan[Any]]) -> list[Any]:
         if not plans:
             return []
+        if len(plans) == 1 and self.durable is None:  # as SyncExecutor._run_single
+            one = _single_command(plans[0], self._scripts.loaded)
+            if one is not None:
+                reply = (await _aroundtrip(self.pool, [one], plans))[0]
+                if not isinstance(reply, NoScriptError):
+                    return [_finish_one(plans[0], reply)]
+                self._scripts.loaded.clear()  # it did not run: the general path loads and sends it
         preload = self._scripts.missing(plans)
         wait = self.durable.wait_for(plans) if self.durable else None
         wire = Wire.build(plans, preload, wait=wait)
@@ -552,24 +718,3 @@ class AsyncExecutor(AsyncManyRunner):
         if self.durable and wait is not None:
             self.durable.check(wire.wait_reply(replies))
         return finish_plans(plans, per_plan)
-
-
-def executor_for(client: Any, *, durable: bool = False) -> Any:
-    """The executor that fits a redis-py client (sync, cluster or asyncio). `durable`:
-    every round trip that writes waits for a replica (WAIT), or raises NotDurable."""
-    if isinstance(client, redis.RedisCluster):
-        return ClusterExecutor(client, durable=durable)
-    if isinstance(client, redis.asyncio.Redis):
-        return AsyncExecutor(client, durable=durable)
-    if isinstance(client, redis.asyncio.RedisCluster):
-        return AsyncClusterExecutor(client, durable=durable)
-    if isinstance(client, redis.Redis):
-        return SyncExecutor(client, durable=durable)
-    raise TypeError(f"densekv needs a redis-py client, got {type(client).__name__}")
-
-
-# the cluster executor builds on the wire above; importing it last keeps one import path
-from densekv.cluster_executor import AsyncClusterExecutor as AsyncClusterExecutor  # noqa: PLC0414  # re-export (mypy)
-from densekv.cluster_executor import ClusterExecutor as ClusterExecutor  # noqa: PLC0414  # re-export (mypy)
-
-Executor = SyncExecutor | ClusterExecutor

@@ -34,10 +34,12 @@ end
 local len = flags % 16
 if len == 15 then len = string.byte(rec, pos); pos = pos + 1 end
 pos = pos + len
+-- where the old payload's rest is: '\13' a continuation entry, '\15' the out-of-line key,
+-- anything else nowhere (inline): only a rest that exists is removed below
+local tail = ''
+if flags >= 128 then tail = string.sub(rec, pos, pos) end
 if ARGV[6] ~= '' then
   if rec ~= ARGV[6] then return -2 end
-  local tail = ''
-  if flags >= 128 then tail = string.sub(rec, pos, pos) end
   if tail == '\13' and redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[7] then return -2 end
   if tail == '\15' and redis.call('GET', KEYS[2]) ~= ARGV[7] then return -2 end
 end
@@ -68,16 +70,16 @@ local payload = ARGV[3]
 local first = limit - #head - 1
 if #head + #payload <= limit then
   redis.call('HSET', KEYS[1], ARGV[1], head .. payload)
-  redis.call('HDEL', KEYS[3], ARGV[1])
-  redis.call('DEL', KEYS[2])
+  if tail == '\13' then redis.call('HDEL', KEYS[3], ARGV[1]) end
+  if tail == '\15' then redis.call('DEL', KEYS[2]) end
 elseif ARGV[5] ~= 'fieldttl' and first > 0 and #payload - first <= limit then
   redis.call('HSET', KEYS[1], ARGV[1], head .. '\13' .. string.sub(payload, 1, first))
   redis.call('HSET', KEYS[3], ARGV[1], string.sub(payload, first + 1))
-  redis.call('DEL', KEYS[2])
+  if tail == '\15' then redis.call('DEL', KEYS[2]) end
 else
   redis.call('HSET', KEYS[1], ARGV[1], head .. '\15')
   redis.call('SET', KEYS[2], payload, 'EXAT', abs)
-  redis.call('HDEL', KEYS[3], ARGV[1])
+  if tail == '\13' then redis.call('HDEL', KEYS[3], ARGV[1]) end
 end
 if ARGV[5] == 'fieldttl' then
   redis.call('HEXPIREAT', KEYS[1], exp, 'FIELDS', 1, ARGV[1])

@@ -127,36 +127,52 @@ def _utf8_text(value: str, path: str) -> str:
     return text
 
 
-def _convert(value: Any, path: str, depth: int = 1) -> Any:
+def _where(path: Any) -> str:
+    """A value's place in the data for an error message: `path` is "data", or (the parent's
+    path, a list index or dict key), built as _convert descends and rendered only here (an
+    f-string per value cost a write ~3 us)."""
+    parts = []
+    while isinstance(path, tuple):
+        path, key = path
+        parts.append(f"[{key}]" if type(key) is int else f"[{key!r}]")
+    return str(path) + "".join(reversed(parts))
+
+
+def _convert(value: Any, path: Any, depth: int = 1) -> Any:
     """The value as it is packed; raises SessionDataInvalid for what would not round-trip."""
     t = type(value)
-    if depth > MAX_NESTING and isinstance(value, (list, dict)):
+    if t is str and value.isascii():  # the common case first
+        return _pack_text(value)
+    if (t is dict or t is list or isinstance(value, (list, dict))) and depth > MAX_NESTING:
         raise SessionDataInvalid(f"session data nests lists and dicts more than {MAX_NESTING} deep "
-                                 f"(at {path[:80]}...): keep session data shallow")
+                                 f"(at {_where(path)[:80]}...): keep session data shallow")
     if value is None or t is bool or t is bytes:
         return value
     if isinstance(value, str):
-        return _pack_text(_utf8_text(value, path))
+        return _pack_text(_utf8_text(value, _where(path)))
     if isinstance(value, int) and not isinstance(value, bool):
         if not _INT_MIN <= value <= _INT_MAX:
-            raise SessionDataInvalid(f"session data {path} is an int outside -2**63 .. 2**64-1")
+            raise SessionDataInvalid(f"session data {_where(path)} is an int outside -2**63 .. 2**64-1")
         return int(value)
     if isinstance(value, float):
         if math.isnan(value):
-            raise SessionDataInvalid(f"session data {path} is NaN, which never compares equal")
+            raise SessionDataInvalid(f"session data {_where(path)} is NaN, which never compares equal")
         return float(value)
     if isinstance(value, list):
-        return [_convert(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value)]
+        return [_convert(v, (path, i), depth + 1) for i, v in enumerate(value)]
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            if not isinstance(k, str):
-                raise SessionDataInvalid(
-                    f"session data {path} has a {type(k).__name__} key {k!r}: keys are str")
-            out[_utf8_text(k, path + " key")] = _convert(v, f"{path}[{k!r}]", depth + 1)
+            if type(k) is not str or not k.isascii():
+                if not isinstance(k, str):
+                    raise SessionDataInvalid(
+                        f"session data {_where(path)} has a {type(k).__name__} key {k!r}: keys are str")
+                out[_utf8_text(k, _where(path) + " key")] = _convert(v, (path, k), depth + 1)
+            else:
+                out[k] = _convert(v, (path, k), depth + 1)
         return out
     raise SessionDataInvalid(
-        f"session data {path} is a {t.__name__}: keep None, bool, int, float, str, bytes, "
+        f"session data {_where(path)} is a {t.__name__}: keep None, bool, int, float, str, bytes, "
         "list and dict (str keys) in a session; a tuple, set or object would come back different")
 
 

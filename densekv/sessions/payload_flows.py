@@ -1,6 +1,7 @@
 """A session's payload on its way in and out: encoding, out-of-line parts, dictionaries.
 
-Flows of densekv/sessions/core.py's SessionCore (each takes the core it works for), kept
+Flows of densekv/sessions/core.py's SessionCore (each takes the core it works for, typed as
+meta.StoreCore: core.py imports this module, never the other way), kept
 apart because they are one concern: data -> packed -> framed bytes (payload.py) with the
 namespace's zstd dictionary; a read's record -> its whole payload (the continuation or
 out-of-line part read as the record names it, densekv/sessions/layouts/partitioned.py) ->
@@ -13,8 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from densekv.codec import CodecUnavailable, ZstdDictionary
 from densekv.errors import DecodeError, DensekvError
@@ -23,21 +23,17 @@ from densekv.keys import join_digest
 from densekv.maps.dictionaries import plan_load, plan_store
 from densekv.maps.dictionaries import train_dictionary as train_zstd
 from densekv.plan import Command, Plan
-from densekv.sessions.layouts.partitioned import PartitionedLayout
-from densekv.sessions.meta import plan_meta
+from densekv.sessions.meta import StoreCore, plan_meta
 from densekv.sessions.model import Record, SessionDataInvalid, SessionDataTooLarge
 from densekv.sessions.payload import pack_data
-from densekv.sessions.record import unpack_record
-
-if TYPE_CHECKING:
-    from densekv.sessions.core import SessionCore
+from densekv.sessions.record import unpack_record, with_data
 
 log = logging.getLogger("densekv.sessions")
 AUTO_TRAIN = 2000  # payloads written before a store trains the namespace's dictionary
 SAMPLE_SESSIONS = 2000  # sessions read to train a dictionary from the store itself
 
 
-def use_dictionary(core: SessionCore) -> Flow[None]:
+def use_dictionary(core: StoreCore) -> Flow[None]:
     """Write with the dictionary the metadata names (loaded once, cached by id). One the
     server no longer holds (lost by a flush while the metadata was not) is not used: the
     store writes without a dictionary, and trains another after AUTO_TRAIN payloads."""
@@ -55,14 +51,14 @@ def use_dictionary(core: SessionCore) -> Flow[None]:
     core.codec.use(ZstdDictionary(want, core.codec.known[want]))
 
 
-def encode(core: SessionCore, data: dict[str, Any] | None) -> tuple[bytes | None, bytes | None]:
+def encode(core: StoreCore, data: dict[str, Any] | None) -> tuple[bytes | None, bytes | None]:
     """(packed, framed) of session data, checked (typed errors, nothing written yet)."""
     if data is None:
         return None, None
     try:
         if not core.layout.holds_bytes:
             no_bytes(data)
-        if isinstance(core.layout, PartitionedLayout):
+        if core.layout.framed:
             return core.codec.encode(data)
         return pack_data(data, core.codec.max_bytes), None
     except SessionDataTooLarge:
@@ -70,26 +66,39 @@ def encode(core: SessionCore, data: dict[str, Any] | None) -> tuple[bytes | None
         raise
 
 
-def complete(core: SessionCore, digest: bytes, rec: Record | None) -> Flow[Record | None]:
+def complete(core: StoreCore, digest: bytes, rec: Record | None) -> Flow[Record | None]:
     """A record as read, with its payload decoded. A record that points out of line at
     a missing value (an update moved the payload between HGET and GET) is re-read."""
     for attempt in range(3):
         if rec is None or not rec.outside or rec.payload is not None or not rec.live(core.now()):
             break
         layout = core.layout
-        if attempt == 0 and isinstance(layout, PartitionedLayout):  # read what the record names
+        if attempt == 0 and layout.outside:  # read what the record names
             (rec,) = yield from core.run_on([digest], [layout.plan_fetch_outside(rec)])
         else:  # it moved meanwhile: read everything again
             (rec,) = yield from core.run_on([digest], [core.layout.plan_get(digest)])
     else:
         if rec is not None and rec.outside and rec.payload is None:
             raise DecodeError(f"session {digest.hex()} points at an out-of-line payload that is not stored", key=digest)
-    if rec is None:
-        return None
+    if rec is None or rec.payload is None:
+        return rec
+    if core.codec.missing(rec.payload) is None:  # the common case: decoded here, no round trip
+        return _decode_one(core, rec, rec.payload)
     return (yield from decode_payloads(core, [rec]))[0]
 
 
-def decode_payloads(core: SessionCore, records: list[Record], skip: bool = False) -> Flow[list[Record]]:
+def _decode_one(core: StoreCore, rec: Record, payload: bytes) -> Record:
+    """decode_payloads of one record whose dictionary is loaded, without its generator."""
+    try:
+        return with_data(rec, core.codec.decode(payload, key=rec.digest))
+    except DecodeError:
+        raise
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise DecodeError(f"session {rec.digest.hex()} holds a payload that does not decode: {exc}",
+                          key=rec.digest) from exc
+
+
+def decode_payloads(core: StoreCore, records: list[Record], skip: bool = False) -> Flow[list[Record]]:
     """Decode framed payloads, loading any dictionary they name that is not cached. `skip`:
     a record that does not decode is left out (one warning each) instead of raising
     DecodeError: a listing (sessions_of, training samples) shows the sessions it can."""
@@ -112,15 +121,15 @@ def decode_payloads(core: SessionCore, records: list[Record], skip: bool = False
             log.warning("densekv: session %s of namespace %r does not decode, left out: %s",
                         r.digest.hex(), core.namespace, exc)
             continue
-        out.append(replace(r, data=data))
+        out.append(with_data(r, data))
     return out
 
 
-def fill_outside(core: SessionCore, records: list[Record]) -> Flow[list[Record]]:
+def fill_outside(core: StoreCore, records: list[Record]) -> Flow[list[Record]]:
     """Records found by a scan carry only their inline part: read the rest."""
     layout = core.layout
     missing = [i for i, r in enumerate(records) if r.outside and r.payload is None]
-    if missing and isinstance(layout, PartitionedLayout):
+    if missing and layout.outside:
         filled = yield [layout.plan_fetch_outside(records[i]) for i in missing]
         fresh: list[Record | None] = list(records)
         for i, rec in zip(missing, filled):
@@ -131,14 +140,14 @@ def fill_outside(core: SessionCore, records: list[Record]) -> Flow[list[Record]]
     return (yield from decode_payloads(core, records, skip=True))
 
 
-def sample(core: SessionCore, packed: list[bytes]) -> Flow[None]:
+def sample(core: StoreCore, packed: list[bytes]) -> Flow[None]:
     """Keep payloads until the namespace has a dictionary; then train it (once), within
     the write that brought the AUTO_TRAIN-th payload (that one request pays the training:
     benchmarks/train_cost.py). Training never fails that write: without zstandard the
     store keeps writing without a dictionary (one warning), and any other failure is
     logged and tried again after AUTO_TRAIN more payloads."""
     if (core.auto_train is None or core.codec.dictionary is not None
-            or not isinstance(core.layout, PartitionedLayout)):
+            or not core.layout.framed):
         return
     core.samples.extend(packed[: core.auto_train - len(core.samples)])
     if len(core.samples) >= core.auto_train:
@@ -156,17 +165,20 @@ def sample(core: SessionCore, packed: list[bytes]) -> Flow[None]:
                         "after %d more sessions): %s", core.namespace, core.auto_train, exc)
 
 
-def train_dictionary(core: SessionCore, samples: Iterable[dict[str, Any]] | None = None) -> Flow[int]:
+def train_dictionary(core: StoreCore, samples: Iterable[dict[str, Any]] | None = None) -> Flow[int]:
     """Train the namespace's zstd dictionary on `samples` (session data dicts), or on
     up to SAMPLE_SESSIONS sessions read from the store; store it, and make it the one
     new payloads are written with (every process adopts it within a minute)."""
-    if not isinstance(core.layout, PartitionedLayout):
+    if not core.layout.framed:
         raise DensekvError(f"layout {core.layout.name} keeps payloads as they are: no dictionary")
     if samples is not None:
         packed = [pack_data(d, core.codec.max_bytes) for d in samples]
     else:
         packed = []
-        layout = core.layout
+        layout = core.layout.partitioning()
+        if layout is None:
+            raise DensekvError(f"layout {core.layout.name} has no partitions to read samples from: "
+                               "pass the samples")
         for p in range(layout.partitions):
             if len(packed) >= SAMPLE_SESSIONS:
                 break
@@ -178,7 +190,7 @@ def train_dictionary(core: SessionCore, samples: Iterable[dict[str, Any]] | None
     return (yield from store_dictionary(core, packed))
 
 
-def store_dictionary(core: SessionCore, packed: list[bytes]) -> Flow[int]:
+def store_dictionary(core: StoreCore, packed: list[bytes]) -> Flow[int]:
     """Train a dictionary on packed payloads, store it and name it in the metadata."""
     data = train_zstd(packed, size=4096)
     stored = (yield [plan_store(core.namespace, data)])[0]

@@ -39,6 +39,8 @@ F_ABSOLUTE = 0x20
 F_DATA = 0x40  # format 1, read only
 F_FRAMED = 0x80
 _KNOWN = F_LEN_MASK | F_STR | F_ABSOLUTE | F_DATA | F_FRAMED
+_HEAD = struct.Struct(">BI")  # flags, expires_at
+_U32 = struct.Struct(">I")
 
 
 def identity_section(identity: Identity | None) -> tuple[int, bytes]:
@@ -71,14 +73,13 @@ def pack_record(rec: Record, payload: bytes | None = None) -> bytes:
 
 def unpack_record(digest: bytes, raw: bytes, *, where: str = "") -> Record:
     try:
-        flags = raw[0]
+        flags, expires_at = _HEAD.unpack_from(raw)
         if flags & ~_KNOWN & 0xFF:
             raise ValueError(f"unknown flags {flags:#x}")
-        (expires_at,) = struct.unpack_from(">I", raw, 1)
         pos = 5
         absolute_at = expires_at
         if flags & F_ABSOLUTE:
-            (absolute_at,) = struct.unpack_from(">I", raw, pos)
+            (absolute_at,) = _U32.unpack_from(raw, pos)
             pos += 4
         length = flags & F_LEN_MASK
         if length == F_LEN_ESCAPE:
@@ -117,3 +118,26 @@ def unpack_record(digest: bytes, raw: bytes, *, where: str = "") -> Record:
     outside = payload == MARKER or part is not None
     return Record(digest, identity, expires_at, absolute_at, data, None if outside else payload,
                   outside, bytes(raw), part=part)
+
+
+def with_data(rec: Record, data: dict[str, Any] | None) -> Record:
+    """`rec` with its payload decoded into `data`: dataclasses.replace(rec, data=data)
+    without replace's field walk and __init__ (3.9 us against 0.6: a get's largest copy)."""
+    new = object.__new__(Record)
+    fields = new.__dict__
+    fields.update(rec.__dict__)
+    fields["data"] = data
+    return new
+
+
+def replaced(rec: Record, **changes: Any) -> Record:
+    """dataclasses.replace(rec, **changes) at with_data's cost, for Record's own fields only
+    (a split read's payload and rest: partitioned.with_rest)."""
+    unknown = changes.keys() - rec.__dict__.keys()
+    if unknown:
+        raise TypeError(f"Record has no field {min(unknown)!r}")
+    new = object.__new__(Record)
+    fields = new.__dict__
+    fields.update(rec.__dict__)
+    fields.update(changes)
+    return new

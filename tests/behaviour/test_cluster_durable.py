@@ -34,8 +34,8 @@ from densekv import (
     SessionStore,
     WriteInDoubt,
 )
-from densekv.cluster_executor import ClusterExecutor
-from densekv.plan import Durability, command, executor_for
+from densekv.cluster_executor import ClusterExecutor, executor_for
+from densekv.plan import Durability, command
 from densekv.server.cluster import LocalCluster
 from densekv.server.process import ServerProcess
 from tests.conftest import PRESENT, REPLICATED_SERVER

@@ -9,9 +9,10 @@ import pytest
 import redis
 import redis.asyncio
 
+from densekv.cluster_executor import ClusterExecutor, executor_for
 from densekv.errors import WrongType
 from densekv.ops import plan_compare_and_set, plan_get, plan_incrby
-from densekv.plan import AsyncExecutor, ClusterExecutor, Command, Plan, SyncExecutor, executor_for
+from densekv.plan import AsyncExecutor, Command, Plan, SyncExecutor
 from densekv.server.process import ServerProcess
 
 
