@@ -37,6 +37,7 @@ from densekv.planner.kinds import KINDS, Candidate, Workload
 from densekv.planner.listpack import entry_size
 from densekv.planner.model import Calibration, Container, Reading, calibrate, predict_total
 from densekv.planner.site import Site, Target, open_target, site
+from densekv.sessions.meta import SPECS
 
 SAMPLE_PARTITIONS = 256  # partitions a calibration sample fills (at most)
 SAMPLE_ITEMS = 120_000  # items a calibration sample holds (at most)
@@ -52,8 +53,10 @@ INDEX_OFF = ("index_identities=False (as measured) turns off the identity index:
              "store.destroy_all() - log out everywhere - then refuse; leave it out to keep them, at a cost "
              "per logged-in session that the figures above do not include")
 #: which listpack limit sizes the partitions of each layout (for the raise-the-limit advice)
-SIZED_BY = {"dense": ("hash",), "fieldttl": ("hash",), "zset": ("hash", "zset"), "dense-set": ("set",),
-            "dense-hash": ("hash",), "buckets": ("hash",)}
+#: which structures' listpack entry limits bound one partition: the session layouts' from their
+#: registry (densekv/sessions/meta.SPECS), the sets' and maps' own
+SIZED_BY = {**{s.name: s.sized_by for s in SPECS if s.partitioned},
+            "dense-set": ("set",), "dense-hash": ("hash",), "buckets": ("hash",)}
 
 
 #: progress(what it is doing, items loaded so far, items it will load in all)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from densekv.keys import partition_bits, partition_count
@@ -87,9 +87,20 @@ def session_payload(payload: int) -> bytes | None:
     return None if data is None else PayloadCodec(1 << 16).encode(data)[1]
 
 
+def session_specs() -> list[Any]:
+    """The session layouts the planner weighs: the registry's (densekv/sessions/meta.py
+    SPECS) less the seed's baselines, the one `layout="auto"` picks first."""
+    from densekv.sessions.meta import AUTO_LAYOUT, SPECS
+
+    return sorted((s for s in SPECS if not s.baseline), key=lambda s: s.name != AUTO_LAYOUT)
+
+
 class SessionsPlanner:
     kind = "sessions"
-    layouts = ("dense", "zset", "fieldttl")
+
+    @property
+    def layouts(self) -> tuple[str, ...]:
+        return tuple(s.name for s in session_specs())
 
     def check(self, wl: Workload) -> None:
         if wl.payload > 65_535:
@@ -109,27 +120,32 @@ class SessionsPlanner:
         (its payload is then split over a continuation entry, or out of line in a key of its
         own), also with the limit raised so that it stays inline: the planner measures both
         and advises the raise only where it saves."""
-        z, v = caps.hash_max_listpack_entries, caps.hash_max_listpack_value
+        from densekv.sessions.meta import facts_of
+
+        facts = facts_of(caps)
+        v = caps.hash_max_listpack_value
         rec = self.record_len(wl)
-        variants: list[tuple[dict[str, str], str]] = [({}, "")]
-        if rec > v:
-            need = -(-rec // 16) * 16
-            variants = [
-                ({}, (f"a {rec}-byte session record is over hash-max-listpack-value {v}: each payload "
-                      + ("is split over a continuation entry" if rec <= 2 * v - 1 else
-                         "lives out of line, in a key of its own") + " (the partitions stay listpacks)")),
-                ({"hash-max-listpack-value": str(need)},
-                 (f"with hash-max-listpack-value {need} a {rec}-byte record stays inline (no key of its own); "
-                  "a lookup scans longer listpack entries")),
-            ]
+        bare = self.record_len(replace(wl, payload=0))
         out = []
-        for layout in self.layouts:
-            if layout == "fieldttl" and caps.field_ttl == "none":
+        for spec in session_specs():
+            limit = spec.partition_limit(facts.limits)
+            if spec.unavailable(facts) is not None or limit is None:
                 continue
-            limit = min(z, caps.zset_max_listpack_entries) if layout == "zset" else z
+            variants: list[tuple[dict[str, str], str]] = [({}, "")]
+            where = spec.placement(rec, bare, v)
+            if where not in (None, "inline"):
+                need = -(-rec // 16) * 16
+                variants = [
+                    ({}, (f"a {rec}-byte session record is over hash-max-listpack-value {v}: each payload "
+                          + ("is split over a continuation entry" if where == "split" else
+                             "lives out of line, in a key of its own") + " (the partitions stay listpacks)")),
+                    ({"hash-max-listpack-value": str(need)},
+                     (f"with hash-max-listpack-value {need} a {rec}-byte record stays inline (no key of its own); "
+                      "a lookup scans longer listpack entries")),
+                ]
             p = partition_count(wl.items, limit)
             shape = {"kind": "sessions", "field": 16 - partition_bits(p) // 8, "record": rec}
-            out += [Candidate(layout, p, "poisson", shape, options, note) for options, note in variants]
+            out += [Candidate(spec.name, p, "poisson", shape, options, note) for options, note in variants]
         return out
 
     def _facts(self, client: Any) -> Any:

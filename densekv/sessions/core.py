@@ -39,7 +39,6 @@ from densekv.sessions import payload_flows as payloads
 from densekv.sessions import sweep as whole
 from densekv.sessions.identities import IdentityFlows
 from densekv.sessions.index import IdentityIndex
-from densekv.sessions.layouts.partitioned import PartitionedLayout
 from densekv.sessions.meta import (
     LAYOUTS,
     Choice,
@@ -138,8 +137,7 @@ class SessionCore(IdentityFlows):
     def plan_open(self) -> Plan[StoreMeta | None]:
         """store_meta.lua's open: the metadata as this store would make it, if missing."""
         layout = self.layout
-        partitions = layout.partitions if isinstance(layout, PartitionedLayout) else 0
-        return plan_meta(self.namespace, "open", layout.name, partitions, int(self.index is not None))
+        return plan_meta(self.namespace, "open", layout.name, layout.partitions, int(self.index is not None))
 
     def open(self) -> Flow[None]:
         """Create the metadata if this is the namespace's first store, then adopt it."""
@@ -226,7 +224,7 @@ class SessionCore(IdentityFlows):
 
     def _after_tombstone(self, exc: Exception) -> Flow[bool]:
         """True to run again: a partitioned store whose metadata changed."""
-        if not isinstance(self.layout, PartitionedLayout):
+        if not self.layout.partitions:
             return False
         return (yield from self.refresh())
 
@@ -237,15 +235,11 @@ class SessionCore(IdentityFlows):
 
     @property
     def migrating(self) -> bool:
-        return isinstance(self.layout, PartitionedLayout) and self.layout.from_partitions is not None
+        return self.layout.from_partitions is not None
 
     def _splits(self, digests: Iterable[bytes]) -> list[Plan[Any]]:
         """While a repartition runs: split the old partitions of these digests first."""
-        layout = self.layout
-        if not isinstance(layout, PartitionedLayout) or layout.from_partitions is None:
-            return []
-        olds = dict.fromkeys(layout.old_partition(d) for d in digests)
-        return [layout.plan_split(p) for p in olds if p is not None]
+        return self.layout.plan_splits(digests)
 
     def run_on(self, digests: Iterable[bytes], plans: list[Plan[Any]]) -> Flow[list[Any]]:
         """Run `plans` in one round trip, after the splits they need (same round trip)."""
@@ -404,7 +398,7 @@ class SessionCore(IdentityFlows):
         send one HGET, of split ones HGET + the continuation's HGET (no GET of an
         out-of-line key they never have), of large ones HGET + GET."""
         layout = self.layout
-        if isinstance(layout, PartitionedLayout):
+        if layout.outside:
             split, ool = self.split_rate > OUTSIDE_SPECULATE, self.ool_rate > OUTSIDE_SPECULATE
             plan = layout.plan_get(digest, outside=True if split and ool else "split" if split else
                                    "ool" if ool else False)

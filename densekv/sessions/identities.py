@@ -1,7 +1,8 @@
 """The flows over an identity's sessions: sessions_of and destroy_all ("log out
 everywhere"), found through the identity index (densekv/sessions/index.py) and re-read.
 
-A mixin of SessionCore (densekv/sessions/core.py), kept apart because it is one concern:
+A mixin of SessionCore (densekv/sessions/core.py; it passes itself to payload_flows as a
+meta.StoreCore, so this module does not import core.py), kept apart because it is one concern:
 the index only points, every session it names is read again and its identity checked, and
 destroy_all runs find-and-delete rounds until two quiet rounds agree, so a session that
 rotates its token meanwhile (listed under its new digest before it moves) is ended too.
@@ -10,7 +11,7 @@ rotates its token meanwhile (listed under its new digest before it moves) is end
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from densekv.errors import DensekvError
 from densekv.flows import MAX_CAS_TRIES, Flow, cas_pause
@@ -18,10 +19,8 @@ from densekv.plan import Plan
 from densekv.sessions import payload_flows as payloads
 from densekv.sessions.index import IdentityIndex
 from densekv.sessions.layouts.base import Layout
+from densekv.sessions.meta import StoreCore
 from densekv.sessions.model import Identity, Record, Session, check_identity
-
-if TYPE_CHECKING:
-    from densekv.sessions.core import SessionCore
 
 __all__ = ["IdentityFlows"]
 
@@ -65,7 +64,7 @@ class IdentityFlows:
         return sorted(set(refs)), [r for r in records.values() if r.identity == identity and r.live(now)]
 
     def _live_sessions_of(self, identity: Identity) -> Flow[list[Record]]:
-        records = yield from payloads.fill_outside(cast("SessionCore", self), (yield from self._live_records_of(identity)))
+        records = yield from payloads.fill_outside(cast(StoreCore, self), (yield from self._live_records_of(identity)))
         return [r for r in records if r.identity == identity]  # a re-read may find a login
 
     def _need_index(self) -> None:

@@ -1,31 +1,39 @@
-"""What a session store is, and where it is decided: the server's facts, the layout choice,
-the store's shared metadata.
+"""What a session store is, and where it is decided: the server's facts, the registry of
+layouts and the layout choice, the store's shared metadata, the core as its flows see it.
 
-Deciding apart from doing: `choose_layout` picks the layout for `layout="auto"` from
-ServerFacts (a pure projection of the probe's Capabilities: facts_of) and `make_layout`
-builds it; StoreMeta is the namespace's metadata hash `{ns}:meta` (written once by the
-first store, densekv/lua/store_meta.lua; every later process adopts its layout, partition
-count, repartition state and dictionary id, whatever it was told). No I/O here but the
-plans of plan_meta; the flows that use them are densekv/sessions/core.py's.
+Deciding apart from doing: SPECS is the one registry of session layouts (name, class,
+what the server must have, the partition limit, the placement rule, a bytes formula);
+the store, the planner, the lab and the tests iterate it, so a new layout is its class
+and one entry here. `choose_layout` picks the layout for `layout="auto"` from ServerFacts
+(a pure projection of the probe's Capabilities: facts_of) and `make_layout` builds it;
+StoreMeta is the namespace's metadata hash `{ns}:meta` (written once by the first store,
+densekv/lua/store_meta.lua; every later process adopts its layout, partition count,
+repartition state and dictionary id, whatever it was told). StoreCore is what the flows
+beside densekv/sessions/core.py (sweep.py, payload_flows.py, identities.py) need of the
+core: they import it from here, and core.py imports them, never the other way. No I/O
+here but the plans of plan_meta.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from densekv.errors import DecodeError, DensekvError
+from densekv.flows import Flow
 from densekv.keys import key, partition_count
+from densekv.listpack import int_entry_size, string_entry_size
 from densekv.lua import script
 from densekv.plan import Plan, script_call
+from densekv.sessions.index import IdentityIndex
 from densekv.sessions.layouts.base import Layout, LayoutLimits
-from densekv.sessions.layouts.partitioned import DenseLayout, FieldTtlLayout, ZsetLayout
+from densekv.sessions.layouts.partitioned import DenseLayout, FieldTtlLayout, ZsetLayout, placement
 from densekv.sessions.layouts.perkey import HashLayout, JsonLayout, PackedLayout
+from densekv.sessions.payload import PayloadCodec
 
 if TYPE_CHECKING:
     from densekv.server.probe import Capabilities
-
-LAYOUTS = ("json", "packed", "hash", "zset", "dense", "fieldttl")
 
 
 class LayoutUnavailable(DensekvError):
@@ -41,11 +49,123 @@ class ServerFacts:
     field_ttl_encoding: str | None = None
     cluster: bool = False
 
+    def capabilities(self) -> frozenset[str]:
+        """The server capabilities a layout may need (LayoutSpec.needs): CAPABILITIES."""
+        return frozenset({"field_ttl"} if self.field_ttl != "none" else ())
+
+
+#: capability -> (what it is, which servers have it): what LayoutSpec.needs may name
+CAPABILITIES = {"field_ttl": ("hash field TTL", "Redis 7.4+, Valkey 9+")}
+
+
+@dataclass(frozen=True)
+class LayoutSpec:
+    """One session layout, its facts in one place: what `layout=` names, the class that
+    builds its plans, what the server must have (CAPABILITIES), which structures' listpack
+    entry limits bound a partition (none: one key per session), where a payload goes
+    (placement), and the listpack bytes a session adds where a formula is kept."""
+
+    name: str
+    cls: type[Layout]
+    summary: str
+    needs: tuple[str, ...] = ()
+    #: the structures a partition is made of whose `<s>-max-listpack-entries` bound the
+    #: sessions it may hold ("hash", "zset"); () for one key per session
+    sized_by: tuple[str, ...] = ()
+    #: (field bytes, record bytes, expires_at) -> listpack bytes one session adds to its
+    #: partition's structures (entries only: the partitions' own overhead is shared)
+    entry_bytes: Callable[[int, int, int], int] | None = None
+    #: the seed's key-per-session baselines: measured by the lab, never advised
+    baseline: bool = False
+    #: constructor options this layout takes from the server's facts
+    options: Callable[[ServerFacts], dict[str, Any]] = field(default=lambda facts: {})
+
+    def __post_init__(self) -> None:
+        unknown = [c for c in self.needs if c not in CAPABILITIES]
+        unknown += [s for s in self.sized_by if not hasattr(LayoutLimits, f"{s}_max_listpack_entries")]
+        if unknown:
+            raise ValueError(f"layout {self.name}: unknown capabilities or structures {unknown}")
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.sized_by)
+
+    def partition_limit(self, limits: LayoutLimits) -> int | None:
+        """Sessions a partition may hold on a server of these limits (None: no partitions)."""
+        if not self.sized_by:
+            return None
+        return min(int(getattr(limits, f"{s}_max_listpack_entries")) for s in self.sized_by)
+
+    def missing(self, have: Iterable[str]) -> list[str]:
+        """The capabilities this layout needs that are not in `have`."""
+        have = set(have)
+        return [c for c in self.needs if c not in have]
+
+    def unavailable(self, facts: ServerFacts) -> str | None:
+        """Why this layout cannot run on the server of `facts`, or None."""
+        missing = self.missing(facts.capabilities())
+        if not missing:
+            return None
+        return f"layout {self.name} needs " + ", ".join(f"{what} ({where})" for what, where in
+                                                        (CAPABILITIES[c] for c in missing))
+
+    def placement(self, record: int, bare: int, limit: int) -> str | None:
+        """Where a payload goes in this layout: "inline", "split" or "out of line"
+        (layouts/partitioned.py placement) for a record of `record` bytes (`bare` without
+        its payload) under hash-max-listpack-value `limit`; None: one key per session
+        holds the whole value."""
+        if not self.partitioned:
+            return None
+        return placement(record, bare, limit, self.cls.splits)
+
+    def build(self, namespace: str, facts: ServerFacts, partitions: int, **extra: Any) -> Layout:
+        """The layout itself (`extra`: base_partitions, from_partitions of a repartition)."""
+        make: Any = self.cls
+        if not self.partitioned:
+            return make(namespace)  # type: ignore[no-any-return]
+        return make(namespace, partitions, facts.limits, **extra, **self.options(facts))  # type: ignore[no-any-return]
+
+
+def _hash_entries(fieldlen: int, record: int, expires_at: int) -> int:
+    return string_entry_size(fieldlen) + string_entry_size(record)
+
+
+def _hash_and_zset_entries(fieldlen: int, record: int, expires_at: int) -> int:
+    return _hash_entries(fieldlen, record, expires_at) + string_entry_size(fieldlen) + int_entry_size(expires_at)
+
+
+#: Every session layout, in the order `layout=` lists them.
+SPECS: tuple[LayoutSpec, ...] = (
+    LayoutSpec("json", JsonLayout, "a JSON string key per session, SET ... EXAT (the seed's baseline)",
+               baseline=True),
+    LayoutSpec("packed", PackedLayout, "a msgpack string key per session, binary key name", baseline=True),
+    LayoutSpec("hash", HashLayout, "a HASH per session (identity, expiry, data) + EXPIREAT", baseline=True),
+    LayoutSpec("zset", ZsetLayout, "partition HASHes of compact records + a ZSET of their expiries",
+               sized_by=("hash", "zset"), entry_bytes=_hash_and_zset_entries),
+    LayoutSpec("dense", DenseLayout, "partition HASHes of compact records, each with its expiry inside",
+               sized_by=("hash",), entry_bytes=_hash_entries),
+    LayoutSpec("fieldttl", FieldTtlLayout, "partition HASHes of compact records, the server's field TTL on each",
+               needs=("field_ttl",), sized_by=("hash",),
+               options=lambda facts: {"hsetex": facts.field_ttl == "hsetex"}),
+)
+LAYOUTS = tuple(spec.name for spec in SPECS)
+
+
+def spec_of(name: str) -> LayoutSpec:
+    """The registry entry of layout `name` (ValueError names the known ones)."""
+    for spec in SPECS:
+        if spec.name == name:
+            return spec
+    raise ValueError(f"unknown layout {name!r}: choose one of auto, {', '.join(s.name for s in SPECS)}")
+
 
 @dataclass(frozen=True)
 class Choice:
     layout: str
     reason: str
+
+
+AUTO_LAYOUT = "dense"  # what `layout="auto"` picks on every server measured (choose_layout)
 
 
 def choose_layout(facts: ServerFacts) -> Choice:
@@ -58,32 +178,27 @@ def choose_layout(facts: ServerFacts) -> Choice:
                "dense keeps listpacks")
     else:
         why = "no field TTL on this server: dense keeps the expiry inside the record"
-    return Choice("dense", why)
+    return Choice(AUTO_LAYOUT, why)
 
 
 def make_layout(name: str, namespace: str, facts: ServerFacts, expected: int, partitions: int | None,
                 meta: StoreMeta | None = None, fill: int | None = None) -> Layout:
-    if name in ("json", "packed", "hash"):
-        return {"json": JsonLayout, "packed": PackedLayout, "hash": HashLayout}[name](namespace)
-    limit = facts.limits.hash_max_listpack_entries
-    if name == "zset":
-        limit = min(limit, facts.limits.zset_max_listpack_entries)
+    """Layout `name` for this server: `partitions`, the metadata's, or enough for
+    `expected` sessions at the spec's partition limit (LayoutUnavailable where the server
+    lacks what it needs, ValueError for a name the registry does not hold)."""
+    spec = spec_of(name)
+    limit = spec.partition_limit(facts.limits)
+    if limit is None:
+        return spec.build(namespace, facts, 0)
     p = partitions or partition_count(expected, limit, fill=fill)
     extra: dict[str, Any] = {}
     if meta is not None and meta.partitions:
         p = meta.partitions
         extra = {"base_partitions": meta.base, "from_partitions": meta.from_}
-    if name == "dense":
-        return DenseLayout(namespace, p, facts.limits, **extra)
-    if name == "zset":
-        return ZsetLayout(namespace, p, facts.limits, **extra)
-    if name == "fieldttl":
-        if facts.field_ttl == "none":
-            raise LayoutUnavailable("layout fieldttl needs hash field TTL (Redis 7.4+, Valkey 9+)")
-        layout = FieldTtlLayout(namespace, p, facts.limits, **extra)
-        layout.hsetex = facts.field_ttl == "hsetex"
-        return layout
-    raise ValueError(f"unknown layout {name!r}: choose one of auto, {', '.join(LAYOUTS)}")
+    why = spec.unavailable(facts)
+    if why is not None:
+        raise LayoutUnavailable(why)
+    return spec.build(namespace, facts, p, **extra)
 
 
 @dataclass(frozen=True)
@@ -111,10 +226,39 @@ class StoreMeta:
         except (KeyError, ValueError, UnicodeDecodeError, AttributeError, IndexError) as exc:
             raise DecodeError("the namespace's metadata hash was not written by densekv: "
                               "use another namespace, or delete that key") from exc
-        if meta.layout not in LAYOUTS:
+        if all(spec.name != meta.layout for spec in SPECS):
             raise DecodeError(f"the namespace's metadata names layout {meta.layout!r}, which densekv "
                               "does not know: use another namespace, or delete that key")
         return meta
+
+
+class StoreCore(Protocol):
+    """SessionCore (densekv/sessions/core.py) as the flows beside it see it: sweep.py,
+    payload_flows.py and identities.py take the core and call back into it (adopt,
+    refresh, run_on) through this type, so none of them imports core.py."""
+
+    namespace: str
+    facts: ServerFacts
+    layout: Layout
+    meta: StoreMeta | None
+    index: IdentityIndex | None
+    codec: PayloadCodec
+    samples: list[bytes]
+    auto_train: int | None
+    refused_too_large: int
+    sweep_cursor: int
+    index_cursor: int
+
+    def now(self) -> int: ...
+
+    def adopt(self, meta: StoreMeta | None) -> None:
+        """Take the metadata as the store's (its layout, partitions, dictionary)."""
+
+    def refresh(self) -> Flow[bool]:
+        """Re-read the metadata; True if it changed."""
+
+    def run_on(self, digests: Iterable[bytes], plans: list[Plan[Any]]) -> Flow[list[Any]]:
+        """Run `plans` in one round trip, after the repartition splits they need."""
 
 
 def meta_key(namespace: str) -> bytes:
@@ -144,5 +288,6 @@ def facts_from_probe(client: Any) -> ServerFacts:
     return facts_of(probe(client))
 
 
-__all__ = ["LAYOUTS", "Choice", "LayoutUnavailable", "ServerFacts", "StoreMeta", "choose_layout", "facts_from_probe",
-           "facts_of", "make_layout", "meta_key", "plan_meta"]
+__all__ = ["AUTO_LAYOUT", "CAPABILITIES", "LAYOUTS", "SPECS", "Choice", "LayoutLimits", "LayoutSpec", "LayoutUnavailable",
+           "ServerFacts", "StoreCore", "StoreMeta", "choose_layout", "facts_from_probe", "facts_of", "make_layout",
+           "meta_key", "plan_meta", "spec_of"]

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import redis
 
+from densekv.cluster_executor import executor_for
 from densekv.flows import Flow, adrive, drive
-from densekv.plan import executor_for
 from densekv.server.probe import probe_flow
 from densekv.sessions.core import (
     AUTO_TRAIN,
@@ -30,7 +30,6 @@ from densekv.sessions.core import (
     facts_of,
     make_layout,
 )
-from densekv.sessions.layouts.partitioned import PartitionedLayout
 from densekv.sessions.model import Identity, Record, Session
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
 from densekv.twins import share_docstrings
@@ -248,7 +247,7 @@ class SessionStore(_Options):
         """Layout, sessions stored, the fullest partition, how many payloads did not fit
         inline (split, out of line: a SCAN of the database), refusals, and warnings."""
         out: dict[str, Any] = {**self.explain(), "refused_too_large": self._core.refused_too_large}
-        if isinstance(self._core.layout, PartitionedLayout):
+        if self._core.layout.partitions:
             sizes = self._run(lambda c: c.partition_sizes())
             split, outside = self._run(lambda c: c.outside_counts())
             out.update(sessions=sum(sizes), fullest_partition=max(sizes, default=0),
@@ -356,7 +355,7 @@ class AsyncSessionStore(_Options):
     async def stats(self) -> dict[str, Any]:
         core = await self.ready()
         out: dict[str, Any] = {**core.explain(), "refused_too_large": core.refused_too_large}
-        if isinstance(core.layout, PartitionedLayout):
+        if core.layout.partitions:
             sizes = await self._run(lambda c: c.partition_sizes())
             split, outside = await self._run(lambda c: c.outside_counts())
             out.update(sessions=sum(sizes), fullest_partition=max(sizes, default=0),

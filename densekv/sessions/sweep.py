@@ -1,6 +1,7 @@
 """Work over every partition of a session store: sweep, repartition, sizes and counts.
 
-Flows of densekv/sessions/core.py's SessionCore (each takes the core it works for):
+Flows of densekv/sessions/core.py's SessionCore (each takes the core it works for, typed
+as meta.StoreCore: core.py imports this module, never the other way):
   * sweep walks the partitions SWEEP_BATCH per round trip from a cursor kept by the core
     (a bounded sweep carries on where the last one stopped), removes what expired
     (a script per partition), then the out-of-line payloads and the identity-index
@@ -16,37 +17,31 @@ Flows of densekv/sessions/core.py's SessionCore (each takes the core it works fo
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from densekv.errors import DensekvError, InvalidArgument
 from densekv.flows import Flow, Scan
 from densekv.keys import glob_escape, key
 from densekv.lua import script
 from densekv.plan import Plan, command, script_call
-from densekv.sessions.layouts.partitioned import PartitionedLayout
-from densekv.sessions.layouts.perkey import KeyPerSessionLayout
-from densekv.sessions.meta import plan_meta
+from densekv.sessions.layouts.base import Partitioned
+from densekv.sessions.meta import StoreCore, plan_meta
 from densekv.sessions.model import Identity, Record
-
-if TYPE_CHECKING:
-    from densekv.sessions.core import SessionCore
 
 SWEEP_BATCH = 64  # partitions per round trip
 
 
-def repartition(core: SessionCore, partitions: int, progress: Callable[[int, int], None] | None = None) -> Flow[dict[str, Any]]:
+def repartition(core: StoreCore, partitions: int, progress: Callable[[int, int], None] | None = None) -> Flow[dict[str, Any]]:
     """Move the store to `partitions` (a larger power of two), online: split every old
     partition (a script each); writers that still use the old count meet a tombstone,
     re-read the metadata and follow. Resumable: rerun it after a crash."""
-    layout = core.layout
-    if not isinstance(layout, PartitionedLayout):
-        raise InvalidArgument(f"layout {layout.name} has no partitions to grow")
+    if core.layout.partitioning() is None:
+        raise InvalidArgument(f"layout {core.layout.name} has no partitions to grow")
     if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1 \
             or partitions & (partitions - 1):
         raise InvalidArgument(f"{partitions!r} partitions: the new partition count is a power of two")
     yield from core.refresh()
-    layout = core.layout
-    assert isinstance(layout, PartitionedLayout)
+    layout = partitioned(core)
     if layout.from_partitions is None:
         if partitions == layout.partitions:  # a rerun after it finished: nothing to do
             return {"partitions": layout.partitions, "moved": 0, "note": "already at that count"}
@@ -57,8 +52,7 @@ def repartition(core: SessionCore, partitions: int, progress: Callable[[int, int
             )
         meta = (yield [plan_meta(core.namespace, "begin", layout.partitions, partitions)])[0]
         core.adopt(meta)
-        layout = core.layout
-        assert isinstance(layout, PartitionedLayout)
+        layout = partitioned(core)
         if layout.from_partitions is None:
             raise DensekvError("another process changed the partition count first; try again")
     elif partitions != layout.partitions:
@@ -74,10 +68,10 @@ def repartition(core: SessionCore, partitions: int, progress: Callable[[int, int
             progress(min(i + SWEEP_BATCH, len(olds)), len(olds))
     meta = (yield [plan_meta(core.namespace, "finish", layout.partitions)])[0]
     core.adopt(meta)
-    return {"partitions": core.layout.partitions, "moved": moved}  # type: ignore[attr-defined]
+    return {"partitions": core.layout.partitions, "moved": moved}
 
 
-def sweep(core: SessionCore, max_items: int | None) -> Flow[int]:
+def sweep(core: StoreCore, max_items: int | None) -> Flow[int]:
     """Remove expired sessions partition by partition, then identity-index entries past
     their absolute expiry. max_items=None: a full pass over both; otherwise stop near
     max_items removals and sweep one batch of index partitions (cursors carry on)."""
@@ -97,10 +91,7 @@ def sweep(core: SessionCore, max_items: int | None) -> Flow[int]:
             visited += len(batch)
             gone: list[Record] = [r for rs in results for r in rs]
             removed_total += len(gone)
-            cleanup: list[Plan[Any]] = []
-            if isinstance(core.layout, PartitionedLayout):
-                outside = [core.layout.ool_key(r.digest) for r in gone if r.outside and r.part is None]
-                cleanup += [command("DEL", k, keys=(k,)) for k in outside]
+            cleanup: list[Plan[Any]] = core.layout.plan_drop_outside(gone)
             if core.index is not None and gone:
                 by_identity: dict[Identity, list[bytes]] = {}
                 for r in gone:
@@ -121,15 +112,19 @@ def sweep(core: SessionCore, max_items: int | None) -> Flow[int]:
     return removed_total
 
 
-def run_on_units(core: SessionCore, units: list[int], plans: list[Plan[Any]]) -> Flow[list[Any]]:
+def run_on_units(core: StoreCore, units: list[int], plans: list[Plan[Any]]) -> Flow[list[Any]]:
     """Partition-wide plans (sweep), after splitting their parents while migrating."""
-    layout = core.layout
-    splits: list[Plan[Any]] = []
-    if isinstance(layout, PartitionedLayout) and layout.from_bits is not None:
-        shift = layout.bits - layout.from_bits
-        splits = [layout.plan_split(p) for p in dict.fromkeys(u >> shift for u in units)]
+    splits: list[Plan[Any]] = core.layout.plan_unit_splits(units)
     results = yield [*splits, *plans]
     return results[len(splits):]
+
+
+def partitioned(core: StoreCore) -> Partitioned:
+    """The core's layout as partitions (a flow over partitions asks for them)."""
+    parts = core.layout.partitioning()
+    if parts is None:
+        raise InvalidArgument(f"layout {core.layout.name} has no partitions")
+    return parts
 
 
 def hash_lengths(keys: list[bytes]) -> Flow[list[int]]:
@@ -140,13 +135,12 @@ def hash_lengths(keys: list[bytes]) -> Flow[list[int]]:
     return out
 
 
-def partition_sizes(core: SessionCore) -> Flow[list[int]]:
+def partition_sizes(core: StoreCore) -> Flow[list[int]]:
     """Sessions in every partition (expired-but-unswept ones included); while a
     repartition runs, each new partition counts the sessions its parent still holds
     for it only once the parent is split, so the parents' counts are added to the
     first child."""
-    layout = core.layout
-    assert isinstance(layout, PartitionedLayout)
+    layout = partitioned(core)
     keys = [layout.hash_key(p) for p in range(layout.partitions)]
     if layout.from_bits is None:
         return (yield from hash_lengths(keys))
@@ -163,14 +157,13 @@ def partition_sizes(core: SessionCore) -> Flow[list[int]]:
     return sizes
 
 
-def outside_counts(core: SessionCore) -> Flow[tuple[int, int]]:
+def outside_counts(core: StoreCore) -> Flow[tuple[int, int]]:
     """(split, out of line): sessions of a partitioned store whose payload did not fit
     hash-max-listpack-value, counted as continuation entries (HLEN of each partition's
     continuation hash, old and new levels while a repartition runs) and out-of-line keys
     (a SCAN under the namespace's prefix: every key of the database is visited once, as
     count() does for the key-per-session layouts). Expired-but-unswept ones included."""
-    layout = core.layout
-    assert isinstance(layout, PartitionedLayout)
+    layout = partitioned(core)
     conts = [layout.cont_key(p) for p in range(layout.partitions)]
     if layout.from_bits is not None:
         conts += [layout.key_at("sc", p, layout.from_bits) for p in range(layout.from_partitions or 0)]
@@ -182,26 +175,27 @@ def outside_counts(core: SessionCore) -> Flow[tuple[int, int]]:
     return split, out_of_line
 
 
-def count_keys(core: SessionCore) -> Flow[int]:
+def count_keys(core: StoreCore) -> Flow[int]:
     """Sessions of a one-key-per-session layout: the keys a SCAN finds under the layout's
     prefix (the namespace escaped; every primary of a cluster)."""
-    layout = core.layout
-    assert isinstance(layout, KeyPerSessionLayout)
-    scan = Scan(glob_escape(key(core.namespace, layout.code) + b":") + b"*", batch=1000)
+    match = core.layout.count_match()
+    if match is None:
+        raise InvalidArgument(f"layout {core.layout.name} keeps no key per session")
+    scan = Scan(match, batch=1000)
     total = 0
     while chunk := (yield scan):
         total += len(chunk)
     return total
 
 
-def count(core: SessionCore) -> Flow[int]:
+def count(core: StoreCore) -> Flow[int]:
     """Sessions stored (expired ones not yet swept included, for sweep-based layouts)."""
-    if not isinstance(core.layout, PartitionedLayout):
+    if core.layout.partitioning() is None:
         return (yield from count_keys(core))
     return sum((yield from partition_sizes(core)))
 
 
-def fill_warnings(core: SessionCore, sizes: list[int]) -> list[str]:
+def fill_warnings(core: StoreCore, sizes: list[int]) -> list[str]:
     limit = core.facts.limits.hash_max_listpack_entries
     fullest = max(sizes, default=0)
     if fullest > 0.9 * limit:

@@ -20,6 +20,7 @@ import redis
 from densekv import CompactMap, CompactSet, MapValueInvalid, SessionStore
 from densekv.errors import DensekvError, InvalidArgument
 from densekv.server.probe import probe
+from densekv.sessions.meta import LAYOUTS  # every session layout, from its registry
 from densekv.sessions.model import MAX_STR_IDENTITY, SessionIdentityInvalid
 
 
@@ -34,7 +35,6 @@ def refused_and_untouched(client: redis.Redis, op: Callable[[], Any], error: typ
     assert dump_all(client) == before
 
 
-LAYOUTS = ["dense", "zset", "packed", "hash", "json", "fieldttl"]
 
 
 def store_for(client: redis.Redis, layout: str, **options: Any) -> SessionStore:

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from densekv import CompactMap, CompactSet, SessionStore, SetFamily
 from densekv.errors import DensekvError
 from densekv.server.probe import probe
+from densekv.sessions.meta import LAYOUTS  # every session layout, from its registry
 from densekv.sets.items import BadItem
 
 PROPERTY = settings(max_examples=40, deadline=None, derandomize=True,
@@ -61,7 +62,6 @@ DATA: list[Any] = [
 ]
 
 
-LAYOUTS = ["dense", "zset", "packed", "hash", "json", "fieldttl"]
 
 
 def store_for(client: redis.Redis, layout: str) -> SessionStore:

@@ -16,10 +16,10 @@ import redis
 
 from densekv import SessionExists, SessionStore
 from densekv.server.process import ServerProcess
+from densekv.sessions.meta import LAYOUTS  # every session layout, from its registry
 from tests.behaviour.test_reliability_limits import dump_all, store_for
 from tests.behaviour.test_sessions import Clock
 
-LAYOUTS = ["dense", "zset", "packed", "hash", "json", "fieldttl"]
 TOKEN = "k2x9ab7qv0m1n8c3d4e5f6g7h8i9j0l1"  # Django's 32 chars of [a-z0-9]
 
 

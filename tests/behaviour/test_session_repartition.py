@@ -16,10 +16,10 @@ from densekv.sessions.layouts.partitioned import PartitionedLayout
 
 
 def partitioned_layouts(client: Any) -> list[str]:
-    import densekv
+    from densekv.sessions.meta import SPECS, facts_from_probe
 
-    caps = densekv.probe(client)
-    return ["dense", "zset"] + (["fieldttl"] if caps.field_ttl != "none" else [])
+    facts = facts_from_probe(client)  # the registry's partitioned layouts this server can run
+    return [s.name for s in SPECS if s.partitioned and s.unavailable(facts) is None]
 
 
 def hash_encodings(client: Any, namespace: str = "sess") -> dict[bytes, set[bytes]]:

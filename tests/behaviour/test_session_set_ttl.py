@@ -14,12 +14,9 @@ import pytest
 import redis
 
 from densekv.errors import InvalidArgument
+from densekv.sessions.meta import LAYOUTS  # every session layout, from its registry
 from tests.behaviour.test_reliability_limits import dump_all, store_for
 from tests.behaviour.test_sessions import Clock
-
-LAYOUTS = ["dense", "zset", "packed", "hash", "json", "fieldttl"]
-
-
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -78,32 +78,49 @@ class VariantResult:
     limits: dict[str, int] = field(default_factory=dict)
 
 
+#: first in every table: densekv's choice, then the seed's JSON + SETEX baseline
+HEADLINE = {"dense": "", "json": "the seed's JSON + SETEX baseline"}
+SEED_LAYOUT = "zset"  # the seed's layout, also measured at its partition counts scaled to N
+
+
 def plan_variants(n: int, field_ttl: bool, hash_limit: int, zset_limit: int,
                   only: tuple[str, ...] | None = None) -> tuple[list[Variant], list[str]]:
-    """The layouts to measure (the whole story, every run) and what this server cannot
-    measure. A zset partition count that two variants share is measured once, under the
-    first label, whose record note names both."""
+    """The layouts to measure (every layout of the registry, sessions/meta.py SPECS, the
+    whole story every run) and what this server cannot measure: the HEADLINE first, then
+    the seed's layout at the seed's partition counts, then the rest in registry order. A
+    zset partition count that two variants share is measured once, under the first label,
+    whose record note names both."""
+    from densekv.sessions.meta import CAPABILITIES, SPECS, LayoutLimits
+
+    have = {"field_ttl"} if field_ttl else set()
+    limits = LayoutLimits(hash_max_listpack_entries=hash_limit, zset_max_listpack_entries=zset_limit)
     notes: list[str] = []
-    out = [Variant("dense", "dense"), Variant("json", "json", note="the seed's JSON + SETEX baseline")]
+    specs = [s for s in SPECS if not s.missing(have)]
+    notes += [f"{s.name}: not measured - this server has no " + ", ".join(CAPABILITIES[c][0] for c in s.missing(have))
+              for s in SPECS if s.missing(have)]
+    names = [s.name for s in specs]
+    out = [Variant(name, name, note=note) for name, note in HEADLINE.items() if name in names]
     seen: dict[int, Variant] = {}
-    for label, seed_p in SEED_PARTITIONS.items():
+    for label, seed_p in SEED_PARTITIONS.items() if SEED_LAYOUT in names else ():
         p = scaled_partitions(seed_p, n)
         if p in seen:
             seen[p].note += f"; also the seed's {seed_p:,} partitions scaled to this N"
             continue
-        seen[p] = Variant(f"zset {label}", "zset", p,
+        seen[p] = Variant(f"{SEED_LAYOUT} {label}", SEED_LAYOUT, p,
                           f"the seed's {seed_p:,} partitions scaled by N/{SEED_RANGE:,} to {p:,}")
         out.append(seen[p])
-    out += [Variant("packed", "packed"), Variant("hash", "hash")]
-    auto = partition_count(n, min(hash_limit, zset_limit))
-    if auto in seen:
-        seen[auto].note += "; also the partition count densekv's rule picks for N"
-    else:
-        out.append(Variant("zset", "zset", auto, "partitions sized for N by densekv's rule"))
-    if field_ttl:
-        out.append(Variant("fieldttl", "fieldttl"))
-    else:
-        notes.append("fieldttl: not measured - this server has no hash field TTL")
+    for spec in specs:
+        if spec.name in HEADLINE:
+            continue
+        limit = spec.partition_limit(limits)
+        if spec.name != SEED_LAYOUT or limit is None:
+            out.append(Variant(spec.name, spec.name))
+            continue
+        auto = partition_count(n, limit)
+        if auto in seen:
+            seen[auto].note += "; also the partition count densekv's rule picks for N"
+        else:
+            out.append(Variant(spec.name, spec.name, auto, "partitions sized for N by densekv's rule"))
     if only:
         out = [v for v in out if v.layout in only or v.label in only]
     return out, notes
@@ -186,7 +203,6 @@ class Sessions(Experiment):
     def _measure(self, ctx: Context, n: int, facts: Any, variant: Variant, marks: list[int],
                  gets: int) -> VariantResult:
         from densekv.sessions import SessionStore
-        from densekv.sessions.layouts.partitioned import PartitionedLayout, ZsetLayout
         from densekv.sessions.meta import meta_key
 
         client = ctx.target.client
@@ -196,17 +212,16 @@ class Sessions(Experiment):
         store = SessionStore(client, namespace=NAMESPACE, layout=variant.layout, expected_sessions=n,
                              index_identities=False, partitions=variant.partitions, facts=facts)
         layout = store_layout(store, facts, n)  # key names for the encoding sample
-        partitions = layout.partitions if isinstance(layout, PartitionedLayout) else None
+        partitions = layout.partitions or None
         result = VariantResult(variant, partitions, limits={
             "hash_max_listpack_entries": facts.limits.hash_max_listpack_entries,
             "zset_max_listpack_entries": facts.limits.zset_max_listpack_entries,
         })
         sample_keys: dict[str, list[bytes]] = {}
-        if isinstance(layout, PartitionedLayout):
-            picks = sample_partitions(layout.partitions, ENCODING_SAMPLE)
-            sample_keys["hash"] = [layout.hash_key(p) for p in picks]
-            if isinstance(layout, ZsetLayout):
-                sample_keys["zset"] = [layout.zset_key(p) for p in picks]
+        parts = layout.partitioning()
+        for p in sample_partitions(parts.partitions, ENCODING_SAMPLE) if parts is not None else ():
+            for kind, key in parts.structures(p).items():  # hash, and zset in the zset layout
+                sample_keys.setdefault(kind, []).append(key)
 
         stream = Stream(identities(n))
         tokens: list[str] = []
@@ -519,7 +534,6 @@ def replay(record: Mapping[str, Any]) -> Replay:
 
     def warm_up(client: Any) -> None:
         from densekv.sessions import SessionStore
-        from densekv.sessions.layouts.partitioned import PartitionedLayout
         from densekv.sessions.store import facts_from_probe
 
         facts = facts_from_probe(client)
@@ -531,7 +545,7 @@ def replay(record: Mapping[str, Any]) -> Replay:
         store = SessionStore(client, namespace=NAMESPACE, layout=variant.layout, expected_sessions=n,
                              index_identities=False, partitions=variant.partitions, facts=facts, clock=paced)
         layout = store_layout(store, facts, n)
-        partitions = layout.partitions if isinstance(layout, PartitionedLayout) else None
+        partitions = layout.partitions or None
         if partitions != record.get("partitions"):
             raise NotReplayable(f"{label}: {partitions} partitions here, {record.get('partitions')} in the record")
         stores[:] = [store]

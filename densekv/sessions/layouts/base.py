@@ -5,14 +5,19 @@ Plan and decodes the replies into Records. The store (densekv/sessions/store.py)
 tokens, clocks, the identity index and the sync/async shells; every layout passes the
 same behavioural suite (tests/behaviour/test_sessions.py) against a reference model.
 Limits (listpack sizes, partition counts) are passed in, never read here.
+
+The store's flows never ask which class a layout is: they ask what it declares
+(`partitions`, `framed`, `outside`, `partitioning()`) and call the plan builders, whose
+defaults here are right for a layout without partitions. Which layouts exist, where each
+runs and its limits: the registry in densekv/sessions/meta.py (SPECS).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from densekv.lua import script
 from densekv.plan import Command, Plan, script_call
@@ -28,9 +33,38 @@ class LayoutLimits:
     zset_max_listpack_entries: int = 128
 
 
+class Partitioned(Protocol):
+    """What the partition-wide flows (densekv/sessions/sweep.py: repartition, sizes,
+    counts; a dictionary's samples) need of a layout whose sessions share partitions."""
+
+    partitions: int
+    from_partitions: int | None
+    bits: int
+    from_bits: int | None
+
+    def key_at(self, code: str, partition: int, bits: int) -> bytes: ...
+    def hash_key(self, partition: int) -> bytes: ...
+    def cont_key(self, partition: int) -> bytes: ...
+    def plan_split(self, old: int) -> Plan[int]: ...
+    def structures(self, partition: int) -> dict[str, bytes]: ...
+
+
 class Layout(ABC):
     #: name used by `layout=` and in stats/explain
     name: str
+    #: how many partitions the sessions share (0: a key of their own per session)
+    partitions: int = 0
+    #: while a repartition runs: the old partition count (None otherwise)
+    from_partitions: int | None = None
+    #: payloads are framed by the store's codec (packed, zstd with the namespace's
+    #: dictionary); otherwise stored as they are, with no dictionary
+    framed: bool = False
+    #: a record may hold only part of its payload, the rest outside it
+    #: (plan_fetch_outside reads it, plan_drop_outside removes it after a sweep)
+    outside: bool = False
+    #: a payload over the listpack value limit may be split over a continuation entry
+    #: (layouts/partitioned.py placement); otherwise it goes out of line
+    splits: bool = False
     #: the server removes expired sessions itself (SETEX / field TTL); sweep only cleans
     #: the identity index
     server_expires: bool = False
@@ -66,8 +100,17 @@ class Layout(ABC):
         """(KEYS, ARGV) of lua/put_new.lua's check for this digest."""
 
     @abstractmethod
-    def plan_get(self, digest: bytes) -> Plan[Record | None]:
-        """The stored record, expired or not (the store filters by its clock)."""
+    def plan_get(self, digest: bytes, outside: bool | str = True) -> Plan[Record | None]:
+        """The stored record, expired or not (the store filters by its clock). `outside`
+        (layouts that declare `outside`): which rest of the payload to read with it."""
+
+    def plan_fetch_outside(self, rec: Record) -> Plan[Record | None]:
+        """The rest of a record read without it (layouts that declare `outside`)."""
+        raise NotImplementedError(f"layout {self.name} keeps every payload whole")
+
+    def plan_drop_outside(self, gone: list[Record]) -> list[Plan[Any]]:
+        """What removes the parts kept outside these swept records (none here)."""
+        return []
 
     @abstractmethod
     def plan_touch(self, digest: bytes, now: int, idle_ttl: int) -> Plan[int]:
@@ -111,6 +154,24 @@ class Layout(ABC):
     def group_of(self, digest: bytes) -> Hashable:
         """Digests with equal groups have all their keys in one cluster slot (the store
         draws a regenerated token in the old one's group, on a cluster only)."""
+
+    # -- partitions and repartition (none here) ------------------------------------------
+    def partitioning(self) -> Partitioned | None:
+        """This layout's partitions, for the partition-wide flows; None: it has none."""
+        return None
+
+    def plan_splits(self, digests: Iterable[bytes]) -> list[Plan[int]]:
+        """While a repartition runs: the splits to run before touching these digests."""
+        return []
+
+    def plan_unit_splits(self, units: Iterable[Any]) -> list[Plan[int]]:
+        """While a repartition runs: the splits to run before these sweep units."""
+        return []
+
+    def count_match(self) -> bytes | None:
+        """The SCAN MATCH pattern of this layout's session keys, when there is one key per
+        session (count() then counts keys); None for a partitioned layout."""
+        return None
 
     def sweep_units(self) -> Iterator[Any]:
         """What sweep visits one at a time (partitions); none for server-expired data."""

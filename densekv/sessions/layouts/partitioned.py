@@ -30,15 +30,15 @@ A record whose framed payload would take it past hash-max-listpack-value is
              `{ns}:so:{R}:<16-byte digest>` (R: the digest's base partition, so the key
              keeps its name through repartitions), with the session's absolute expiry
              (EXAT) as a backstop: a key's overhead, 50-70 bytes, on top of the payload.
-All of them share the partition's slot; destroy, sweep, rename and repartition move or
+`placement` is that rule, in one place for Python (the planner's notes ask it too);
+lua/hrec_update.lua applies the same rule to an update. All of them share the partition's slot; destroy, sweep, rename and repartition move or
 delete the parts with the record. A get sends one HGET, or, while recent reads found
 payloads outside (core.py), HGET + HGET of the continuation + GET, pipelined.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
-from dataclasses import replace
+from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
 from redis.crc import key_slot
@@ -49,11 +49,29 @@ from densekv.plan import Command, Plan, ScriptCall, command, script_call
 from densekv.sessions.layouts.base import Layout, LayoutLimits
 from densekv.sessions.model import Record, SessionDataTooLarge
 from densekv.sessions.payload import CONTINUED, MARKER
-from densekv.sessions.record import identity_section, pack_record, unpack_record
+from densekv.sessions.record import identity_section, pack_record, replaced, unpack_record
+
+INLINE, SPLIT, OUT_OF_LINE = "inline", "split", "out of line"
+
+
+def placement(record: int, bare: int, limit: int, splits: bool = True) -> str:
+    """Where a payload goes: INLINE when the whole `record` (bytes, payload included) fits
+    `limit` (hash-max-listpack-value); SPLIT when the layout `splits` and the payload fits
+    the record without it (`bare` bytes) plus one marker byte and one more value of
+    `limit`; else OUT_OF_LINE. (A record over the limit without its payload is refused.)"""
+    if record <= limit:
+        return INLINE
+    first = limit - bare - 1
+    if splits and first > 0 and record - bare - first <= limit:
+        return SPLIT
+    return OUT_OF_LINE
 
 
 class PartitionedLayout(Layout):
-    mode = "plain"  # the Lua scripts' mode argument
+    mode = "plain"  # the Lua scripts' mode argument (lua/hrec_*.lua)
+    framed = True
+    outside = True
+    splits = True
 
     def __init__(self, namespace: str, partitions: int, limits: LayoutLimits, *,
                  base_partitions: int | None = None, from_partitions: int | None = None) -> None:
@@ -111,12 +129,36 @@ class PartitionedLayout(Layout):
         children = [(old << s) + j for j in range(1 << s)]
         keys = [self.key_at("sd", old, self.from_bits), self.key_at("sz", old, self.from_bits)]
         keys += [self.hash_key(c) for c in children]
-        if self.mode == "zset":
-            keys += [self.zset_key(c) for c in children]
+        keys += [k for c in children for k in self._keys(c)[1:]]  # the zsets, in the zset layout
         keys += [self.key_at("sc", old, self.from_bits), *(self.cont_key(c) for c in children)]
         args = (s, self.from_bits % 8, self.bits // 8 - self.from_bits // 8, self.bits % 8, self.mode,
                 self.TOMBSTONE)
         return script_call(script("hrec_split"), tuple(keys), args, int)
+
+    def partitioning(self) -> PartitionedLayout:
+        return self
+
+    def structures(self, partition: int) -> dict[str, bytes]:
+        """The keys of one partition by the kind of structure they are (hash, zset)."""
+        return dict(zip(("hash", "zset"), self._keys(partition)))
+
+    def plan_splits(self, digests: Iterable[bytes]) -> list[Plan[int]]:
+        if self.from_partitions is None:
+            return []
+        olds = dict.fromkeys(self.old_partition(d) for d in digests)
+        return [self.plan_split(p) for p in olds if p is not None]
+
+    def plan_unit_splits(self, units: Iterable[int]) -> list[Plan[int]]:
+        if self.from_bits is None:
+            return []
+        shift = self.bits - self.from_bits
+        return [self.plan_split(p) for p in dict.fromkeys(u >> shift for u in units)]
+
+    def plan_drop_outside(self, gone: list[Record]) -> list[Plan[Any]]:
+        """DEL of the out-of-line keys of swept records (a continuation entry goes with
+        its record, in the sweep script)."""
+        keys = [self.ool_key(r.digest) for r in gone if r.outside and r.part is None]
+        return [command("DEL", k, keys=(k,)) for k in keys]
 
     def group_of(self, digest: bytes) -> Hashable:
         return key_slot(self.hash_key(self.locate(digest)[0]))
@@ -143,8 +185,9 @@ class PartitionedLayout(Layout):
         limit = self.limits.hash_max_listpack_value
         steps: list[Command] = []
         if len(value) > limit and rec.payload is not None:  # the partition must stay a listpack
-            first = limit - len(pack_record(rec, b"")) - 1
-            if self.mode != "fieldttl" and first > 0 and len(rec.payload) - first <= limit:
+            bare = len(pack_record(rec, b""))
+            if placement(len(value), bare, limit, self.splits) == SPLIT:
+                first = limit - bare - 1
                 value = pack_record(rec, CONTINUED + rec.payload[:first])
                 cont = self.cont_key(p)
                 steps.append(Command(("HSET", cont, field, rec.payload[first:]), (cont,)))
@@ -274,8 +317,7 @@ class PartitionedLayout(Layout):
         p_new, f_new = self.locate(new)
         keys: tuple[bytes, ...] = (self.hash_key(p_old), self.hash_key(p_new), self.ool_key(old), self.ool_key(new),
                                    self.cont_key(p_old), self.cont_key(p_new))
-        if self.mode == "zset":
-            keys += (self.zset_key(p_old), self.zset_key(p_new))
+        keys += self._keys(p_old)[1:] + self._keys(p_new)[1:]  # the zsets, in the zset layout
         section = b""
         if identity is not ...:
             flags, ident = identity_section(identity)
@@ -323,10 +365,16 @@ class FieldTtlLayout(PartitionedLayout):
     name = "fieldttl"
     mode = "fieldttl"
     server_expires = True
+    splits = False  # a payload over the limit goes out of line (lua/hrec_update.lua: mode)
 
     #: the server has HSETEX (Redis 8+, Valkey 9+): value and field TTL in one command;
     #: otherwise HSET + HEXPIREAT in one MULTI (Redis 7.4)
     hsetex = False
+
+    def __init__(self, namespace: str, partitions: int, limits: LayoutLimits, *, hsetex: bool = False,
+                 **kwargs: Any) -> None:
+        super().__init__(namespace, partitions, limits, **kwargs)
+        self.hsetex = hsetex
 
     def _put_steps(self, key: bytes, p: int, field: bytes, value: bytes, rec: Record) -> list[Command]:
         if self.hsetex:
@@ -347,4 +395,4 @@ def with_rest(rec: Record, rest: bytes | None) -> Record:
     if rest is None:
         return rec
     payload = rec.part + rest if rec.part is not None else rest
-    return replace(rec, payload=payload, ool=rest)
+    return replaced(rec, payload=payload, ool=rest)

@@ -26,6 +26,8 @@ from typing import Any
 import msgpack
 
 from densekv.errors import DecodeError
+from densekv.keys import glob_escape
+from densekv.keys import key as key_name
 from densekv.lua import script
 from densekv.plan import Command, Plan, ScriptCall, script_call
 from densekv.sessions.layouts.base import Layout
@@ -47,6 +49,10 @@ class KeyPerSessionLayout(Layout):
 
     def group_of(self, digest: bytes) -> Hashable:
         return digest[0]  # the hash tag: equal first bytes, equal slots
+
+    def count_match(self) -> bytes:
+        """Every session key of this layout: the namespace escaped, then the layout's code."""
+        return glob_escape(key_name(self.namespace, self.code) + b":") + b"*"
 
     # -- value codec ------------------------------------------------------------------
     def encode(self, rec: Record) -> bytes:
@@ -97,7 +103,7 @@ class KeyPerSessionLayout(Layout):
     def put_guard(self, digest: bytes) -> tuple[tuple[bytes, ...], tuple[Any, ...]]:
         return (self.key(digest),), ("key", b"")
 
-    def plan_get(self, digest: bytes) -> Plan[Record | None]:
+    def plan_get(self, digest: bytes, outside: bool | str = True) -> Plan[Record | None]:
         key = self.key(digest)
         return Plan(
             (self._read(key), Command(("EXPIRETIME", key), (key,))),
