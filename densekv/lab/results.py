@@ -18,7 +18,8 @@ import platform
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 SCHEMA = "densekv-lab/1"
 
@@ -97,81 +98,46 @@ def op_stats(count: int, seconds: float, server_usec: float | None,
 # -- schema ---------------------------------------------------------------------------
 # name -> (allowed JSON types, required). Types: "string", "integer", "number", "null",
 # "object", "array", "boolean".
-FIELDS: dict[str, tuple[tuple[str, ...], bool]] = {
-    "kind": (("string",), True),
-    "layout": (("string",), True),
-    "partitions": (("integer", "null"), True),
-    "server": (("string",), True),
-    "version": (("string",), True),
-    "allocator": (("string",), True),
-    "n": (("integer",), True),
-    "bytes_per_item": (("number", "null"), True),
-    "ops_per_s": (("number", "null"), True),
-    "server_usec_per_call": (("number", "null"), True),
-    "op": (("string", "null"), True),
-    "variant": (("string", "null"), True),
-    "flavor": (("string",), True),
-    "config": (("object",), True),
-    "used_memory_delta": (("integer", "null"), True),
-    "memory_usage_bytes_per_item": (("number", "null"), True),
-    "points": (("array",), True),
-    "ops": (("object",), True),
-    "params": (("object",), True),
-    "notes": (("array",), True),
-}
-POINT_FIELDS: dict[str, tuple[tuple[str, ...], bool]] = {
-    "n": (("integer",), True),
-    "bytes_per_item": (("number", "null"), True),
-    "used_memory_delta": (("integer", "null"), False),
-    "memory_usage_bytes_per_item": (("number", "null"), False),
-    "encodings": (("object",), False),
-}
-DOCUMENT_FIELDS: dict[str, tuple[tuple[str, ...], bool]] = {
-    "schema": (("string",), True),
-    "densekv_version": (("string",), True),
-    "created_at": (("string",), True),
-    "command": (("string",), True),
-    "host": (("object",), True),
-    "n": (("integer",), True),
-    "servers": (("array",), True),
-    "experiments": (("array",), True),
-    "runs": (("array",), True),
-    "interrupted": (("boolean",), True),
-}
-EXPERIMENT_FIELDS: dict[str, tuple[tuple[str, ...], bool]] = {
-    "kind": (("string",), True),
-    "title": (("string",), True),
-    "seed": (("string", "null"), True),
-    "status": (("string",), True),  # one of STATUSES
-    "reason": (("string",), True),
-    "server": (("string", "null"), True),
-    "seconds": (("number", "null"), True),
-    "notes": (("array",), True),
-    "trimmed": (("string",), True),
-    "pace": (("number", "null"), True),
-}
+Fields = dict[str, tuple[tuple[str, ...], bool]]
+#: the JSON type a Python value is written as, in the order a value is tested (a bool is
+#: an int too)
+_JSON_OF: dict[Any, str] = {type(None): "null", bool: "boolean", int: "integer", float: "number",
+                            str: "string", list: "array", dict: "object"}
+
+
+def _json_types(hint: Any) -> tuple[str, ...]:
+    """The JSON types a value of Python type `hint` is written as (int | None: integer, null)."""
+    parts = get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)
+    return tuple(_JSON_OF[get_origin(part) or part] for part in parts)
+
+
+def _fields(optional: tuple[str, ...] = (), **hints: Any) -> Fields:
+    """name -> (JSON types, required), from each field's Python type; the fields named in
+    `optional` may be left out."""
+    return {name: (_json_types(hint), name not in optional) for name, hint in hints.items()}
+
+
+#: a record's fields: every field of RunRecord, always written (to_dict is asdict)
+FIELDS = _fields(**get_type_hints(RunRecord))
+POINT_FIELDS = _fields(("used_memory_delta", "memory_usage_bytes_per_item", "encodings"),
+                       n=int, bytes_per_item=float | None, used_memory_delta=int | None,
+                       memory_usage_bytes_per_item=float | None, encodings=dict)
+#: what build_document writes
+DOCUMENT_FIELDS = _fields(schema=str, densekv_version=str, created_at=str, command=str, host=dict,
+                          n=int, servers=list, experiments=list, runs=list, interrupted=bool)
+#: what lab/runner.py's summary writes per experiment (`status`: one of STATUSES)
+EXPERIMENT_FIELDS = _fields(kind=str, title=str, seed=str | None, status=str, reason=str,
+                            server=str | None, seconds=float | None, notes=list, trimmed=str,
+                            pace=float | None)
 STATUSES = ("ran", "not available", "failed", "skipped", "interrupted")
 
 
 def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    kind = next((t for t in _JSON_OF if isinstance(value, t)), None)
+    return _JSON_OF[kind] if kind else type(value).__name__
 
 
-def _check(obj: Any, fields: dict[str, tuple[tuple[str, ...], bool]], where: str) -> list[str]:
+def _check(obj: Any, fields: Fields, where: str) -> list[str]:
     if not isinstance(obj, dict):
         return [f"{where}: not an object"]
     errors = []

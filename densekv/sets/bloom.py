@@ -24,12 +24,12 @@ The asyncio twin has the same methods, awaited (`contains` stands for `in`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import redis
 
+from densekv.cluster_executor import executor_for
 from densekv.flows import Flow, adrive, drive
-from densekv.plan import executor_for
 from densekv.server.probe import Capabilities, probe_flow
 from densekv.sets.bloom_core import BloomCore
 from densekv.sets.bloom_errors import (
@@ -56,6 +56,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+C = TypeVar("C")  # the client: redis-py's sync or asyncio one
 DEFAULT_BATCH = 10_000  # items per round trip in add_many / contains_many
 
 
@@ -71,12 +72,13 @@ def _check_batch(batch: int) -> int:
     return batch
 
 
-class BloomFilter:
-    """A (scalable) Bloom filter in Redis/Valkey strings. See the module docstring."""
+class _BloomShell(Generic[C]):
+    """What BloomFilter and its asyncio twin share: the one signature (the sync class opens
+    the filter in it, the twin on first use) and what they say of the filter."""
 
     def __init__(
         self,
-        client: redis.Redis | redis.RedisCluster,
+        client: C,
         name: str,
         capacity: int | None,
         error_rate: float | None,
@@ -90,23 +92,17 @@ class BloomFilter:
         _create: bool = True,
         durable: bool = False,
     ) -> None:
+        """`client`: a redis-py client (redis.Redis or redis.RedisCluster) for the sync
+        class, an asyncio one (redis.asyncio) for the twin."""
         self.client = client
         self.batch = _check_batch(batch)
         self._core = BloomCore(name, Request(capacity, error_rate, native, shards, growth, tightening))
         self._ex = executor_for(client, durable=durable)
-        facts = facts_of(caps) if caps is not None else self._facts()
-        self._run(self._core.open(facts, create=_create))
+        self._start(facts_of(caps) if caps is not None else None, _create)
 
-    @classmethod
-    def open(cls, client: redis.Redis | redis.RedisCluster, name: str, *, batch: int = DEFAULT_BATCH) -> BloomFilter:
-        """The filter stored under `name`, with its stored parameters (BloomNotFound if none)."""
-        return cls(client, name, None, None, None, batch=batch, _create=False)
-
-    def _facts(self) -> BloomFacts:
-        return facts_of(drive(probe_flow(), self._ex))
-
-    def _run(self, flow: Flow[T]) -> T:
-        return drive(flow, self._ex)
+    def _start(self, facts: BloomFacts | None, create: bool) -> None:
+        """Open the filter (BloomFilter: `facts` read now if not given) or note how to."""
+        raise NotImplementedError
 
     # -- what it is -------------------------------------------------------------------
     @property
@@ -120,6 +116,21 @@ class BloomFilter:
     @property
     def native(self) -> bool:
         return self._core.native
+
+
+class BloomFilter(_BloomShell[redis.Redis | redis.RedisCluster]):
+    """A (scalable) Bloom filter in Redis/Valkey strings. See the module docstring."""
+
+    def _start(self, facts: BloomFacts | None, create: bool) -> None:
+        self._run(self._core.open(facts or facts_of(drive(probe_flow(), self._ex)), create=create))
+
+    @classmethod
+    def open(cls, client: redis.Redis | redis.RedisCluster, name: str, *, batch: int = DEFAULT_BATCH) -> BloomFilter:
+        """The filter stored under `name`, with its stored parameters (BloomNotFound if none)."""
+        return cls(client, name, None, None, None, batch=batch, _create=False)
+
+    def _run(self, flow: Flow[T]) -> T:
+        return drive(flow, self._ex)
 
     # -- operations -----------------------------------------------------------------------
     def add(self, item: object) -> bool:
@@ -166,32 +177,13 @@ class BloomFilter:
         return self._run(self._core.delete())
 
 
-class AsyncBloomFilter:
+class AsyncBloomFilter(_BloomShell[Any]):
     """The asyncio twin of BloomFilter: same names, awaited; opened on first use or by
     `await bf.ready()`. `await bf.contains(x)` stands for `x in bf`."""
 
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        capacity: int | None,
-        error_rate: float | None,
-        native: bool | None = False,
-        *,
-        shards: int | None = None,
-        growth: int | None = None,
-        tightening: float | None = None,
-        batch: int = DEFAULT_BATCH,
-        caps: Capabilities | None = None,
-        _create: bool = True,
-        durable: bool = False,
-    ) -> None:
-        self.client = client
-        self.batch = _check_batch(batch)
-        self._core = BloomCore(name, Request(capacity, error_rate, native, shards, growth, tightening))
-        self._ex = executor_for(client, durable=durable)
-        self._facts = facts_of(caps) if caps is not None else None
-        self._create = _create
+    def _start(self, facts: BloomFacts | None, create: bool) -> None:
+        self._facts = facts
+        self._create = create
         self._open = False
 
     @classmethod
@@ -202,13 +194,10 @@ class AsyncBloomFilter:
 
     async def ready(self) -> AsyncBloomFilter:
         if not self._open:
-            facts = self._facts or await self._read_facts()
+            facts = self._facts or facts_of(await adrive(probe_flow(), self._ex))
             await self._drive(self._core.open(facts, create=self._create))
             self._open = True
         return self
-
-    async def _read_facts(self) -> BloomFacts:
-        return facts_of(await adrive(probe_flow(), self._ex))
 
     async def _drive(self, flow: Flow[T]) -> T:
         return await adrive(flow, self._ex)
@@ -216,18 +205,6 @@ class AsyncBloomFilter:
     async def _run(self, make: Callable[[BloomCore], Flow[T]]) -> T:
         await self.ready()
         return await self._drive(make(self._core))
-
-    @property
-    def name(self) -> str:
-        return self._core.name
-
-    @property
-    def spec(self) -> BloomSpec:
-        return self._core.opened
-
-    @property
-    def native(self) -> bool:
-        return self._core.native
 
     async def add(self, item: object) -> bool:
         return (await self._run(lambda c: c.add_many([item])))[0]

@@ -31,20 +31,23 @@ from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import redis
 
+from densekv.cluster_executor import AsyncClusterExecutor, executor_for
 from densekv.errors import DensekvError, WrongType
 from densekv.flows import Flow, Scan, adrive, drive
 from densekv.keys import tag
-from densekv.plan import AsyncClusterExecutor, Plan, command, executor_for
+from densekv.plan import command
 from densekv.server.probe import Capabilities, probe, probe_flow
 from densekv.sets.items import ItemCodec
 from densekv.sets.layouts import LAYOUTS, FlatKeys, SetLayout, SetLimits, make_layout
 from densekv.twins import share_docstrings
 
 T = TypeVar("T")
+K = TypeVar("K")  # a kind's core (SetCore, family.FamilyCore)
+C = TypeVar("C")  # the client: redis-py's sync or asyncio one
 
 BATCH = 10_000  # least items per round trip in add_many / contains_many
 MAX_BATCH = 200_000
@@ -76,6 +79,37 @@ def limits_of(caps: Capabilities) -> SetLimits:
 def limits_from_probe(client: Any) -> SetLimits:
     """The limits of a sync (or cluster) client's server: limits_of(probe(client))."""
     return limits_of(probe(client))
+
+
+class OpenedOnFirstUse(Generic[K]):
+    """What the asyncio twins of the set kinds (AsyncCompactSet, AsyncSetFamily) share: the
+    sync class opens its core in its constructor; a twin cannot await there, so its
+    `ready()` (`_ready`, which every operation awaits first) opens it, reading the server's
+    limits then unless they were given. The kind says how its core opens (`_open_core`)."""
+
+    _not_open = ""  # the RuntimeError's message for a core asked for before ready()
+    _ex: Any
+    _limits: SetLimits | None
+    _core: K | None
+
+    async def _open_core(self, limits: SetLimits) -> K:
+        raise NotImplementedError
+
+    async def _ready(self) -> K:
+        if self._core is None:
+            limits = self._limits
+            if limits is None:  # not `or`: mypy would type the result SetLimits | None
+                limits = limits_of(await adrive(probe_flow(), self._ex))
+            self._core = await self._open_core(limits)
+        return self._core
+
+    async def _run(self, make: Callable[[K], Flow[T]]) -> T:
+        return await adrive(make(await self._ready()), self._ex)
+
+    def _opened(self) -> K:
+        if self._core is None:
+            raise RuntimeError(self._not_open)
+        return self._core
 
 
 # --- the core ---------------------------------------------------------------------------
@@ -257,13 +291,29 @@ class SetCore:
             removed += sum((yield [layout.plan_unlink(p) for p in chunk]))
         return removed
 
-    def scan_round(self, cursors: dict[int, int]) -> list[Plan[Any]]:
-        return [self.layout.plan_scan(p, c) for p, c in cursors.items()]
+    def walk(self) -> Iterator[Flow[list[bytes]]]:
+        """The set's items, as flows of one round trip each (a flat set's: one SCAN walk)
+        that both iterators drive one after another: each runs before the next is asked
+        for. Each item comes once, even when a partition is rehashed mid-scan."""
+        if isinstance(self.layout, FlatKeys):
+            yield self._flat_items()
+            return
+        seen: dict[int, set[bytes]] = {}
+        for chunk in self.partition_batches():
+            cursors = {p: 0 for p in chunk}  # each round leaves the open ones here
+            while cursors:
+                yield self._scan_round(cursors, seen)
 
-    def scan_fold(
-        self, cursors: dict[int, int], replies: list[Any], seen: dict[int, set[bytes]]
-    ) -> tuple[list[bytes], dict[int, int]]:
-        """Items of one scan round (each once) and the cursors still open."""
+    def _flat_items(self) -> Flow[list[bytes]]:
+        layout = self.layout
+        assert isinstance(layout, FlatKeys)
+        keys = yield from self.flat_keys()
+        return [self.codec.decode(layout.item_of_key(k)) for k in keys]
+
+    def _scan_round(self, cursors: dict[int, int], seen: dict[int, set[bytes]]) -> Flow[list[bytes]]:
+        """Items of one scan round of these partitions (each once); `cursors` is left
+        holding the cursors still open."""
+        replies = yield [self.layout.plan_scan(p, c) for p, c in cursors.items()]
         items: list[bytes] = []
         open_: dict[int, int] = {}
         for (p, cursor), (nxt, members) in zip(cursors.items(), replies):
@@ -276,7 +326,9 @@ class SetCore:
                 open_[p] = nxt
             else:
                 seen.pop(p, None)
-        return items, open_
+        cursors.clear()
+        cursors.update(open_)
+        return items
 
     def stats(self) -> Flow[dict[str, Any]]:
         if isinstance(self.layout, FlatKeys):
@@ -339,17 +391,13 @@ class SetCore:
         }
 
 
-class CompactSet:
-    """A set of fixed-size IDs (16 bytes by default) kept in compact server encodings.
-
-    layout: "auto" (= "dense"), "dense", "dense-hash", "dense-set", or the seed's "flat",
-    "set", "hash", "zset" (with `partitions`, any whole number; default sized from
-    `expected`). See densekv/sets/layouts.py for what each stores.
-    """
+class _SetShell(Generic[C]):
+    """What CompactSet and its asyncio twin share: the one signature (the sync class opens
+    the set in it, the twin on first use) and what they say of the open set."""
 
     def __init__(
         self,
-        client: redis.Redis | redis.RedisCluster,
+        client: C,
         name: str,
         layout: str = "auto",
         expected: int = 100_000,
@@ -360,31 +408,62 @@ class CompactSet:
         limits: SetLimits | None = None,
         durable: bool = False,
     ) -> None:
+        """`client`: a redis-py client (redis.Redis or redis.RedisCluster) for the sync
+        class, an asyncio one (redis.asyncio) for the twin."""
+        _check_name(name)
         self.client = client
         self._ex = executor_for(client, durable=durable)
-        facts = limits or limits_from_probe(client)
-        cluster = isinstance(client, redis.RedisCluster)
-        self._core = drive(SetCore.open(name, layout, expected, item_size, partitions,
-                                        spread, facts, cluster), self._ex)
+        self._limits = limits
+        self._args = (name, layout, expected, item_size, partitions, spread)
+        self._start()
+
+    def _start(self) -> None:
+        """Open the set (CompactSet) or leave it to the first operation (the twin)."""
+        raise NotImplementedError
+
+    def _open(self, limits: SetLimits, cluster: bool) -> Flow[SetCore]:
+        return SetCore.open(*self._args, limits, cluster)
+
+    def _opened(self) -> SetCore:
+        raise NotImplementedError
 
     @property
     def layout(self) -> str:
-        return self._core.layout.name
+        """The layout (on the asyncio twin: after `await s.ready()`)."""
+        return self._opened().layout.name
 
     @property
     def partitions(self) -> int:
-        return self._core.layout.partitions
+        """The partition count (on the asyncio twin: after `await s.ready()`)."""
+        return self._opened().layout.partitions
 
     @property
     def core(self) -> SetCore:
         """The set's operations as flows, without I/O (for pipelining many of them in one
-        round trip: `densekv.flows.drive_many([s.core.add(x) for x in xs], s.executor)`)."""
-        return self._core
+        round trip: `densekv.flows.drive_many([s.core.add(x) for x in xs], s.executor)`;
+        on the asyncio twin, after `await s.ready()`, with `adrive_many`)."""
+        return self._opened()
 
     @property
     def executor(self) -> Any:
-        """The executor this set's flows run on (densekv.plan.executor_for of its client)."""
+        """The executor this set's flows run on (densekv.cluster_executor.executor_for of its client)."""
         return self._ex
+
+
+class CompactSet(_SetShell[redis.Redis | redis.RedisCluster]):
+    """A set of fixed-size IDs (16 bytes by default) kept in compact server encodings.
+
+    layout: "auto" (= "dense"), "dense", "dense-hash", "dense-set", or the seed's "flat",
+    "set", "hash", "zset" (with `partitions`, any whole number; default sized from
+    `expected`). See densekv/sets/layouts.py for what each stores.
+    """
+
+    def _start(self) -> None:
+        limits = self._limits or limits_from_probe(self.client)
+        self._core = drive(self._open(limits, isinstance(self.client, redis.RedisCluster)), self._ex)
+
+    def _opened(self) -> SetCore:
+        return self._core
 
     def explain(self) -> dict[str, Any]:
         return self._core.explain()
@@ -415,18 +494,8 @@ class CompactSet:
         return self.count()
 
     def __iter__(self) -> Iterator[bytes]:
-        core = self._core
-        if isinstance(core.layout, FlatKeys):
-            for key in drive(core.flat_keys(), self._ex):
-                yield core.codec.decode(core.layout.item_of_key(key))
-            return
-        seen: dict[int, set[bytes]] = {}
-        for chunk in core.partition_batches():
-            cursors = {p: 0 for p in chunk}
-            while cursors:
-                replies = self._ex.run_many(core.scan_round(cursors))
-                items, cursors = core.scan_fold(cursors, replies, seen)
-                yield from items
+        for flow in self._core.walk():
+            yield from drive(flow, self._ex)
 
     def clear(self) -> None:
         """Remove every item (the set keeps its layout record)."""
@@ -437,69 +506,23 @@ class CompactSet:
         return drive(self._core.stats(), self._ex)
 
 
-class AsyncCompactSet:
+class AsyncCompactSet(OpenedOnFirstUse[SetCore], _SetShell[Any]):
     """The asyncio twin of CompactSet: same names, awaited (`await s.contains(x)` for `in`,
     `await s.count()` for len, `async for item in s`). The first call (or `await s.ready()`)
     reads the server's limits and opens the set."""
 
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        layout: str = "auto",
-        expected: int = 100_000,
-        item_size: int = 16,
-        partitions: int | None = None,
-        *,
-        spread: bool = True,
-        limits: SetLimits | None = None,
-        durable: bool = False,
-    ) -> None:
-        _check_name(name)
-        self.client = client
-        self._ex = executor_for(client, durable=durable)
-        self._limits = limits
-        self._args = (name, layout, expected, item_size, partitions, spread)
-        self._core: SetCore | None = None
+    _not_open = "the set is not open yet: await s.ready() (or any operation) first"
+
+    def _start(self) -> None:
+        self._core = None
+
+    async def _open_core(self, limits: SetLimits) -> SetCore:
+        cluster = isinstance(self._ex, AsyncClusterExecutor)
+        return await adrive(self._open(limits, cluster), self._ex)
 
     async def ready(self) -> SetCore:
-        if self._core is None:
-            limits = self._limits
-            if limits is None:  # not `or`: mypy would type the result SetLimits | None
-                limits = limits_of(await adrive(probe_flow(), self._ex))
-            name, layout, expected, item_size, partitions, spread = self._args
-            self._core = await adrive(SetCore.open(name, layout, expected, item_size,
-                                                   partitions, spread, limits,
-                                                   isinstance(self._ex, AsyncClusterExecutor)), self._ex)
-        return self._core
-
-    async def _run(self, make: Callable[[SetCore], Flow[T]]) -> T:
-        return await adrive(make(await self.ready()), self._ex)
-
-    def _opened(self) -> SetCore:
-        if self._core is None:
-            raise RuntimeError("the set is not open yet: await s.ready() (or any operation) first")
-        return self._core
-
-    @property
-    def layout(self) -> str:
-        """The layout (after `await s.ready()`)."""
-        return self._opened().layout.name
-
-    @property
-    def partitions(self) -> int:
-        """The partition count (after `await s.ready()`)."""
-        return self._opened().layout.partitions
-
-    @property
-    def core(self) -> SetCore:
-        """The set's operations as flows, without I/O (after `await s.ready()`), for
-        `await densekv.flows.adrive_many([s.core.add(x) for x in xs], s.executor)`)."""
-        return self._opened()
-
-    @property
-    def executor(self) -> Any:
-        return self._ex
+        """Open the set (once): the server's limits, unless given, and its layout record."""
+        return await self._ready()
 
     async def explain(self) -> dict[str, Any]:
         return (await self.ready()).explain()
@@ -525,19 +548,9 @@ class AsyncCompactSet:
         return await self._run(lambda c: c.count())
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        core = await self.ready()
-        if isinstance(core.layout, FlatKeys):
-            for key in await adrive(core.flat_keys(), self._ex):
-                yield core.codec.decode(core.layout.item_of_key(key))
-            return
-        seen: dict[int, set[bytes]] = {}
-        for chunk in core.partition_batches():
-            cursors = {p: 0 for p in chunk}
-            while cursors:
-                replies = await self._ex.run_many(core.scan_round(cursors))
-                items, cursors = core.scan_fold(cursors, replies, seen)
-                for item in items:
-                    yield item
+        for flow in (await self.ready()).walk():
+            for item in await adrive(flow, self._ex):
+                yield item
 
     async def clear(self) -> None:
         await self._run(lambda c: c.clear())
@@ -547,3 +560,8 @@ class AsyncCompactSet:
 
 
 share_docstrings(CompactSet, AsyncCompactSet)
+
+
+# What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
+__all__ = ["AsyncCompactSet", "CompactSet", "OpenedOnFirstUse", "SetCore", "SetMismatch", "limits_from_probe",
+           "limits_of"]

@@ -24,23 +24,24 @@ stats() reads instead of scanning the keyspace.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import redis
 
-from densekv.flows import Flow, adrive, drive
+from densekv.cluster_executor import executor_for
+from densekv.flows import Flow, drive
 from densekv.keys import tag
 from densekv.lua import script
-from densekv.plan import Plan, command, executor_for, script_call
-from densekv.server.probe import probe_flow
-from densekv.sets.compact import limits_from_probe, limits_of
+from densekv.plan import Plan, command, script_call
+from densekv.sets.compact import OpenedOnFirstUse, limits_from_probe
 from densekv.sets.items import BadItem
 from densekv.sets.layouts import SetLimits
 from densekv.twins import share_docstrings
 
 T = TypeVar("T")
+C = TypeVar("C")  # the client: redis-py's sync or asyncio one
 Parent = str | bytes | int
 Child = str | bytes | int
 
@@ -241,12 +242,13 @@ class FamilyCore:
         }
 
 
-class SetFamily:
-    """Many small sets keyed by a parent id; see the module docstring."""
+class _FamilyShell(Generic[C]):
+    """What SetFamily and its asyncio twin share: the one signature (the sync class reads
+    the server's limits in it, the twin on first use) and what needs no server."""
 
     def __init__(
         self,
-        client: redis.Redis | redis.RedisCluster,
+        client: C,
         name: str,
         ttl: float | None = None,
         *,
@@ -256,21 +258,48 @@ class SetFamily:
         limits: SetLimits | None = None,
         durable: bool = False,
     ) -> None:
+        """`client`: a redis-py client (redis.Redis or redis.RedisCluster) for the sync
+        class, an asyncio one (redis.asyncio) for the twin."""
+        self._names = FamilyCore(name, ttl, FamilyChoice("hash", 1, ""), SetLimits(), children)  # args checked
         self.client = client
         self._ex = executor_for(client, durable=durable)
-        facts = limits or limits_from_probe(client)
-        self._core = FamilyCore(name, ttl, choose_encoding(facts, expected_children, encoding), facts, children)
+        self._limits = limits
+        self._args = (name, ttl, expected_children, encoding, children)
+        self._start()
 
-    def key_of(self, parent: Parent) -> bytes:
-        """The server key that holds `parent`'s children (for MEMORY USAGE, OBJECT ENCODING)."""
-        return self._core.key(parent)
+    def _start(self) -> None:
+        """Open the family (SetFamily) or leave it to the first operation (the twin)."""
+        raise NotImplementedError
 
-    def _run(self, flow: Flow[T]) -> T:
-        return drive(flow, self._ex)
+    def _make(self, limits: SetLimits) -> FamilyCore:
+        name, ttl, expected, encoding, children = self._args
+        return FamilyCore(name, ttl, choose_encoding(limits, expected, encoding), limits, children)
+
+    def _opened(self) -> FamilyCore:
+        raise NotImplementedError
 
     @property
     def encoding(self) -> str:
-        return self._core.choice.encoding
+        """The chosen encoding (on the asyncio twin: after `await f.ready()`)."""
+        return self._opened().choice.encoding
+
+    def key_of(self, parent: Parent) -> bytes:
+        """The server key that holds `parent`'s children (for MEMORY USAGE, OBJECT ENCODING;
+        the name needs no server)."""
+        return self._names.key(parent)
+
+
+class SetFamily(_FamilyShell[redis.Redis | redis.RedisCluster]):
+    """Many small sets keyed by a parent id; see the module docstring."""
+
+    def _start(self) -> None:
+        self._core = self._make(self._limits or limits_from_probe(self.client))
+
+    def _opened(self) -> FamilyCore:
+        return self._core
+
+    def _run(self, flow: Flow[T]) -> T:
+        return drive(flow, self._ex)
 
     def add(self, parent: Parent, child: Child) -> bool:
         """True if the child was new to this parent (one script call; atomic)."""
@@ -304,51 +333,20 @@ class SetFamily:
         return self._run(self._core.stats())
 
 
-class AsyncSetFamily:
+class AsyncSetFamily(OpenedOnFirstUse[FamilyCore], _FamilyShell[Any]):
     """The asyncio twin of SetFamily: same names, awaited."""
 
-    def __init__(
-        self,
-        client: Any,
-        name: str,
-        ttl: float | None = None,
-        *,
-        expected_children: int | None = None,
-        encoding: str = "auto",
-        children: type = bytes,
-        limits: SetLimits | None = None,
-        durable: bool = False,
-    ) -> None:
-        self.client = client
-        self._ex = executor_for(client, durable=durable)
-        self._limits = limits
-        self._args = (name, ttl, expected_children, encoding, children)
-        FamilyCore(name, ttl, FamilyChoice("hash", 1, ""), SetLimits(), children)  # check args now
-        self._core: FamilyCore | None = None
+    _not_open = "the family is not open yet: await f.ready() (or any operation) first"
+
+    def _start(self) -> None:
+        self._core = None
+
+    async def _open_core(self, limits: SetLimits) -> FamilyCore:
+        return self._make(limits)
 
     async def ready(self) -> FamilyCore:
-        if self._core is None:
-            limits = self._limits
-            if limits is None:  # not `or`: mypy would type the result SetLimits | None
-                limits = limits_of(await adrive(probe_flow(), self._ex))
-            name, ttl, expected, encoding, children = self._args
-            self._core = FamilyCore(name, ttl, choose_encoding(limits, expected, encoding), limits, children)
-        return self._core
-
-    async def _run(self, make: Callable[[FamilyCore], Flow[T]]) -> T:
-        return await adrive(make(await self.ready()), self._ex)
-
-    @property
-    def encoding(self) -> str:
-        """The chosen encoding (after `await f.ready()`)."""
-        if self._core is None:
-            raise RuntimeError("the family is not open yet: await f.ready() (or any operation) first")
-        return self._core.choice.encoding
-
-    def key_of(self, parent: Parent) -> bytes:
-        """The server key that holds `parent`'s children (the name needs no server)."""
-        name, ttl, _, _, children = self._args
-        return FamilyCore(name, ttl, FamilyChoice("hash", 1, ""), SetLimits(), children).key(parent)
+        """Open the family (once): the server's limits, unless given, choose its encoding."""
+        return await self._ready()
 
     async def add(self, parent: Parent, child: Child) -> bool:
         return await self._run(lambda c: c.add(parent, child))
@@ -383,3 +381,7 @@ class AsyncSetFamily:
 
 
 share_docstrings(SetFamily, AsyncSetFamily)
+
+
+# What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
+__all__ = ["AsyncSetFamily", "FamilyChoice", "FamilyCore", "SetFamily", "choose_encoding"]

@@ -240,3 +240,9 @@ def default_partitions(name: str, expected: int, limits: SetLimits) -> int:
     if limits.listpack_sets:
         return partition_count(expected, limits.set_max_listpack_entries or 128)
     return 256  # no listpack sets of strings on this server: the seed's advice
+
+
+# What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
+__all__ = ["KEY_OVERHEAD", "MAX_PARTITIONS", "DensePlan", "Radix", "SetLimits", "best_dense_partitions",
+           "default_partitions", "dense_item_bytes", "min_partitions", "overflow_expected", "plan_dense",
+           "predicted_bytes"]
