@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-import redis
 
+from densekv import __version__
 from densekv.cli_params import COUNT, PORT, POWER_OF_TWO, REDIS_URL, SERVER_NAME
-from densekv.errors import DensekvError, ServerUnavailable
+from densekv.cli_run import run_command
 from densekv.server.binaries import (
     EMBEDDED,
     MATRIX,
@@ -75,7 +75,7 @@ def target_client(url: str | None, server_name: str | None, *, mine: bool = Fals
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="densekv")
+@click.version_option(version=__version__, package_name="densekv")
 def cli() -> None:
     """Store sessions, sets and key/values in Redis or Valkey in a fraction of the memory."""
 
@@ -401,52 +401,6 @@ _register_analyze()
 def main() -> None:
     """Entry point: run the CLI, turning densekv and connection errors into one line."""
     run_command(cli)
-
-
-def run_command(command: click.Command) -> None:
-    """Run a click command (the whole CLI, or one alone as `python -m densekv.lab` does),
-    turning densekv and connection errors into one line and an exit code."""
-    try:
-        command.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(1)
-    except click.ClickException as exc:  # bad options or arguments: one line, like the rest
-        message = " ".join(exc.format_message().split())  # click lists choices over several lines
-        ctx = getattr(exc, "ctx", None)
-        clicks_own = isinstance(exc, (click.NoSuchOption, click.MissingParameter, click.BadOptionUsage)) or any(
-            s in message for s in ("unexpected extra argument", "is not a valid", "is not one of", "No such command"))
-        if clicks_own and ctx is not None:  # click says what is wrong; --help says what is right
-            message = f"{message.rstrip('.')} (see {ctx.command_path} --help)"
-        click.echo(f"densekv: {message}", err=True)
-        sys.exit(2)
-    except DensekvError as exc:
-        click.echo(f"densekv: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        click.echo(f"densekv: {ServerUnavailable(f'the server stopped answering: {exc}')}", err=True)
-        sys.exit(2)
-    except redis.RedisError as exc:
-        click.echo(f"densekv: the server refused: {exc}", err=True)
-        sys.exit(2)
-    except redis.exceptions.RedisClusterException as exc:  # not a RedisError in redis-py
-        click.echo(f"densekv: the cluster did not answer as a cluster: {exc}", err=True)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        click.echo("interrupted", err=True)
-        sys.exit(130)
-    except Exception as exc:  # a bug of ours: one line, the traceback on request
-        if isinstance(exc, OSError) and exc.filename:  # a path we were given (a check missed it)
-            click.echo(f"densekv: cannot use {exc.filename}: {exc.strerror or exc}: choose another path", err=True)
-            sys.exit(2)
-        if os.environ.get("DENSEKV_DEBUG"):
-            raise
-        click.echo(
-            f"densekv: internal error {type(exc).__name__}: {exc} "
-            "(set DENSEKV_DEBUG=1 for the traceback and please report it)",
-            err=True,
-        )
-        sys.exit(1)
 
 
 if __name__ == "__main__":

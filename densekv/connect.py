@@ -129,3 +129,7 @@ def _unavailable(url: str, exc: BaseException, cluster: bool, given: bool) -> Se
     if isinstance(cause, redis.exceptions.RedisClusterException):
         return ServerUnavailable(f"no cluster answers at {shown}: {text}")
     return ServerUnavailable(f"the server at {shown} refused us: {text}")
+
+
+# What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
+__all__ = ["TIMEOUTS", "TOOL_TIMEOUTS", "connect", "from_url", "redact"]

@@ -69,3 +69,9 @@ class WriteInDoubt(ServerUnavailable):
     """The server was lost after a write was sent and before its reply came back: it may
     or may not have been applied. densekv never sends it again by itself (see
     densekv/cluster_executor.py); read back, or repeat it if the operation is idempotent."""
+
+
+# What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
+__all__ = ["BinaryMissing", "DecodeError", "DensekvError", "InvalidArgument", "NotDurable", "PlanError",
+           "PortInUse", "ScriptError", "ServerStartFailed", "ServerTooOld", "ServerUnavailable",
+           "WriteInDoubt", "WrongType"]

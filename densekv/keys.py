@@ -20,12 +20,14 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from densekv.errors import InvalidArgument
+
 
 def partition_count(expected: int, max_entries: int, *, minimum: int = 1, fill: int | None = None) -> int:
     """Smallest power of two P >= minimum with mean + 4 sigma of a partition <= max_entries,
     and mean <= fill when given (smaller listpacks: faster lookups, more keys)."""
     if expected < 0 or max_entries < 1 or (fill is not None and fill < 1):
-        raise ValueError("expected >= 0, max_entries >= 1 and fill >= 1")
+        raise InvalidArgument("expected >= 0, max_entries >= 1 and fill >= 1")
     p = 1
     while p < minimum:
         p *= 2
@@ -38,8 +40,10 @@ def partition_count(expected: int, max_entries: int, *, minimum: int = 1, fill: 
 
 
 def partition_bits(partitions: int) -> int:
+    """log2 of a partition count: the digest bits that pick a partition (InvalidArgument
+    unless the count is a power of two)."""
     if partitions < 1 or partitions & (partitions - 1):
-        raise ValueError("the partition count is a power of two")
+        raise InvalidArgument("the partition count is a power of two")
     return partitions.bit_length() - 1
 
 
@@ -166,3 +170,8 @@ def tag(namespace: str, code: str, partition: int | str | bytes) -> bytes:
 def key(namespace: str, code: str) -> bytes:
     """`{namespace}:{code}`: a key name without a hash tag (code checked)."""
     return f"{namespace}:{checked(code)}".encode()
+
+
+# What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
+__all__ = ["CODES", "RETIRED", "checked", "glob_escape", "join_digest", "key", "partition_bits",
+           "partition_count", "split_digest", "tag"]

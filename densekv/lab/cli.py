@@ -1,9 +1,10 @@
 """`densekv lab`: the seed experiments on your server, with a report.
 
-A click command the main CLI registers (`cli.add_command(lab)` in densekv/cli.py, whose
-main() turns errors into one line and exit 2); `python -m densekv.lab` runs it alone
-through `main()` below, which does the same. Ctrl-C ends the lab with a partial report
-(what was measured), the lab's keys removed, one line and exit 130 (`LabInterrupted`).
+A click command the main CLI registers (`cli.add_command(lab)` in densekv/cli.py, run by
+densekv/cli_run.run_command, which turns errors into one line and exit 2); `python -m
+densekv.lab` runs it alone through `main()` below, which does the same. Ctrl-C ends the
+lab with a partial report (what was measured), the lab's keys removed, one line and exit 130
+(`LabInterrupted`).
 """
 
 from __future__ import annotations
@@ -141,6 +142,6 @@ def _skip(args: list[str]) -> int:
 
 def main() -> None:
     """Run `lab` alone with densekv's error handling: one line and exit 2 for expected errors."""
-    from densekv.cli import run_command
+    from densekv.cli_run import run_command
 
     run_command(lab)

@@ -54,7 +54,10 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from densekv.errors import DensekvError
+from densekv.codec import OUT_OF_LINE
+from densekv.errors import DensekvError, InvalidArgument
+from densekv.keys import checked, glob_escape, tag
+from densekv.keys import key as untagged
 from densekv.listpack import as_int64
 from densekv.maps.zipkeys import ALPHABET, NO_ALIASES, Aliases, base62, unbase62, unzip_key, zip_key
 
@@ -83,7 +86,7 @@ class Geometry:
 
     def __post_init__(self) -> None:
         if self.buckets < 1 or self.entries_limit < 1 or self.value_limit < 8:
-            raise ValueError("buckets >= 1, entries_limit >= 1, value_limit >= 8")
+            raise InvalidArgument("buckets >= 1, entries_limit >= 1, value_limit >= 8")
 
     @property
     def tag_width(self) -> int:
@@ -132,7 +135,7 @@ def bucket_count(expected: int, entries_limit: int, target: int | None = TARGET_
     keep the short fields, and 124 fields of 2 bytes with 32-bit integer values (6 bytes)
     make a 999-byte listpack, inside jemalloc's 1024-byte class."""
     if expected < 0 or entries_limit < 1:
-        raise ValueError("expected >= 0 and entries_limit >= 1")
+        raise InvalidArgument("expected >= 0 and entries_limit >= 1")
     # mean m solves m + 5 sqrt(m) = Z  ->  sqrt(m) = -2.5 + sqrt(6.25 + Z)
     mean = (math.sqrt(6.25 + entries_limit) - 2.5) ** 2
     if target is not None:
@@ -159,6 +162,11 @@ def split_numeric(key: str) -> tuple[str, int] | None:
     return key[: end - len(stripped)], int(stripped)
 
 
+#: the marker a bucket holds for a value that lives out of line, in Location.ool
+OOL = bytes([OUT_OF_LINE])
+OOL_SLACK = 1  # an out-of-line key outlives its marker by a second (clock rounding)
+
+
 @dataclass(frozen=True)
 class Location:
     bucket: bytes
@@ -166,8 +174,10 @@ class Location:
 
     @property
     def ool(self) -> bytes:
-        """The key an out-of-line value of this item lives in."""
+        """The key an out-of-line value of this item lives in: `{ns}:o<m|h>:{<tag>}:<field>`,
+        the bucket's name with its code prefixed by "o" (om / oh, checked in densekv/keys.py)."""
         ns, code, rest = self.bucket.split(b":", 2)
+        checked("o" + code.decode())
         return ns + b":o" + code + b":" + rest + b":" + self.field
 
 
@@ -180,8 +190,8 @@ def locate(namespace: str, key: str, geo: Geometry, aliases: Aliases = NO_ALIASE
     if numeric is not None:
         prefix, n = numeric
         q, b = divmod(n, geo.buckets)
-        tag = base62(b).rjust(geo.tag_width, ALPHABET[0]) + zip_key(prefix, aliases)
-        return Location(_bytes(f"{namespace}:m:{{{tag}}}"), str(field_int(q)).encode())
+        inner = base62(b).rjust(geo.tag_width, ALPHABET[0]) + zip_key(prefix, aliases)
+        return Location(tag(namespace, "m", _bytes(inner)), str(field_int(q)).encode())
     field = _bytes(zip_key(key, aliases))
     if len(field) > geo.value_limit:
         raise KeyTooLong(
@@ -189,7 +199,7 @@ def locate(namespace: str, key: str, geo: Geometry, aliases: Aliases = NO_ALIASE
             f"hash-max-listpack-value {geo.value_limit}: use shorter keys (or aliases)"
         )
     b = zlib.crc32(field) % geo.buckets
-    return Location(f"{namespace}:h:{{{base62(b)}}}".encode(), field)
+    return Location(tag(namespace, "h", base62(b)), field)
 
 
 def key_of(namespace: str, bucket: bytes, field: bytes, geo: Geometry,
@@ -219,10 +229,8 @@ def key_of(namespace: str, bucket: bytes, field: bytes, geo: Geometry,
 
 def bucket_patterns(namespace: str) -> list[bytes]:
     """SCAN MATCH patterns of the map's buckets (the namespace has no glob characters)."""
-    from densekv.keys import glob_escape
-
     ns = glob_escape(namespace.encode())
-    return [ns + b":m:{*", ns + b":h:{*"]
+    return [ns + f":{checked(code)}:{{*".encode() for code in ("m", "h")]
 
 
 _DIGITS = "0123456789"
@@ -244,7 +252,7 @@ class Locator:
 
     def __init__(self, namespace: str, geo: Geometry, aliases: Aliases) -> None:
         self.namespace, self.geo, self.aliases = namespace, geo, aliases
-        self.numeric = f"{namespace}:m:".encode()
+        self.numeric = untagged(namespace, "m") + b":"
         self.b = geo.buckets
         self.heads: dict[str, dict[int, bytes]] = {}  # prefix -> n mod B -> bucket
         self.fields: dict[int, bytes] = {}  # n div B -> field
@@ -276,3 +284,9 @@ class Locator:
             self.heads.setdefault(head, {})[r] = loc.bucket
             self.fields[q] = loc.field
         return loc.bucket, loc.field
+
+
+# What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
+__all__ = ["FORMAT", "MAX_TAIL_DIGITS", "OOL", "OOL_SLACK", "TARGET_ITEMS", "Geometry", "KeyTooLong",
+           "Location", "Locator", "bucket_count", "bucket_patterns", "field_index", "field_int", "key_of",
+           "locate", "split_numeric"]

@@ -36,7 +36,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from densekv.cluster_executor import AsyncClusterExecutor, ClusterExecutor, executor_for
 from densekv.codec import Codec, ZstdDictionary
+from densekv.errors import InvalidArgument
 from densekv.flows import Flow, adrive, ascan_chunks, drive, scan_chunks
 from densekv.maps import migrate, whole
 from densekv.maps.batch import AsyncMapBatch, MapBatch
@@ -53,7 +55,6 @@ from densekv.maps.errors import (
 from densekv.maps.meta import TTL_MODES, check_namespace, meta_key
 from densekv.maps.queue import Pending
 from densekv.maps.settings import MapFacts, facts_of
-from densekv.plan import AsyncClusterExecutor, ClusterExecutor, executor_for
 from densekv.server.probe import probe_flow
 from densekv.twins import share_docstrings
 
@@ -237,7 +238,7 @@ class AsyncCompactMap:
                  clock: Callable[[], float] = time.time, durable: bool = False) -> None:
         check_namespace(namespace)
         if ttl_mode not in TTL_MODES:
-            raise ValueError(f"ttl_mode is one of {', '.join(TTL_MODES)}, not {ttl_mode!r}")
+            raise InvalidArgument(f"ttl_mode is one of {', '.join(TTL_MODES)}, not {ttl_mode!r}")
         self.client = client
         self.namespace = namespace
         self._ex = executor_for(client, durable=durable)

@@ -9,7 +9,8 @@ and the bucket holds the marker 0x0F (OOL); that key is written with its marker 
 MULTI and outlives it by OOL_SLACK (clock rounding). get is one HGET, set one HSET (two
 commands only for out-of-line values); read-then-write operations on a packed expiry
 (setnx, incr, expire) are one Lua script. The batch fast path is maps/fast.py, whole-map
-work maps/whole.py, migration maps/migrate.py.
+work maps/whole.py, migration maps/migrate.py; the move of one plain key into the map
+(move_keys, at the end) is here, since a write during a migration runs it too (adopt).
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ from densekv.codec import Codec, ZstdDictionary
 from densekv.errors import DecodeError, InvalidArgument
 from densekv.flows import Flow, Scan, step
 from densekv.lua import script
-from densekv.maps.buckets import Geometry, Location, Locator, bucket_patterns, key_of
+from densekv.maps.buckets import (
+    OOL,
+    OOL_SLACK,
+    Geometry,
+    KeyTooLong,
+    Location,
+    Locator,
+    bucket_patterns,
+    key_of,
+)
 from densekv.maps.dictionaries import DictionaryCache, plan_load, plan_store, train_dictionary
 from densekv.maps.errors import MapKeyInvalid, MapValueInvalid, NotAnInteger, ValueTooLarge
 from densekv.maps.meta import init_flow, meta_key, ttl_mode_reason
@@ -31,8 +41,6 @@ from densekv.maps.zipkeys import Aliases
 from densekv.plan import Command, Plan, command, script_call
 
 MISSING: Any = object()  # an item not there (a get's result before the default is applied)
-OOL = bytes([cd.OUT_OF_LINE])
-OOL_SLACK = 1  # an out-of-line key outlives its marker by a second (clock rounding)
 
 
 def _text(x: Any) -> str:
@@ -248,6 +256,8 @@ class MapCore:
 
     def get_many(self, keys: Sequence[str], prefetch: bool = False) -> Flow[list[Any]]:
         """prefetch: read out-of-line (and fallback) values in the same round trip."""
+        if not keys:
+            return []  # flows never yield an empty round trip
         locs = [self.locate(k) for k in keys]
         by_bucket: dict[bytes, list[int]] = {}
         for i, loc in enumerate(locs):
@@ -318,8 +328,6 @@ class MapCore:
     def adopt(self, key: str) -> Flow[None]:
         """During a migration: move the plain key of this name in before writing over it."""
         if self.fallback:
-            from densekv.maps.migrate import move_keys
-
             yield from move_keys(self, [key.encode("utf-8", "surrogateescape")])
 
     def set(self, key: str, value: Any, ttl: float | None = None) -> Flow[bool]:
@@ -356,9 +364,9 @@ class MapCore:
         yield from self.adopt(key)
         if self.field_ttl:
             done: Any = yield from step(script_call(
-                script("map_setnx_field"), [loc.bucket, loc.ool],
+                script("map_setnx"), [loc.bucket, loc.ool],
                 [loc.field, stored, ool or b"", expires * 1000 if expires else 0,
-                 (expires + OOL_SLACK) * 1000 if (ool and expires) else 0]))
+                 (expires + OOL_SLACK) * 1000 if (ool and expires) else 0, "field"]))
             return bool(done)
         done = yield from step(script_call(
             script("map_setnx"), [loc.bucket, loc.ool],
@@ -404,6 +412,8 @@ class MapCore:
         return int(text)
 
     def delete_many(self, keys: Sequence[str]) -> Flow[int]:
+        if not keys:
+            return 0  # flows never yield an empty round trip
         locs = [self.locate(k) for k in keys]
         plans: list[Plan[Any]] = [
             Plan((Command(("HGET", loc.bucket, loc.field), (loc.bucket,)),
@@ -483,3 +493,90 @@ def open_map(namespace: str, facts: MapFacts, expected: int, aliases: Mapping[st
     core = MapCore(namespace, facts, meta, stored_aliases, codec, ttl, clock, out_of_line)
     yield from core.load_write_dictionary()
     return core
+
+
+# -- moving plain keys in (a migration: maps/migrate.py, and MapCore.adopt before a write) --
+MAX_RETRIES = 5  # rounds of move_keys (what still changes is then skipped); passes of migrate_to_plain
+
+
+def move_keys(core: MapCore, keys: Sequence[bytes]) -> Flow[dict[str, int]]:
+    """Move these plain keys into the map; counts by outcome."""
+    counts = {"moved": 0, "in_map": 0, "gone": 0, "skipped": 0}
+    todo = list(keys)
+    for _ in range(MAX_RETRIES):
+        if not todo:
+            break
+        ttl_cmd = "PEXPIRETIME" if core.field_ttl else "TTL"  # field mode: absolute ms
+        reads = yield [Plan((Command(("GET", k), (k,)), Command((ttl_cmd, k), (k,))), atomic=True) for k in todo]
+        retry: list[bytes] = []
+        work: list[tuple[bytes, bytes, Location, bytes, int]] = []
+        for k, (raw, ttl) in zip(todo, reads):
+            if raw is None:
+                counts["gone"] += 1
+                continue
+            name = k.decode("utf-8", "surrogateescape")
+            try:
+                loc = core.locate(name)
+            except KeyTooLong:
+                counts["skipped"] += 1
+                continue
+            work.append((k, bytes(raw), loc, core.codec.encode(plain_value(bytes(raw))), int(ttl)))
+        if not work:
+            break
+        if not core.facts.cluster:
+            results = yield [script_call(script("map_move_field" if core.field_ttl else "map_move"),
+                                         [k, loc.bucket, loc.ool],
+                                         [loc.field, raw, framed, core.geo.value_limit])
+                             for k, raw, loc, framed, _ in work]
+            for (k, *_), r in zip(work, results):
+                if r == 1:
+                    counts["moved"] += 1
+                elif r == 2:
+                    counts["in_map"] += 1
+                elif r == 0:
+                    counts["gone"] += 1
+                else:
+                    retry.append(k)
+        else:
+            yield from _move_two_step(core, work, counts, retry)
+        todo = retry
+    counts["skipped"] += len(todo) if todo else 0
+    return counts
+
+
+def _move_two_step(core: MapCore, work: list[tuple[bytes, bytes, Location, bytes, int]],
+                   counts: dict[str, int], retry: list[bytes]) -> Flow[None]:
+    now = core.now()
+    puts: list[Plan[Any]] = []
+    stored_of = []
+    for k, raw, loc, framed, ttl in work:
+        if core.field_ttl:  # ttl is the key's PEXPIRETIME: the field gets the same
+            stored, ool = framed, None
+            if len(framed) > core.geo.value_limit:
+                stored, ool = OOL, framed
+            stored_of.append(stored)
+            puts.append(script_call(script("map_setnx"), [loc.bucket, loc.ool],
+                                    [loc.field, stored, ool or b"", max(ttl, 0),
+                                     ttl + 1000 * OOL_SLACK if (ool and ttl > 0) else 0, "field"]))
+            continue
+        expires = now + ttl if ttl > 0 else None
+        stored = cd.with_expiry(framed, expires)
+        ool = None
+        if len(stored) > core.geo.value_limit:
+            stored, ool = cd.with_expiry(OOL, expires), framed
+        stored_of.append(stored)
+        puts.append(script_call(script("map_setnx"), [loc.bucket, loc.ool],
+                                [loc.field, stored, ool or b"", (expires + OOL_SLACK) if (ool and expires) else 0, now]))
+    written = yield puts
+    dels = yield [script_call(script("map_del_if"), [k], [raw, b""]) for k, raw, *_ in work]
+    undo: list[Plan[Any]] = []
+    for (k, raw, loc, *_), w, d, stored in zip(work, written, dels, stored_of):
+        if d:
+            counts["moved" if w else "in_map"] += 1
+        elif w:  # the plain key vanished (deleted by the application) after we read it
+            undo.append(script_call(script("map_del_if"), [loc.bucket], [stored, loc.field]))
+            counts["gone"] += 1
+        else:
+            counts["gone"] += 1
+    if undo:
+        yield undo

@@ -18,12 +18,15 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from densekv.codec import Codec, ZstdDictionary, _zstd
+from densekv.errors import InvalidArgument
+from densekv.keys import tag
 from densekv.lua import script
 from densekv.plan import Plan, command, script_call
 
 
 def dictionary_key(namespace: str) -> bytes:
-    return f"{namespace}:zd:{{{namespace}}}".encode()
+    """The namespace's zstd dictionaries hash, `{ns}:zd:{<ns>}` (densekv/keys.py code zd)."""
+    return tag(namespace, "zd", namespace)
 
 
 def train_dictionary(samples: Iterable[Any], size: int = 16384, codec: Codec | None = None) -> bytes:
@@ -32,12 +35,12 @@ def train_dictionary(samples: Iterable[Any], size: int = 16384, codec: Codec | N
     codec = codec or Codec()
     payloads = [codec.payload(v)[1] for v in samples]
     if len(payloads) < 8:
-        raise ValueError("train a dictionary on at least a few dozen sample values")
+        raise InvalidArgument("train a dictionary on at least a few dozen sample values")
     zstd = _zstd()
     try:
         trained = zstd.train_dictionary(size, payloads)
     except zstd.ZstdError as exc:
-        raise ValueError(f"zstd could not train a dictionary from this sample ({exc}): give more samples") from exc
+        raise InvalidArgument(f"zstd could not train a dictionary from this sample ({exc}): give more samples") from exc
     return trained.as_bytes()  # type: ignore[no-any-return]
 
 
@@ -74,3 +77,8 @@ class DictionaryCache:
 
     def add(self, found: dict[int, bytes]) -> None:
         self.known.update(found)
+
+
+# What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
+__all__ = ["DictionaryCache", "dictionary_key", "plan_load", "plan_store", "plan_stored",
+           "train_dictionary"]

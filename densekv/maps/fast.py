@@ -18,8 +18,8 @@ from typing import Any
 from densekv import codec as cd
 from densekv.errors import DecodeError
 from densekv.flows import Flow
-from densekv.maps.buckets import Location
-from densekv.maps.core import MISSING, OOL, OOL_SLACK, MapCore
+from densekv.maps.buckets import OOL, OOL_SLACK, Location
+from densekv.maps.core import MISSING, MapCore
 from densekv.maps.queue import Fast, QueuedGet, QueuedMSet, QueuedSet
 from densekv.plan import Command, Plan, command
 

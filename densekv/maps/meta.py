@@ -48,7 +48,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from densekv.errors import InvalidArgument
 from densekv.flows import Flow, step
+from densekv.keys import tag
 from densekv.lua import script
 from densekv.maps.buckets import FORMAT, bucket_count
 from densekv.maps.errors import FieldTtlUnavailable, MapConfigError
@@ -68,11 +70,13 @@ def _flat(reply: Any) -> dict[str, str]:
 
 
 def meta_key(namespace: str) -> bytes:
-    return f"{namespace}:zm:{{{namespace}}}".encode()
+    """The map's metadata hash, `{ns}:zm:{<ns>}` (densekv/keys.py code zm)."""
+    return tag(namespace, "zm", namespace)
 
 
 def alias_key(namespace: str) -> bytes:
-    return f"{namespace}:za:{{{namespace}}}".encode()
+    """The map's key-prefix aliases hash, `{ns}:za:{<ns>}` (densekv/keys.py code za)."""
+    return tag(namespace, "za", namespace)
 
 
 TTL_MODES = ("auto", "packed", "field")
@@ -107,7 +111,7 @@ def init_flow(namespace: str, facts: MapFacts, expected: int, aliases: Mapping[s
     """Create the map's meta in the server, or read what an earlier process stored. Bad
     settings (an unknown ttl_mode, field TTL on a server without it) raise before any write."""
     if ttl_mode not in TTL_MODES:
-        raise ValueError(f"ttl_mode is one of {', '.join(TTL_MODES)}, not {ttl_mode!r}")
+        raise InvalidArgument(f"ttl_mode is one of {', '.join(TTL_MODES)}, not {ttl_mode!r}")
     if ttl_mode == "field" and facts.field_ttl == "none":
         raise FieldTtlUnavailable(
             "ttl_mode='field' needs hash field TTL (HEXPIRE: Redis 7.4+, Valkey 9+); this server has "
@@ -148,5 +152,12 @@ def init_flow(namespace: str, facts: MapFacts, expected: int, aliases: Mapping[s
 
 
 def check_namespace(namespace: str) -> None:
+    """InvalidArgument unless a map namespace is letters, digits, '_', '-' and '.' (it is
+    part of every key name of the map, and of SCAN patterns)."""
     if not namespace or not all(c.isalnum() or c in "_-." for c in namespace) or not namespace.isascii():
-        raise ValueError("namespace is a non-empty string of letters, digits, '_', '-' and '.'")
+        raise InvalidArgument("namespace is a non-empty string of letters, digits, '_', '-' and '.'")
+
+
+# What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
+__all__ = ["TTL_MODES", "alias_key", "check_namespace", "choose_ttl_mode", "init_flow", "meta_key",
+           "ttl_mode_reason"]

@@ -8,9 +8,10 @@ atomically on one server (Lua map_move: only if the plain value is still what wa
 an item the application wrote into the map since wins). On a cluster, where the key and
 its bucket are in different slots, a key moves in two idempotent steps: put-if-absent
 into the map, then delete-if-unchanged of the plain key (undone if the plain key vanished
-in between). A crash at any point leaves every item in the plain key, the map, or (cluster,
-between the two steps) both with the map's copy read first; rerunning finishes the job,
-so nothing is lost or duplicated. `verify` (maps/whole.py) reports what is left and
+in between); that move is maps/core.py move_keys, which a write during a migration runs
+too (MapCore.adopt), so the core does not import this module. A crash at any point leaves
+every item in the plain key, the map, or (cluster, between the two steps) both with the
+map's copy read first; rerunning finishes the job, so nothing is lost or duplicated. `verify` (maps/whole.py) reports what is left and
 checks every item decodes and every bucket is still a listpack. `migrate_to_plain` is the
 reverse. Every step is a flow (the plain keys come from a flows.Scan, the pauses are a
 flows.Sleep), so the sync and the asyncio map run the same migration.
@@ -29,101 +30,16 @@ from typing import Any
 from densekv import codec as cd
 from densekv.flows import Flow, Scan, Sleep
 from densekv.lua import script
-from densekv.maps.buckets import KeyTooLong, Location
-from densekv.maps.core import MISSING, OOL, OOL_SLACK, MapCore, plain_bytes, plain_value
+from densekv.maps.buckets import OOL, KeyTooLong, Location
+from densekv.maps.core import MAX_RETRIES, MISSING, MapCore, move_keys, plain_bytes, plain_value
 from densekv.maps.meta import meta_key
-from densekv.plan import Command, Plan, command, script_call
-
-MAX_RETRIES = 5
+from densekv.plan import Plan, command, script_call
 
 
 def own_key(namespace: str, key: bytes) -> bool:
     """Keys of the map itself, which a broad pattern must never migrate."""
     ns = namespace.encode() + b":"
     return key.startswith(ns) and key[len(ns):].split(b":", 1)[0] in (b"m", b"h", b"om", b"oh", b"zm", b"za", b"zd")
-
-
-def move_keys(core: MapCore, keys: Sequence[bytes]) -> Flow[dict[str, int]]:
-    """Move these plain keys into the map; counts by outcome."""
-    counts = {"moved": 0, "in_map": 0, "gone": 0, "skipped": 0}
-    todo = list(keys)
-    for _ in range(MAX_RETRIES):
-        if not todo:
-            break
-        ttl_cmd = "PEXPIRETIME" if core.field_ttl else "TTL"  # field mode: absolute ms
-        reads = yield [Plan((Command(("GET", k), (k,)), Command((ttl_cmd, k), (k,))), atomic=True) for k in todo]
-        retry: list[bytes] = []
-        work: list[tuple[bytes, bytes, Location, bytes, int]] = []
-        for k, (raw, ttl) in zip(todo, reads):
-            if raw is None:
-                counts["gone"] += 1
-                continue
-            name = k.decode("utf-8", "surrogateescape")
-            try:
-                loc = core.locate(name)
-            except KeyTooLong:
-                counts["skipped"] += 1
-                continue
-            work.append((k, bytes(raw), loc, core.codec.encode(plain_value(bytes(raw))), int(ttl)))
-        if not work:
-            break
-        if not core.facts.cluster:
-            results = yield [script_call(script("map_move_field" if core.field_ttl else "map_move"),
-                                         [k, loc.bucket, loc.ool],
-                                         [loc.field, raw, framed, core.geo.value_limit])
-                             for k, raw, loc, framed, _ in work]
-            for (k, *_), r in zip(work, results):
-                if r == 1:
-                    counts["moved"] += 1
-                elif r == 2:
-                    counts["in_map"] += 1
-                elif r == 0:
-                    counts["gone"] += 1
-                else:
-                    retry.append(k)
-        else:
-            yield from _move_two_step(core, work, counts, retry)
-        todo = retry
-    counts["skipped"] += len(todo) if todo else 0
-    return counts
-
-
-def _move_two_step(core: MapCore, work: list[tuple[bytes, bytes, Location, bytes, int]],
-                   counts: dict[str, int], retry: list[bytes]) -> Flow[None]:
-    now = core.now()
-    puts: list[Plan[Any]] = []
-    stored_of = []
-    for k, raw, loc, framed, ttl in work:
-        if core.field_ttl:  # ttl is the key's PEXPIRETIME: the field gets the same
-            stored, ool = framed, None
-            if len(framed) > core.geo.value_limit:
-                stored, ool = OOL, framed
-            stored_of.append(stored)
-            puts.append(script_call(script("map_setnx_field"), [loc.bucket, loc.ool],
-                                    [loc.field, stored, ool or b"", max(ttl, 0),
-                                     ttl + 1000 * OOL_SLACK if (ool and ttl > 0) else 0]))
-            continue
-        expires = now + ttl if ttl > 0 else None
-        stored = cd.with_expiry(framed, expires)
-        ool = None
-        if len(stored) > core.geo.value_limit:
-            stored, ool = cd.with_expiry(OOL, expires), framed
-        stored_of.append(stored)
-        puts.append(script_call(script("map_setnx"), [loc.bucket, loc.ool],
-                                [loc.field, stored, ool or b"", (expires + OOL_SLACK) if (ool and expires) else 0, now]))
-    written = yield puts
-    dels = yield [script_call(script("map_del_if"), [k], [raw, b""]) for k, raw, *_ in work]
-    undo: list[Plan[Any]] = []
-    for (k, raw, loc, *_), w, d, stored in zip(work, written, dels, stored_of):
-        if d:
-            counts["moved" if w else "in_map"] += 1
-        elif w:  # the plain key vanished (deleted by the application) after we read it
-            undo.append(script_call(script("map_del_if"), [loc.bucket], [stored, loc.field]))
-            counts["gone"] += 1
-        else:
-            counts["gone"] += 1
-    if undo:
-        yield undo
 
 
 def plain_scan(pattern: bytes, batch: int, count: int) -> Scan:
@@ -232,7 +148,7 @@ def _unmove(core: MapCore, buckets: Sequence[bytes]) -> Flow[dict[str, int]]:
         k = name.encode("utf-8", "surrogateescape")
         data = plain_bytes(value)
         if not core.facts.cluster and core.field_ttl:
-            plans.append(script_call(script("map_unmove_field"), [loc.bucket, loc.ool, k], [loc.field, raw, data]))
+            plans.append(script_call(script("map_unmove"), [loc.bucket, loc.ool, k], [loc.field, raw, data, "field"]))
         elif not core.facts.cluster:
             plans.append(script_call(script("map_unmove"), [loc.bucket, loc.ool, k], [loc.field, raw, data, exp or 0]))
         else:

@@ -14,6 +14,7 @@ from typing import Any
 
 from densekv.errors import DecodeError
 from densekv.flows import Flow, Scan
+from densekv.keys import tag
 from densekv.lua import script
 from densekv.maps.core import MISSING, MapCore
 from densekv.maps.migrate import count_plain, plain_items_of, plain_scan
@@ -120,7 +121,7 @@ def ool_owner(namespace: str, ool_key: bytes) -> tuple[bytes, bytes]:
         raise ValueError(f"{ool_key!r} is not an out-of-line key of map {namespace!r}")
     code, rest = ool_key[len(head) + 1 : len(head) + 2], ool_key[len(head) + 3 :]
     cut = rest.rindex(b":") if code == b"m" else rest.index(b"}:") + 1
-    return head + code + b":" + rest[:cut], rest[cut + 1 :]
+    return tag(namespace, code.decode(), rest[1 : cut - 1]), rest[cut + 1 :]
 
 
 def verify(core: MapCore, pattern: str | None = None) -> Flow[dict[str, Any]]:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from densekv.errors import InvalidArgument
+
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _INDEX = {ch: i for i, ch in enumerate(ALPHABET)}
 MARKERS = ("#", "$", "\\")
@@ -27,6 +29,7 @@ MAX_DIGITS = 36  # longer digit runs stay literal (base62 of a 1e36 number is 21
 
 
 def base62(n: int) -> str:
+    """n >= 0 in base 62 (ALPHABET: digits, then upper case, then lower case)."""
     if n < 0:
         raise ValueError("base62 encodes non-negative integers")
     out = []
@@ -38,6 +41,7 @@ def base62(n: int) -> str:
 
 
 def unbase62(text: str) -> int:
+    """The inverse of base62."""
     if not text:
         raise ValueError("empty base62 number")
     n = 0
@@ -46,7 +50,7 @@ def unbase62(text: str) -> int:
     return n
 
 
-class AliasError(ValueError):
+class AliasError(InvalidArgument):
     """An alias table that would make zipped keys ambiguous."""
 
 
@@ -108,8 +112,15 @@ def unzip_crumb(zipped: str, aliases: Aliases = NO_ALIASES) -> str:
 
 
 def zip_key(key: str, aliases: Aliases = NO_ALIASES) -> str:
+    """A key with each ':'-separated crumb zipped (zip_crumb): the short form buckets store."""
     return ":".join(zip_crumb(c, aliases) for c in key.split(":"))
 
 
 def unzip_key(zipped: str, aliases: Aliases = NO_ALIASES) -> str:
+    """The inverse of zip_key."""
     return ":".join(unzip_crumb(c, aliases) for c in zipped.split(":"))
+
+
+# What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
+__all__ = ["ALPHABET", "MARKERS", "MAX_DIGITS", "NO_ALIASES", "AliasError", "Aliases", "base62",
+           "unbase62", "unzip_crumb", "unzip_key", "zip_crumb", "zip_key"]

@@ -1,8 +1,8 @@
 """`densekv plan`: the planner from the shell.
 
-A click command the main CLI registers (`cli.add_command(plan)` in densekv/cli.py, whose
-main() turns errors into one line and exit 2); `python -m densekv.planner` runs it alone
-through `main()` below, which does the same.
+A click command the main CLI registers (`cli.add_command(plan)` in densekv/cli.py, run by
+densekv/cli_run.run_command, which turns errors into one line and exit 2); `python -m
+densekv.planner` runs it alone through `main()` below, which does the same.
 """
 
 from __future__ import annotations
@@ -172,6 +172,6 @@ def lines(rec: Any) -> list[str]:
 
 def main() -> None:
     """Run `plan` alone with densekv's error handling: one line and exit 2 for expected errors."""
-    from densekv.cli import run_command
+    from densekv.cli_run import run_command
 
     run_command(plan)

