@@ -1,6 +1,7 @@
 """`densekv analyze`: the analyzer from the shell (registered by densekv/cli.py).
 
-Progress (a bar with an ETA) goes to stderr; the report to stdout. Ctrl-C stops the scan
+Progress (a bar with an ETA; off a terminal, a line every 10 s while keys are counted by
+name) goes to stderr; the report to stdout. Ctrl-C stops the scan
 after the batch in flight: the partial report is printed (the resume file, if given, is
 up to date) and the command exits 130; a second Ctrl-C stops at once.
 """
@@ -19,6 +20,8 @@ import click
 
 from densekv.cli_params import COUNT, REDIS_URL, writable_dir, writable_file
 from densekv.server.binaries import MATRIX, NEWER
+
+PLAIN_PROGRESS_EVERY = 10.0  # seconds between progress lines when stderr is not a terminal
 
 
 @contextmanager
@@ -62,7 +65,11 @@ def _check_url(url: str) -> None:
 @click.command("analyze")
 @click.option("--url", envvar="DENSEKV_URL", required=True, type=REDIS_URL,
               help="redis:// URL of the server to analyze (a cluster: any node, or redis+cluster://)")
-@click.option("--sample", type=COUNT, default=10_000, show_default=True, help="keys to sample (SCAN order)")
+@click.option("--sample", type=COUNT, default=10_000, show_default=True,
+              help="keys looked at one by one (TYPE, MEMORY USAGE...), shared among the patterns")
+@click.option("--names-limit", type=COUNT, default=50_000_000, show_default=True,
+              help="count every key by name (SCAN only: exact key counts) on servers with at most this many "
+                   "keys; past it, the counts are estimated from the first --sample keys SCAN returns")
 @click.option("--full", is_flag=True, help="look at every key (exact counts) instead of a sample")
 @click.option("--rate", type=click.FloatRange(0, min_open=True), default=None, help="at most this many commands per second on the server")
 @click.option("--rules", type=click.Path(exists=True, dir_okay=False, readable=True), default=None,
@@ -76,7 +83,7 @@ def _check_url(url: str) -> None:
               help="keys per pattern copied to the scratch server to measure the saving")
 @click.option("--no-replay", is_flag=True, help="only scan and group (no scratch server, no savings)")
 @click.option("--scratch", type=click.Choice((*MATRIX, *NEWER)), default=None, help="the server of the matrix to replay on (default: one like yours)")
-def analyze(url: str, sample: int, full: bool, rate: float | None, rules: str | None, as_json: bool,
+def analyze(url: str, sample: int, names_limit: int, full: bool, rate: float | None, rules: str | None, as_json: bool,
             html_dir: str | None, resume: str | None, replay_keys: int, no_replay: bool, scratch: str | None) -> None:
     """Measure, per key pattern, what densekv would save on a live server (read-only)."""
     from rich.console import Console
@@ -93,7 +100,8 @@ def analyze(url: str, sample: int, full: bool, rate: float | None, rules: str | 
     from densekv.analyze.run import analyze as run_analysis
 
     _check_url(url)
-    options = Options(url=url, sample=None if full else sample, rate=rate, rules=rules, resume=resume,
+    options = Options(url=url, sample=None if full else sample, names_limit=names_limit, rate=rate,
+                      rules=rules, resume=resume,
                       replay_keys=replay_keys, replay=not no_replay, scratch=scratch)
     err = Console(stderr=True)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f} keys"),
@@ -102,11 +110,22 @@ def analyze(url: str, sample: int, full: bool, rate: float | None, rules: str | 
     task = bar.add_task("scanning", total=None)
     started = [False]
 
+    import time
+
+    last_line = [time.monotonic()]
+
     def progress(state: Any) -> None:
+        if not err.is_terminal and state.counted and state.phase == "names" \
+                and time.monotonic() - last_line[0] >= PLAIN_PROGRESS_EVERY:
+            # no bar off a terminal: a plain line now and then while the names pass runs long
+            last_line[0] = time.monotonic()
+            click.echo(f"counting keys by name: {state.taken:,} of {state.goal:,}", err=True)
         if not started[0]:  # only once the server answered: an error stays one line
             bar.start()
             started[0] = True
-        bar.update(task, completed=state.taken, total=max(state.goal, state.taken) or None)
+        what = "counting keys by name" if state.phase == "names" and state.counted else "sampling"
+        bar.update(task, completed=state.taken, total=max(state.goal, state.taken) or None,
+                   description=what if state.mode == "sample" else "scanning")
 
     def note(text: str) -> None:
         bar.update(task, description=text)

@@ -37,7 +37,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from densekv.analyze.recommend import Choice
+from densekv.analyze.recommend import SESSIONS_NAMESPACE, Choice, namespace_for
 from densekv.analyze.replay import Copy
 from densekv.analyze.shapes import decode_dict, hash_session
 from densekv.analyze.table import PatternStats
@@ -45,13 +45,16 @@ from densekv.analyze.table import PatternStats
 SESSION_BUDGET = 2000  # sessions loaded per measurement (at most 2x this)
 SET_BUDGET = 8000  # IDs loaded per measurement
 SEED = 20240613
-NAMESPACE = "dkan"
+NAMESPACE = "dkan"  # the layout's name when the recommended command names none
+# (otherwise the one the command uses, recommend.namespace_for: a key name's length
+# moves a small key across an allocator size class, ~18 B per parent for a SetFamily)
 
 
 class _Dropping:
     """`drop(keys)` deletes moved-in originals (None: nothing to delete, the warm-up)."""
 
     drop: Callable[[list[bytes]], None] | None = None
+    ns: str = NAMESPACE
 
     def _dropped(self, keys: list[bytes]) -> None:
         if self.drop is not None and keys:
@@ -76,6 +79,7 @@ class SessionsMove(_Dropping):
 
     def __init__(self, copies: Sequence[Copy], stats: PatternStats, choice: Choice, full: int,
                  budget: int = SESSION_BUDGET) -> None:
+        self.ns = SESSIONS_NAMESPACE  # the name the recommended command uses
         from densekv.sessions.model import digest_of
 
         fmt = choice.detail.get("format")
@@ -123,7 +127,7 @@ class SessionsMove(_Dropping):
 
         ttl = max([t for *_, t in self.items if t] or [30 * 86400])
         self.client = client
-        return SessionStore(client, NAMESPACE, ttl=ttl, expected_sessions=self.count, auto_train=None)
+        return SessionStore(client, self.ns, ttl=ttl, expected_sessions=self.count, auto_train=None)
 
     def load(self, store: Any) -> int:
         """Sessions as a store of `full` sessions takes them: the first AUTO_TRAIN (a share
@@ -168,7 +172,7 @@ class SessionsMove(_Dropping):
         except DensekvError as exc:
             self.notes.append(f"no zstd dictionary: {exc}")
             return
-        self.extra_fixed = int(self.client.memory_usage(dictionary_key(NAMESPACE), samples=0) or 0)
+        self.extra_fixed = int(self.client.memory_usage(dictionary_key(self.ns), samples=0) or 0)
 
 
 def _django_identity(data: dict[str, Any]) -> int | str | None:
@@ -211,21 +215,22 @@ class _SetSizing:
     count: int
     per_set: int
     layout: str
+    ns: str = NAMESPACE
 
     def build(self, client: Any) -> Any:
         from densekv.sets.compact import CompactSet
 
         self.layout, partitions = self._sized(client, self.per_set, self.size, self.count)
-        return CompactSet(client, NAMESPACE, layout=self.layout, expected=self.count, item_size=self.size,
+        return CompactSet(client, self.ns, layout=self.layout, expected=self.count, item_size=self.size,
                           partitions=partitions)
 
     def _sized(self, client: Any, expected: int, size: int, loaded: int) -> tuple[str, int]:
         """(layout, partitions) CompactSet picks for `expected`, scaled to `loaded` items."""
         from densekv.sets.compact import CompactSet
 
-        probe = CompactSet(client, NAMESPACE + "-sizing", expected=max(1, expected), item_size=size)
+        probe = CompactSet(client, self.ns + "-sizing", expected=max(1, expected), item_size=size)
         layout, partitions = probe.layout, probe.partitions
-        stale = list(client.scan_iter(match=NAMESPACE + "-sizing*", count=1000))
+        stale = list(client.scan_iter(match=self.ns + "-sizing*", count=1000))
         if stale:  # the scratch server's copy of the sizing set's metadata
             client.delete(*stale)
         return layout, max(1, round(partitions * loaded / max(1, expected)))
@@ -238,6 +243,7 @@ class SetMove(_SetSizing, _Dropping):
 
     def __init__(self, copies: Sequence[Copy], stats: PatternStats, choice: Choice, full: int,
                  budget: int = SET_BUDGET) -> None:
+        self.ns = namespace_for(stats)  # the name the recommended command uses
         self.size = int(choice.detail["item_size"])
         how = str(choice.detail["id"])
         self.ids: list[bytes] = []
@@ -317,6 +323,7 @@ class FamilyMove(_Dropping):
     kind = "family"
 
     def __init__(self, copies: Sequence[Copy], stats: PatternStats, choice: Choice, full: int) -> None:
+        self.ns = namespace_for(stats)  # the name the recommended command uses
         self.items: list[tuple[str, list[bytes], int]] = []
         self.sources: list[bytes] = []
         for c in copies:
@@ -345,7 +352,7 @@ class FamilyMove(_Dropping):
         limits = limits_from_probe(client)
         limit = limits.set_max_listpack_entries or 0
         self.expected_children = self.most if 0 < self.most <= limit else None
-        fam = SetFamily(client, NAMESPACE, expected_children=self.expected_children, limits=limits)
+        fam = SetFamily(client, self.ns, expected_children=self.expected_children, limits=limits)
         self.encoding = fam.encoding
         return fam
 
@@ -365,6 +372,7 @@ class MapMove(_Dropping):
     kind = "map"
 
     def __init__(self, copies: Sequence[Copy], stats: PatternStats, choice: Choice, full: int) -> None:
+        self.ns = namespace_for(stats)  # the name the recommended command uses
         from densekv.maps.compact import plain_value
 
         self.zstd = bool(choice.detail.get("zstd"))
@@ -386,7 +394,7 @@ class MapMove(_Dropping):
     def build(self, client: Any) -> Any:
         from densekv.maps import CompactMap
 
-        m = CompactMap(client, NAMESPACE, codec="zstd" if self.zstd else "auto", expected=max(1, self.count))
+        m = CompactMap(client, self.ns, codec="zstd" if self.zstd else "auto", expected=max(1, self.count))
         self.buckets = int(m.explain()["buckets"])
         if self.zstd:
             m.train([v for _, v, _ in self.items[:500]])

@@ -173,6 +173,9 @@ def final(choice: Choice, saving: float | None) -> Choice:
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 
 
+SESSIONS_NAMESPACE = "sess"  # the SessionStore the sessions' command builds
+
+
 def namespace_for(stats: PatternStats) -> str:
     """A densekv namespace named after the pattern's literal words ("user:{n}:visits" ->
     "user_visits")."""
@@ -210,7 +213,7 @@ def command_for(choice: Choice, stats: PatternStats, keys: int, url: str) -> str
                 f"m.train(<a few hundred values of {stats.glob}>); m.migrate_from({stats.glob!r})")
     if kind == "sessions":
         fmt = choice.detail.get("format")
-        store = f"densekv.SessionStore(client, {'sess'!r}, expected_sessions={keys})"
+        store = f"densekv.SessionStore(client, {SESSIONS_NAMESPACE!r}, expected_sessions={keys})"
         if fmt == "flask-session":
             prefix = stats.glob.rstrip("*")
             return ("import densekv; from densekv.integrations.flask import FlaskSessionFallback, SessionInterface; "

@@ -1,12 +1,18 @@
 """Replay: copies of a pattern's sampled keys, measured on a scratch server with the meter.
 
-For each pattern densekv has a layout for, the reservoir's keys are read from the live
+For each pattern whose keys can be copied (strings, hashes, sets, sorted sets, lists,
+streams - entries and IDs, not consumer groups: the per-key overhead of its types and
+encodings, and for a stream what MEMORY USAGE's estimate of it misses), and for each densekv has a layout for,
+the reservoir's keys are read from the live
 server (read commands only, scan.roundtrip) and written into a scratch server that
 densekv starts: the same flavor and version line from the matrix when this machine has
 it, else the embedded Valkey (and the report says so). Two measurements, each an honest
 meter delta (densekv/measure.py) after a warm-up pass of the same writes (so the Lua
 script cache and the server's other one-time allocations are not counted), both over
-ballast keys that make the scratch server a scale model of the live one (plan_ballast):
+ballast keys that make the scratch server a scale model of the live one (plan_ballast:
+the main dictionary as full; ballast_ttl: the expires table as full, the copies the same
+share of it - deleting the last keys of a table frees its bucket array, which deleting
+a pattern live does not when other keys have TTLs):
 
   as they are   SET / HSET / SADD / ZADD / RPUSH with each key's TTL (PX), among the
                 ballast in a random order, then DEL: the bytes per key that deleting frees
@@ -50,6 +56,8 @@ from densekv.server.process import ServerProcess
 SCRATCH_OPTIONS = {"slowlog-log-slower-than": "-1", "latency-tracking": "no"}
 BALLAST_PREFIX = "densekv:ballast:"
 BALLAST_MAX = 65_536
+#: types read_copies copies (a stream: its entries with their IDs; consumer groups are not copied)
+COPYABLE = frozenset({"string", "hash", "set", "zset", "list", "stream"})
 
 
 def plan_ballast(live_keys: int, pattern_keys: float, copies: int) -> tuple[int, int]:
@@ -121,6 +129,7 @@ class Scratch:
     meter: Meter
     version: str = ""
     ballast: int = 0  # keys written under each measurement (plan_ballast)
+    ballast_ttl: int = 0  # of which with a TTL (ballast_ttl: the expires table's model)
 
 
 @contextlib.contextmanager
@@ -177,7 +186,7 @@ def read_copies(target: Target, stats: PatternStats, limiter: RateLimiter, limit
             for i, k in enumerate(chunk):
                 kind, pttl, mem = head[3 * i: 3 * i + 3]
                 kind_s = bytes(kind).decode() if isinstance(kind, bytes) else ""
-                if kind_s in ("string", "hash", "set", "zset", "list") and isinstance(mem, int) and mem <= BIG_VALUE:
+                if kind_s in COPYABLE and isinstance(mem, int) and mem <= BIG_VALUE:
                     facts.append(KeyFacts(k, kind_s, int(pttl) if isinstance(pttl, int) else -1, "", mem, node))
             plans = [(f, shape_reads(f, whole=True)) for f in facts]
             reads = [c for _, cs in plans for c in cs]
@@ -198,6 +207,8 @@ def _value_of(kind: str, replies: list[Any]) -> Any:
     body = replies[-1]
     if kind == "string":
         return bytes(body)
+    if kind == "stream":
+        return [(bytes(e[0]), [bytes(x) for x in e[1]]) for e in body]
     items = [bytes(x) for x in body]
     if kind == "hash":
         return dict(zip(items[::2], items[1::2]))
@@ -220,6 +231,9 @@ def write_commands(copies: Sequence[Copy]) -> Iterator[tuple[Any, ...]]:
             yield ("ZADD", c.key, *[x for m, s in c.value for x in (repr(s), m)])
         elif c.type == "list" and c.value:
             yield ("RPUSH", c.key, *c.value)
+        elif c.type == "stream" and c.value:  # the same IDs in the same order: the same listpacks
+            for entry_id, fields in c.value:
+                yield ("XADD", c.key, entry_id, *fields)
         else:
             continue
         if c.pttl > 0:
@@ -275,11 +289,27 @@ def _delete_all_but_ballast(scratch: Scratch) -> None:
         lc.close()
 
 
-def _mixed(ballast: int, copies: Sequence[Copy], seed: int = 7) -> Iterator[tuple[Any, ...]]:
+def ballast_ttl(ballast: int, copies: Sequence[Copy], live_keys: float, live_ttl_keys: float) -> int:
+    """Ballast keys to give a TTL so that the scale model's expires table is as full as
+    the live one's, and holds the copies in the same share: deleting the last keys of a
+    table frees its bucket array, which deleting a pattern live does not when other keys
+    have TTLs (without this, a pattern with TTLs looked ~8% bigger than it is)."""
+    if live_keys <= 0:
+        return 0
+    model_ttl = live_ttl_keys * (ballast + len(copies)) / live_keys
+    return max(0, min(ballast, round(model_ttl - sum(1 for c in copies if c.pttl > 0))))
+
+
+BALLAST_PX = "9000000000"  # ~104 days: no ballast key expires during a measurement
+
+
+def _mixed(ballast: int, copies: Sequence[Copy], seed: int = 7, with_ttl: int = 0) -> Iterator[tuple[Any, ...]]:
     """Ballast and copies written in one random order: a live server takes its keys mixed,
     and on Valkey 8.1+ what deleting a key frees depends on what came in after it (a key
     written after all the others frees ~2 B less than one written among them)."""
-    groups: list[list[tuple[Any, ...]]] = [[("SET", f"{BALLAST_PREFIX}{i}", "1")] for i in range(ballast)]
+    groups: list[list[tuple[Any, ...]]] = [
+        [("SET", f"{BALLAST_PREFIX}{i}", "1", "PX", BALLAST_PX) if i < with_ttl else ("SET", f"{BALLAST_PREFIX}{i}", "1")]
+        for i in range(ballast)]
     groups += [list(write_commands([c])) for c in copies]
     random.Random(seed).shuffle(groups)
     for group in groups:
@@ -294,7 +324,7 @@ def measure_as_is(scratch: Scratch, copies: Sequence[Copy]) -> AsIs:
         meter.reset()
         lc = loader_client(scratch.client)
         try:
-            bulk_load(lc, _mixed(scratch.ballast, copies), batch=1000)
+            bulk_load(lc, _mixed(scratch.ballast, copies, with_ttl=scratch.ballast_ttl), batch=1000)
         finally:
             lc.close()
     usage = _memory_usage(scratch.client, keys)
@@ -346,7 +376,7 @@ def measure_move(scratch: Scratch, move: Any, copies: Sequence[Copy]) -> Layout:
     meter.reset()
     lc = loader_client(scratch.client)
     try:
-        bulk_load(lc, _mixed(scratch.ballast, copies), batch=1000)
+        bulk_load(lc, _mixed(scratch.ballast, copies, with_ttl=scratch.ballast_ttl), batch=1000)
         lc.connection_pool.disconnect()
         meter.rebase()
         handle = move.build(lc)

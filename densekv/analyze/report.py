@@ -2,15 +2,17 @@
 
 JSON (`densekv analyze --json`), one object:
     keys_total      int    keys on the server (DBSIZE of every node when the scan began;
-                           keys seen, for --full)
-    keys_sampled    int    keys the scan looked at
+                           keys seen, for --full or after a names pass)
+    keys_sampled    int    keys the scan looked at one by one
     mode            "sample" | "full";  complete: bool (false: stopped, see interrupted)
+    counted         bool   every key was counted by name (the names pass): keys exact
     server          {url (no password), flavor, version, cluster, nodes, db}
     scratch         {server, version, note} where the replay measured, or null
     scan            {seconds, commands, vanished, patterns, overflow_keys}
     bytes_now, bytes_densekv, saving     totals over the patterns
     patterns        sorted by bytes saved, each:
-      pattern str, glob str (SCAN MATCH), keys int, keys_interval [low, high],
+      pattern str, glob str (SCAN MATCH), namespace str (the densekv name its command and
+      replay use), keys int, keys_interval [low, high] (zero width when counted),
       bytes_now int (MEMORY USAGE of the pattern's keys, extrapolated, plus the per-key
       bytes MEMORY USAGE misses, measured by the replay), bytes_now_interval [low, high],
       bytes_densekv int | null (measured in the recommended layout, extrapolated; equal
@@ -71,7 +73,8 @@ def print_terminal(doc: dict[str, Any], console: Any = None) -> None:
         import sys
 
         console = Console(width=None if sys.stdout.isatty() else 160)
-    mode = "every key" if doc["mode"] == "full" else f"{doc['keys_sampled']:,} keys sampled"
+    mode = "every key" if doc["mode"] == "full" else f"{doc['keys_sampled']:,} keys sampled" + \
+        (", every key counted by name" if doc.get("counted") else "")
     title = (f"densekv analyze: {doc['server']['flavor']} {doc['server']['version']} at {doc['server']['url']}"
              f" - {doc['keys_total']:,} keys, {mode}")
     table = Table(title=title, title_justify="left")

@@ -23,13 +23,21 @@ from typing import Any
 import redis
 
 from densekv.analyze.errors import AnalyzeError
-from densekv.analyze.estimate import Estimate, bytes_estimate, keys_estimate
+from densekv.analyze.estimate import Estimate, bytes_estimate, counted_bytes_estimate, keys_estimate
 from densekv.analyze.patterns import Rules, RulesError
-from densekv.analyze.recommend import Choice, choose, command_for, final
-from densekv.analyze.scan import RateLimiter, Scanner, ScanState, Target, explain, open_target
+from densekv.analyze.recommend import Choice, choose, command_for, final, namespace_for
+from densekv.analyze.scan import (
+    NAMES_LIMIT,
+    RateLimiter,
+    Scanner,
+    ScanState,
+    Target,
+    explain,
+    open_target,
+)
 from densekv.analyze.table import PatternStats, PatternTable
 
-RESUME_VERSION = 1
+RESUME_VERSION = 2
 RESUME_EVERY = 0.5  # seconds between resume-file writes
 MAX_REPLAYED = 25  # patterns replayed, largest first (the rest: "not measured")
 
@@ -45,6 +53,8 @@ class Options:
     replay: bool = True
     scratch: str | None = None  # a server of the matrix to replay on (default: the live one's kind)
     count: int = 500  # SCAN COUNT
+    names_limit: int | None = NAMES_LIMIT  # --sample: count every key by name up to this many keys
+    seed: int = 13  # the per-pattern sample's draw (another seed, another sample)
 
 
 Progress = Callable[[ScanState], None]
@@ -110,7 +120,8 @@ def analyze(options: Options, progress: Progress | None = None, stop: Callable[[
 def _analyze(target: Target, options: Options, rules: Rules, digest: str, progress: Progress | None,
              stop: Callable[[], bool] | None, note: Note) -> dict[str, Any]:
     resumed = _load_resume(options.resume, target, options, digest, rules) if options.resume else None
-    state, table = resumed if resumed else (ScanState.start(target, options.sample), PatternTable(rules))
+    state, table = resumed if resumed else (ScanState.start(target, options.sample, options.names_limit,
+                                                             options.seed), PatternTable(rules))
     scanner = Scanner(target, table, state, rate=options.rate, count=options.count)
     last_save = [0.0]
 
@@ -135,22 +146,34 @@ def _analyze(target: Target, options: Options, rules: Rules, digest: str, progre
         raise type(err)(f"{err} (during the scan, after {state.taken:,} keys){again}") from None
     if options.resume:
         _save_resume(options.resume, state, table, digest)
-    table.merge_similar()
+    if not state.counted:
+        table.merge_similar()  # (a names pass merged before drawing its sample)
     return build_result(target, options, state, table, stop, note)
 
 
 def build_result(target: Target, options: Options, state: ScanState, table: PatternTable,
                  stop: Callable[[], bool] | None, note: Note) -> dict[str, Any]:
-    sampled = state.taken
+    sampled = sum(s.keys for s in table) if state.counted else state.taken
     exact = state.mode == "full" and state.done
     # a stopped full scan is a prefix of SCAN's order, so a uniform sample like --sample
     total = sampled if exact else target.keys
+    counted = state.counted and state.phase == "facts"  # every key counted by name
+    if counted:
+        total = sum(s.names for s in table)
     n = sampled
     rows: list[dict[str, Any]] = []
     estimates: dict[str, tuple[Estimate, Estimate]] = {}
     for stats in table:
-        keys = keys_estimate(stats.keys, n, total)
-        mem = bytes_estimate(stats.mem_sum, stats.mem_sq, n, total)
+        if state.counted and not counted:  # stopped during the names pass: a prefix of SCAN
+            keys = keys_estimate(stats.names, state.named, target.keys)
+            estimates[stats.name] = (keys, Estimate(0.0, 0.0, 0.0))
+            continue
+        if counted:
+            keys = Estimate(float(stats.names), float(stats.names), float(stats.names))
+            mem = counted_bytes_estimate(stats.names, stats.mem_sum, stats.mem_sq, stats.keys)
+        else:
+            keys = keys_estimate(stats.keys, n, total)
+            mem = bytes_estimate(stats.mem_sum, stats.mem_sq, n, total)
         estimates[stats.name] = (keys, mem)
     replayed: dict[str, dict[str, Any]] = {}
     scratch_info: dict[str, Any] | None = None
@@ -172,6 +195,7 @@ def build_result(target: Target, options: Options, state: ScanState, table: Patt
         "keys_total": int(total),
         "keys_sampled": int(sampled),
         "mode": state.mode,
+        "counted": counted,  # key counts exact: every key counted by name (SCAN only)
         "complete": complete,
         "interrupted": state.interrupted,  # stopped by Ctrl-C (the scan, or the replay)
         "server": {"url": target.label, "flavor": target.flavor, "version": target.version,
@@ -191,6 +215,7 @@ def _replay_all(target: Target, options: Options, table: PatternTable,
                 note: Note) -> tuple[dict[str, Any] | None, dict[str, dict[str, Any]]]:
     from densekv.analyze.moves import move_for
     from densekv.analyze.replay import (
+        ballast_ttl,
         measure_as_is,
         measure_move,
         plan_ballast,
@@ -198,9 +223,13 @@ def _replay_all(target: Target, options: Options, table: PatternTable,
         scratch_server,
     )
 
+    # every pattern whose keys can be copied is replayed as it is (its per-key overhead,
+    # for its types and encodings); those densekv has a layout for, moved too
     todo = [(s, choose(s)) for s in table]
-    todo = [(s, c) for s, c in todo if c.measurable]
-    todo.sort(key=lambda sc: -estimates[sc[0].name][1].value)
+    from densekv.analyze.replay import COPYABLE
+
+    todo = [(s, c) for s, c in todo if c.measurable or set(s.types) & COPYABLE]
+    todo.sort(key=lambda sc: (not sc[1].measurable, -estimates[sc[0].name][1].value))
     out: dict[str, dict[str, Any]] = {}
     if not todo:
         return None, out
@@ -208,11 +237,13 @@ def _replay_all(target: Target, options: Options, table: PatternTable,
     with scratch_server(target.flavor, target.version, options.scratch) as scratch:
         info = {"server": scratch.name, "version": scratch.version, "note": scratch.note}
         per_node = target.keys / max(1, len(target.nodes))
+        live_ttl = sum(s.ttl_share * estimates[s.name][0].value for s in table) / max(1, len(target.nodes))
+        measurable = sum(1 for _, c in todo if c.measurable)
         for i, (stats, choice) in enumerate(todo):
             if stop is not None and stop():
                 out[stats.name] = {"skipped": "not measured: stopped (Ctrl-C) during the replay", "stopped": True}
                 continue
-            if i >= MAX_REPLAYED:
+            if (i >= MAX_REPLAYED) if choice.measurable else (i - measurable >= MAX_REPLAYED):
                 out[stats.name] = {"skipped": f"not measured: only the {MAX_REPLAYED} largest patterns are replayed"}
                 continue
             note(f"replaying {stats.name} ({choice.kind}) on {scratch.name}")
@@ -226,8 +257,18 @@ def _replay_all(target: Target, options: Options, table: PatternTable,
                 continue
             scratch.ballast, use = plan_ballast(round(per_node), keys / max(1, len(target.nodes)), len(copies))
             copies = copies[:use]
+            scratch.ballast_ttl = ballast_ttl(scratch.ballast, copies, per_node, live_ttl)
             try:
                 as_is = measure_as_is(scratch, copies)
+                result: dict[str, Any] = {
+                    "as_is": {"keys": as_is.keys, "bytes_freed": as_is.freed,
+                              "bytes_per_key": round(as_is.per_key, 2), "memory_usage": as_is.memory_usage,
+                              "overhead_per_key": round(as_is.overhead, 2), "ballast_keys": scratch.ballast,
+                              "ballast_ttl_keys": scratch.ballast_ttl,
+                              "memory_usage_vs_live": None if as_is.check is None else round(as_is.check, 4)}}
+                if not choice.measurable:
+                    out[stats.name] = result
+                    continue
                 move = move_for(choice, copies, stats, max(1, round(keys)))
                 layout = measure_move(scratch, move, copies)
             except Exception as exc:
@@ -236,10 +277,7 @@ def _replay_all(target: Target, options: Options, table: PatternTable,
                 out[stats.name] = {"skipped": f"replay failed: {type(exc).__name__}: {exc}"}
                 continue
             out[stats.name] = {
-                "as_is": {"keys": as_is.keys, "bytes_freed": as_is.freed,
-                          "bytes_per_key": round(as_is.per_key, 2), "memory_usage": as_is.memory_usage,
-                          "overhead_per_key": round(as_is.overhead, 2), "ballast_keys": scratch.ballast,
-                          "memory_usage_vs_live": None if as_is.check is None else round(as_is.check, 4)},
+                **result,
                 "densekv": {"layout": layout.description, "kind": layout.kind, "items": layout.items,
                             "stands_for": layout.stands_for, "fixed_bytes": layout.fixed,
                             "fixed_count": move.fixed_count, "bytes": layout.variable,
@@ -254,10 +292,11 @@ def _row(stats: PatternStats, keys: Estimate, mem: Estimate, replay: dict[str, A
          default_overhead: float, target: Target, replay_asked: bool = True) -> dict[str, Any]:
     choice = choose(stats)
     overhead = default_overhead
-    measured = replay is not None and "as_is" in replay
-    if measured:
+    calibrated = replay is not None and "as_is" in replay
+    if calibrated:
         assert replay is not None
         overhead = float(replay["as_is"]["overhead_per_key"])
+    measured = replay is not None and "densekv" in replay
     now = mem.plus(keys.scaled(overhead))
     bytes_dk: float | None = None
     saving: float | None = None
@@ -281,6 +320,7 @@ def _row(stats: PatternStats, keys: Estimate, mem: Estimate, replay: dict[str, A
     row: dict[str, Any] = {
         "pattern": stats.name,
         "glob": stats.glob,
+        "namespace": namespace_for(stats),  # the densekv name the command (and the replay) uses
         "keys": round(keys.value),
         "keys_interval": keys.as_ints(),
         "bytes_now": round(now.value),
@@ -301,7 +341,7 @@ def _row(stats: PatternStats, keys: Estimate, mem: Estimate, replay: dict[str, A
         "ttl": stats.ttl, "ttl_share": round(stats.ttl_share, 4),
         "sizes": stats.sizes, "memory_usage_mean": round(stats.mem_mean, 2),
         "shapes": stats.shapes, "sessions": stats.sessions,
-        "overhead_per_key": round(overhead, 2), "overhead_measured": measured,
+        "overhead_per_key": round(overhead, 2), "overhead_measured": calibrated,
     }
     if replay is not None:
         row["replay"] = {k: v for k, v in replay.items() if not k.startswith("_")}

@@ -5,32 +5,48 @@ The only commands sent to the analyzed server (and so the minimal ACL, docs/anal
                     CLUSTER SLOTS on a cluster (to find every primary)
     sampling        SCAN; per key TYPE, PTTL, OBJECT ENCODING, MEMORY USAGE key SAMPLES 0
     shapes, copies  GET; HLEN HGETALL HSCAN; SCARD SMEMBERS SSCAN; ZCARD ZRANGE; LLEN LRANGE;
-                    XLEN (the first SHAPE_SAMPLES keys of a pattern, and the replayed keys)
+                    XLEN; XRANGE (the first SHAPE_SAMPLES keys of a pattern, and the
+                    replayed keys: XRANGE only to copy a stream)
 Nothing else: no CONFIG, no DEBUG, no KEYS, no write (and, connecting, no HELLO or CLIENT
 SETINFO: RESP2 and no library name). Every command goes through wire.py, which refuses a
 command name outside READ_COMMANDS before sending anything, so the rule is enforced in
 one place (and tests/behaviour/test_analyze.py checks it on the server, with an ACL user
 that may run only these and with INFO commandstats).
 
-Sampling. `--sample N` takes the first N keys SCAN returns (per node: N x its share of
-DBSIZE). SCAN walks the main dictionary in bucket order, and a key's bucket is a keyed
-hash of its name, so a prefix of the walk is a uniform random sample of the keys (the
-exception: on servers that keep one dictionary per cluster slot - Valkey 8+ in cluster
-mode - the prefix is the node's first slots, which is uniform for keys without hash
-tags, and samples keys that share one hash tag all or nothing). `--full` visits every
-key. Per batch: one SCAN, then one pipeline of 4 commands per key, then one pipeline of
-value reads for keys whose pattern still needs shape samples. `--rate R` caps the
-commands per second (a token bucket across all round trips).
+Counting and sampling. `--sample N` on a server of at most `--names-limit` keys (default
+50M): first a names pass - SCAN alone, COUNT 1000, every key's name turned into its
+pattern and counted (no per-key command: exact key counts per pattern, at about 5 us of
+client time per key), each pattern keeping a uniform reservoir of its names
+(table.py); the patterns are merged (merge_similar); then N keys are shared among the
+patterns as evenly as their sizes allow (estimate.allocate; each at most its reservoir)
+and drawn from the reservoirs (plan_sample, a fixed seed), and only those get the 4
+per-key commands and the value reads. A pattern's bytes are then its exact count times
+its sample's mean, so a pattern of 3% of the keys is measured as well as one of 30%.
+Past the names limit, or with --names-limit lower than DBSIZE, `--sample N` takes the
+first N keys SCAN returns (per node: N x its share of DBSIZE): SCAN walks the main
+dictionary in bucket order, and a key's bucket is a keyed hash of its name, so a prefix
+of the walk is a uniform random sample of the keys (the exception: on servers that keep
+one dictionary per cluster slot - Valkey 8+ in cluster mode - the prefix is the node's
+first slots, which is uniform for keys without hash tags, and samples keys that share
+one hash tag all or nothing); the counts are then estimates with intervals. `--full`
+visits every key with the per-key commands. Per batch: one SCAN (or a slice of the
+drawn sample), then one pipeline of 4 commands per key, then one pipeline of value reads
+for keys whose pattern still needs shape samples. `--rate R` caps the commands per
+second (a token bucket across all round trips).
 
 Resuming: after every batch the node cursors and the pattern table can be saved
 (ScanState.to_json, written by run.py); a rerun with the same file continues each node
 from its cursor. SCAN's guarantee carries over: a key present from the start to the end
-of the whole scan is seen at least once (full mode may count a key twice if the server
-rehashes mid-scan, as SCAN itself may return it twice; sample mode drops duplicates).
+of the whole scan is seen at least once (full mode and the names pass may count a key
+twice if the server rehashes mid-scan, as SCAN itself may return it twice: keeping every
+name to drop them would make the client's memory grow with the keyspace; the prefix
+sample drops duplicates). The names pass saves its cursors and table like a full scan;
+the drawn sample is redrawn from the saved table and seed, and goes on from its position.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +55,7 @@ from typing import Any
 import redis
 
 from densekv.analyze.errors import AnalyzeError
+from densekv.analyze.estimate import allocate
 from densekv.analyze.shapes import MAX_DECODE, Shape, collection_shape, string_shape
 from densekv.analyze.table import KeyFacts, PatternStats, PatternTable
 from densekv.analyze.wire import READ_COMMANDS, command_name, denied, key_facts_replies, roundtrip
@@ -49,6 +66,8 @@ __all__ = ["READ_COMMANDS", "Node", "RateLimiter", "ScanState", "Scanner", "Targ
            "roundtrip"]
 
 SCAN_COUNT = 500  # SCAN COUNT hint per batch
+NAMES_COUNT = 1000  # SCAN COUNT hint of the names pass (names only: cheap per key)
+NAMES_LIMIT = 50_000_000  # default bound of the names pass (keys); past it, a prefix sample
 BIG_VALUE = 1 << 20  # values whose MEMORY USAGE is over this are not read whole
 COLLECTION_READ = 64  # members read from a collection too big to read whole
 
@@ -233,40 +252,61 @@ class ScanState:
     commands: int = 0
     elapsed: float = 0.0
     interrupted: bool = False
-    seen: dict[str, list[str]] = field(default_factory=dict)  # sample mode: keys taken (latin-1)
+    seen: dict[str, list[str]] = field(default_factory=dict)  # prefix sample: keys taken (latin-1)
+    counted: bool = False  # sample mode with a names pass: counts exact, the sample per pattern
+    phase: str = "facts"  # "names" (the names pass), then "facts" (per-key commands)
+    named: int = 0  # names counted so far
+    planned: int = 0  # keys of the per-pattern sample (plan_sample), once the names pass ended
+    plan_at: int = 0  # how many of them were looked at
+    seed: int = 13  # the per-pattern sample's draw
 
     @property
     def done(self) -> bool:
+        if self.counted:
+            return self.phase == "facts" and self.plan_at >= self.planned
         return all(n.done for n in self.nodes)
 
     @property
     def taken(self) -> int:
+        if self.counted:
+            return self.named if self.phase == "names" else self.plan_at
         return sum(n.taken for n in self.nodes)
 
     @property
     def goal(self) -> int:
+        if self.counted:
+            return sum(n.keys for n in self.nodes) if self.phase == "names" else self.planned
         return sum(n.quota if n.quota is not None else n.keys for n in self.nodes)
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "sample": self.sample, "vanished": self.vanished, "commands": self.commands,
-                "elapsed": self.elapsed, "nodes": [n.__dict__ for n in self.nodes], "seen": self.seen}
+                "elapsed": self.elapsed, "nodes": [n.__dict__ for n in self.nodes], "seen": self.seen,
+                "counted": self.counted, "phase": self.phase, "named": self.named, "planned": self.planned,
+                "plan_at": self.plan_at, "seed": self.seed}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ScanState:
         return cls(data["mode"], data["sample"], [NodeState(**n) for n in data["nodes"]],
                    int(data.get("vanished", 0)), int(data.get("commands", 0)), float(data.get("elapsed", 0.0)),
-                   False, {k: list(v) for k, v in data.get("seen", {}).items()})
+                   False, {k: list(v) for k, v in data.get("seen", {}).items()}, bool(data.get("counted")),
+                   str(data.get("phase", "facts")), int(data.get("named", 0)), int(data.get("planned", 0)),
+                   int(data.get("plan_at", 0)), int(data.get("seed", 13)))
 
     @classmethod
-    def start(cls, target: Target, sample: int | None) -> ScanState:
+    def start(cls, target: Target, sample: int | None, names_limit: int | None = None,
+              seed: int = 13) -> ScanState:
+        """sample None: every key; else a names pass when the keyspace has at most
+        names_limit keys (None: no limit), and a prefix of SCAN's order past it."""
         total = target.keys
+        counted = sample is not None and (names_limit is None or total <= names_limit)
         nodes = []
         for n in target.nodes:
             quota = None
-            if sample is not None:
+            if sample is not None and not counted:
                 quota = min(n.keys, max(1 if n.keys else 0, round(sample * n.keys / total))) if total else 0
             nodes.append(NodeState(n.addr, n.run_id, n.keys, quota, done=(quota == 0)))
-        return cls("full" if sample is None else "sample", sample, nodes)
+        return cls("full" if sample is None else "sample", sample, nodes, counted=counted,
+                   phase="names" if counted else "facts", seed=seed)
 
     def check_target(self, target: Target) -> None:
         """Refuse a resume file written for other nodes (or a restarted server)."""
@@ -316,7 +356,7 @@ def shape_reads(f: KeyFacts, whole: bool) -> list[tuple[Any, ...]]:
     if f.type == "list":
         return [("LLEN", k), ("LRANGE", k, "0", "-1" if whole and not big else str(COLLECTION_READ - 1))]
     if f.type == "stream":
-        return [("XLEN", k)]
+        return [("XLEN", k), ("XRANGE", k, "-", "+")] if whole and not big else [("XLEN", k)]
     return []
 
 
@@ -345,6 +385,19 @@ def shape_of(f: KeyFacts, replies: list[Any], pattern: str) -> Shape | None:
     return collection_shape(f.type, [bytes(m) for m in (body or [])], count)
 
 
+def plan_sample(table: PatternTable, sample: int, seed: int) -> list[tuple[PatternStats, int, bytes]]:
+    """The per-pattern sample after a names pass: `sample` keys shared among the patterns
+    as evenly as their sizes allow (estimate.allocate), each pattern's drawn from its
+    reservoir of names (a uniform sample of its keys), in a random order (so a stopped
+    run has looked at every pattern alike). Deterministic for a table and a seed."""
+    rng = random.Random(seed)
+    patterns = list(table)
+    shares = allocate([len(s.reservoir) for s in patterns], sample)
+    plan = [(s, node, key) for s, n in zip(patterns, shares) for node, key in rng.sample(s.reservoir, n)]
+    rng.shuffle(plan)
+    return plan
+
+
 Progress = Callable[[ScanState], None]
 
 
@@ -358,6 +411,8 @@ class Scanner:
         self.count = count
 
     def run(self, progress: Progress | None = None, stop: Callable[[], bool] | None = None) -> ScanState:
+        if self.state.counted:
+            return self._counted(progress, stop)
         state = self.state
         started = time.monotonic() - state.elapsed
         for index, (node, ns) in enumerate(zip(self.target.nodes, state.nodes)):
@@ -421,3 +476,69 @@ class Scanner:
             shape = shape_of(f, part, stats.name) if cs else Shape("large" if f.type == "string" else f.type, f.memory)
             if shape is not None:
                 stats.add_shape(shape, f.key)
+
+    # -- sample mode under the names bound ------------------------------------------------
+    def _counted(self, progress: Progress | None, stop: Callable[[], bool] | None) -> ScanState:
+        """Every key counted by name (SCAN only), then the per-pattern sample's facts
+        (plan_sample): see the module docstring."""
+        state = self.state
+        started = time.monotonic() - state.elapsed
+
+        def tick() -> bool:
+            state.elapsed = time.monotonic() - started
+            if progress is not None:
+                progress(state)
+            if stop is not None and stop():
+                state.interrupted = True
+                return True
+            return False
+
+        if state.phase == "names":
+            for index, (node, ns) in enumerate(zip(self.target.nodes, state.nodes)):
+                while not ns.done:
+                    self.limiter.take(1)
+                    reply = roundtrip(node.client, [("SCAN", str(ns.cursor), "COUNT", str(NAMES_COUNT))])[0]
+                    if isinstance(reply, Exception):
+                        raise reply
+                    keys = reply[1]
+                    for k in keys:
+                        self.table.count_name(index, bytes(k))
+                    state.commands += 1
+                    state.named += len(keys)
+                    ns.taken += len(keys)
+                    ns.cursor = int(reply[0])
+                    ns.done = ns.cursor == 0
+                    if tick():
+                        return state
+            # merge before drawing: the per-pattern sample is then uniform in each merged pattern
+            self.table.merge_similar()
+            state.phase, state.plan_at = "facts", 0
+            state.planned = len(plan_sample(self.table, state.sample or 0, state.seed))
+            if tick():
+                return state
+        plan = plan_sample(self.table, state.sample or 0, state.seed)
+        while state.plan_at < len(plan):
+            chunk = plan[state.plan_at: state.plan_at + self.count]
+            by_node: dict[int, list[tuple[PatternStats, bytes]]] = {}
+            for stats, at, key in chunk:
+                by_node.setdefault(at, []).append((stats, key))
+            for at, items in by_node.items():
+                client = self.target.nodes[at].client
+                facts, vanished = key_facts(client, [k for _, k in items], at, self.limiter)
+                owner = {k: st for st, k in items}
+                state.commands += 4 * len(items)
+                state.vanished += vanished
+                wanted: list[tuple[PatternStats, KeyFacts]] = []
+                for f in facts:
+                    stats = owner[f.key]
+                    stats.add(f, self.table.rng, keep=False)
+                    if stats.wants_shape():
+                        stats.shape_pending += 1
+                        wanted.append((stats, f))
+                self._shapes(client, wanted)
+            state.plan_at += len(chunk)
+            if tick():
+                return state
+        state.elapsed = time.monotonic() - started
+        return state
+

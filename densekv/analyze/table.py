@@ -91,9 +91,27 @@ class PatternStats:
     shape_pending: int = 0
     id_sizes: dict[str, int] = field(default_factory=dict)  # the variable part's lengths
     reservoir: list[tuple[int, bytes]] = field(default_factory=list)
+    names: int = 0  # keys counted by name (the names pass; 0: no names pass)
 
     # -- what the scan feeds in ----------------------------------------------------------
-    def add(self, facts: KeyFacts, rng: random.Random) -> None:
+    @property
+    def population(self) -> int:
+        """The pattern's keys as far as the scan knows: counted by name, else sampled."""
+        return self.names or self.keys
+
+    def count_name(self, node: int, key: bytes, rng: random.Random) -> None:
+        """The names pass: one more key of this pattern; the reservoir keeps a uniform
+        sample of the names (Algorithm R) for the per-key sample and the replay."""
+        self.names += 1
+        if len(self.reservoir) < RESERVOIR:
+            self.reservoir.append((node, key))
+        else:
+            j = rng.randrange(self.names)
+            if j < RESERVOIR:
+                self.reservoir[j] = (node, key)
+
+    def add(self, facts: KeyFacts, rng: random.Random, keep: bool = True) -> None:
+        """One sampled key's facts; keep=False: the reservoir holds names already."""
         self.keys += 1
         self.mem_sum += facts.memory
         self.mem_sq += float(facts.memory) ** 2
@@ -103,6 +121,8 @@ class PatternStats:
         if facts.pttl >= 0:
             self.ttl_sum_s += facts.pttl / 1000
         _bump(self.sizes, size_bucket(facts.memory))
+        if not keep:
+            return
         if len(self.reservoir) < RESERVOIR:
             self.reservoir.append((facts.node, facts.key))
         else:
@@ -184,14 +204,15 @@ class PatternStats:
     def merge(self, other: PatternStats, rng: random.Random) -> None:
         """Fold another pattern's counts in (reservoirs: a weighted random mix)."""
         total = self.keys + other.keys
+        weights = [self.population / max(1, len(self.reservoir))] * len(self.reservoir) + \
+            [other.population / max(1, len(other.reservoir))] * len(other.reservoir)
+        self.names += other.names
         for name in ("types", "encodings", "ttl", "sizes", "shapes", "sessions", "member_sizes",
                      "member_kinds", "small_values", "id_sizes"):
             mine: dict[str, int] = getattr(self, name)
             for k, v in getattr(other, name).items():
                 _bump(mine, k, v)
         pool = self.reservoir + other.reservoir
-        weights = [self.keys / max(1, len(self.reservoir))] * len(self.reservoir) + \
-            [other.keys / max(1, len(other.reservoir))] * len(other.reservoir)
         if len(pool) > RESERVOIR:
             idx = _weighted_sample(rng, weights, RESERVOIR)
             pool = [pool[i] for i in idx]
@@ -277,12 +298,16 @@ class PatternTable:
         stats.add(facts, self.rng)
         return stats
 
+    def count_name(self, node: int, key: bytes) -> None:
+        self.stats_for(key).count_name(node, key, self.rng)
+
     def merge_similar(self, big: float = 0.005) -> dict[str, str]:
         """Merge small patterns that differ in one word (patterns.merge_plan); old -> new
         name. A pattern with at least `big` of the keys stays itself (`user:{n}` and
         `sess:{n}` are two data sets, however many small `p...:{n}` there are)."""
-        total = sum(s.keys for s in self.patterns.values())
-        plan = merge_plan([s.tokens for s in self.patterns.values() if s.rule is None and s.keys < big * total])
+        total = sum(s.population for s in self.patterns.values())
+        plan = merge_plan([s.tokens for s in self.patterns.values()
+                           if s.rule is None and s.population < big * total])
         renamed: dict[str, str] = {}
         for old, tokens in plan.items():
             stats = self.patterns.pop(old)

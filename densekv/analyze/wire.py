@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - redis[hiredis] is a dependency
 READ_COMMANDS = frozenset({
     "PING", "INFO", "DBSIZE", "CLUSTER SLOTS", "SCAN", "TYPE", "PTTL", "OBJECT ENCODING",
     "MEMORY USAGE", "GET", "HLEN", "HGETALL", "HSCAN", "SCARD", "SMEMBERS", "SSCAN", "ZCARD",
-    "ZRANGE", "LLEN", "LRANGE", "XLEN",
+    "ZRANGE", "LLEN", "LRANGE", "XLEN", "XRANGE",
 })
 _WITH_SUB = frozenset({"CLUSTER", "OBJECT", "MEMORY"})
 

@@ -43,7 +43,7 @@ QUIET = {"latency-tracking": "no", "slowlog-log-slower-than": "-1"}
 
 # The minimal ACL of the README ("Analyzer"): exactly the commands the analyzer sends.
 ACL_COMMANDS = ("+ping +info +dbsize +cluster|slots +scan +type +pttl +object|encoding +memory|usage +get "
-                "+hlen +hgetall +hscan +scard +smembers +sscan +zcard +zrange +llen +lrange +xlen")
+                "+hlen +hgetall +hscan +scard +smembers +sscan +zcard +zrange +llen +lrange +xlen +xrange")
 
 
 def _flask_sessions(client: redis.Redis, rng: random.Random) -> Callable[[], None]:
@@ -187,15 +187,16 @@ def test_finds_every_pattern_with_exact_counts_in_a_full_scan(result: dict[str, 
 def test_bytes_now_agree_with_a_plain_used_memory_delta(result: dict[str, Any],
                                                         keyspace: tuple[ServerProcess, dict[str, int]]) -> None:
     """Bytes now is what a pattern's keys free when they go (their MEMORY USAGE, plus the
-    per-key bytes the replay measured beyond it); deleting each pattern on a copy of the
-    keyspace frees that within 7% per pattern (measured: 0-5%; valkey-9.1's hash table
-    frees a few bytes more or less per key depending on what came in around it, which
-    is a lot beside a 46-byte counter) and within 4% in total."""
+    per-key bytes the replay measured beyond it, in a scale model whose main and expires
+    tables are as full as this server's); deleting each pattern on a copy of the keyspace
+    frees that within 5% per pattern (issue 23's target; valkey-9.1's hash table frees a
+    few bytes more or less per key depending on what came in around it, which is a lot
+    beside a 46-byte counter) and within 4% in total."""
     _, freed = keyspace
     ours = {p: _row(result, p)["bytes_now"] for p in freed if p != "noise"}
     ours["noise"] = _row(result, "queue:jobs")["bytes_now"] + _row(result, "events")["bytes_now"]
     ratios = {p: round(ours[p] / delta, 4) for p, delta in freed.items()}
-    assert all(abs(r - 1) < 0.07 for r in ratios.values()), (ratios, ours, freed)
+    assert all(abs(r - 1) < 0.05 for r in ratios.values()), (ratios, ours, freed)
     assert abs(sum(ours.values()) / sum(freed.values()) - 1) < 0.04, (ratios, ours, freed)
 
 
@@ -359,6 +360,10 @@ def test_cluster_every_primary(cluster_client: redis.RedisCluster, cluster: Any)
     assert doc["keys_total"] == 3000
     assert _row(doc, "seen:{uuid}")["keys"] == 1500 and _row(doc, "seen:{uuid}")["recommendation"] == "set"
     assert _row(doc, "user:{n}:visits")["recommendation"] == "map"
+    # --sample: every primary's keys counted by name, the sample drawn across the nodes
+    sampled = analyze(Options(url=url, sample=400, replay=False))
+    assert sampled["counted"] and sampled["keys_total"] == 3000 and sampled["keys_sampled"] == 400
+    assert _row(sampled, "seen:{uuid}")["keys"] == _row(sampled, "user:{n}:visits")["keys"] == 1500
 
 
 def test_bad_input_is_one_line_and_exit_2(keyspace: tuple[ServerProcess, dict[str, int]]) -> None:
