@@ -26,6 +26,9 @@ Usage: python benchmarks/session_containers.py [--server valkey-9.1] [--n 0 --n 
        [--out FILE] [--workdir DIR] [--keep]
 Table: python benchmarks/session_containers.py --table FILE   (markdown: req/s, p99 and
        bytes per session per container and N, and densekv against the dict)
+At the end it logs one line per container: its read-only points and the seed's verdict
+(falls / flat, from CPU per request: densekv.lab.containers.findings.Trend), the same
+lines `densekv lab` prints.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ from densekv.lab.containers.findings import (
     filesystem_of,
     housekeeping_finding,
     rps_findings,
+    trend_line,
+    trends,
 )
 from densekv.lab.containers.harness import Plan, run_containers
 from densekv.lab.containers.registry import CONTAINERS
@@ -126,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
             client.close()
         for note in outcome.notes:
             write(args.out, {**stamp, "note": note})
+        for t in trends(records):  # the seed's verdict per container, from its points (as `densekv lab` prints)
+            log(trend_line(t))
         for sentence in (rps_findings(records, stamp["filesystem"]) + densekv_findings(records)
                          + [bytes_finding(records), housekeeping_finding(records)]):
             if sentence:

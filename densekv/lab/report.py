@@ -32,6 +32,7 @@ SEEDS = {
     "000": "Optimising session key storage in Redis (Greg Beech)",
     "001": "Optimising Redis storage, part two (Julien Letessier)",
     "002": "Using Redis HASH instead of SET to reduce cache size (Salesforce Engineering)",
+    "003": "Ruby on Rails session containers benchmarked with ab: memory, DRb, PStore, ActiveRecord",
     "004": "Zip'em ALL (me-redis)",
 }
 

@@ -292,8 +292,12 @@ COLUMNS = ("server", "kind", "configuration", "P", "n", "B/item", "ops/s", "µs/
 
 
 def table_row(r: RunRecord) -> list[str]:
-    return [r.server, r.kind, r.variant or r.layout, "-" if r.partitions is None else f"{r.partitions:,}",
-            f"{r.n:,}", _fmt(r.bytes_per_item), _fmt(r.ops_per_s, 0), _fmt(r.server_usec_per_call)]
+    name, n, per_item = r.variant or r.layout, r.n, r.bytes_per_item
+    shown = r.params.get("shown")  # the labelled point the summary also quotes (small_sets: at the limit)
+    if shown:
+        name, n, per_item = f"{name} {shown['label']}", int(shown["n"]), shown["bytes_per_item"]
+    return [r.server, r.kind, name, "-" if r.partitions is None else f"{r.partitions:,}",
+            f"{n:,}", _fmt(per_item), _fmt(r.ops_per_s, 0), _fmt(r.server_usec_per_call)]
 
 
 def plain_table(rows: list[list[str]], columns: tuple[str, ...] = COLUMNS) -> str:

@@ -6,7 +6,9 @@ measured in this run: bytes per item of each, the saving in % and in GiB per 100
 the server's time per read of each, and the call (and any config change) to make. The
 obvious layouts are the seeds' baselines: one JSON string per session (seed 000), one SET
 holding every ID (seed 001), one string key per value (seed 004), one SET per small set
-(seed 002). `verdicts(doc)` states each seed's claim and whether this run confirms it.
+(seed 002). `verdicts(doc)` states each seed's claim and whether this run confirms it;
+seed 003's per session container, from its points (containers.findings.Trend), which
+`headline` also prints one line each.
 A row or verdict whose records are missing (an interrupted run, `--only`) is left out;
 nothing here is typed in but the seeds' claims.
 """
@@ -44,6 +46,7 @@ class Advice:
     plain_usec: float | None = None  # server µs per read
     chosen_usec: float | None = None
     unit: str = "item"
+    measure: str = ""  # how the bytes were read, when not used_memory (the terminal table's rows say the same)
 
     @property
     def saving(self) -> float:
@@ -175,7 +178,7 @@ def _small_sets(doc: dict[str, Any], server: str) -> list[Advice]:
                 server, "small_sets", f"a small set of {limit:,} 24-byte members", "a SET (SADD)", s,
                 "a HASH, member -> 1 (HSET)", h, "HSET key member 1",
                 f"Instead of SADD, while a set stays within hash-max-listpack-entries ({limit:,} here).",
-                unit="member",
+                unit="member", measure=f"MEMORY USAGE per member at {limit:,}/key, the listpack limit",
             ))
     hash_r = runs.get(("hash", "raised")) or next(
         (r for r in doc["runs"] if r["kind"] == "small_sets" and r["layout"] == "hash"
@@ -193,6 +196,7 @@ def _small_sets(doc: dict[str, Any], server: str) -> list[Advice]:
                 f"hash-max-listpack-entries {raised:,}", b, f"CONFIG SET hash-max-listpack-entries {raised}",
                 f"Optional (and in the config file): hashes of up to {raised:,} entries stay listpacks. densekv "
                 "sizes its partitions to whatever limit is in force and needs no change.", unit="entry",
+                measure=f"MEMORY USAGE per entry at {raised:,}/key",
             ))
     return out
 
@@ -279,6 +283,7 @@ def _verdicts_on(doc: dict[str, Any], server: str) -> Iterable[Verdict]:
                           f"{saving:.0f}% less at {limit:,} members ({h:.1f} against {st:.1f} B per member, "
                           "MEMORY USAGE as the seed read it)", _word_share(56, saving),
                           _needs(56, st, h, "member"))
+    yield from _containers_verdicts(doc, server)
     maps = _runs(doc, "maps", server)
     claims = (("int_holey", "int", 10.0, ("integers in hash buckets take about 10 times less memory than one "
                                           "key per integer")),
@@ -296,12 +301,38 @@ def _verdicts_on(doc: dict[str, Any], server: str) -> Iterable[Verdict]:
                           f"{plain['bytes_per_item']:.1f} B on this server")
 
 
+def _container_trends(doc: dict[str, Any], server: str) -> list[Any]:
+    """Seed 003's curves on one server: per container, its read-only points (containers.findings.Trend)."""
+    from densekv.lab.containers.findings import trends
+
+    return [t for t in trends(r for r in doc["runs"] if r["kind"] == "containers" and r["server"] == server)
+            if len(t.points) >= 2]
+
+
+def _containers_verdicts(doc: dict[str, Any], server: str) -> Iterable[Verdict]:
+    """One verdict per container: the seed's falls / flat against the one its points give."""
+    from densekv.lab.containers.findings import FALLS
+
+    for t in _container_trends(doc, server):
+        words = "falls off" if t.seed == "falls" else "stays flat"
+        need = (f"falling takes more than {FALLS:.0%} of the capacity lost by N = {t.points[-1].n:,}"
+                if t.seed == "falls" else f"flat allows at most {FALLS:.0%} of the capacity lost")
+        yield Verdict("003", "containers", server, f"that {t.label} {words} as stored sessions grow ({t.seed_says})",
+                      f"{t.verdict}, {t.evidence}", "confirmed" if t.agrees else "differs", need)
+
+
 def headline(doc: dict[str, Any]) -> list[str]:
-    """The summary as short terminal lines (one per kind and server)."""
+    """The summary as short terminal lines (one per kind and server; one per container)."""
+    from densekv.lab.containers.findings import trend_line
+
     lines = []
     several = len(doc["servers"]) > 1
     for a in advice(doc):
         where = f"{a.server}: " if several else ""
+        measure = f"; {a.measure}" if a.measure else ""
         lines.append(f"{where}{a.what}: {a.chosen} {a.chosen_bytes:,.1f} B/{a.unit} against "
-                     f"{a.plain} {a.plain_bytes:,.1f} ({a.saving:.0%} less)")
+                     f"{a.plain} {a.plain_bytes:,.1f} ({a.saving:.0%} less{measure})")
+    for server in _servers(doc):
+        where = f"{server}: " if several else ""
+        lines += [f"{where}containers: {trend_line(t)}" for t in _container_trends(doc, server)]
     return lines

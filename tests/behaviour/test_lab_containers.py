@@ -273,3 +273,131 @@ def test_the_lab_experiment_draws_its_four_figures(valkey: ServerProcess, tmp_pa
     for name in ("rps", "p99", "bytes", "housekeeping"):
         assert (tmp_path / f"containers-url-{name}.png").is_file()
     assert "req/s" in html and "Bytes per stored session" in html
+
+
+# -- seed 003's story in the lab: four N up to the lab's N, verdicts from the points ------------
+
+CURVE_N = 20_000  # the test's "lab N": unindexed SQLite scans 20k rows per read, several times a read at N = 0
+
+
+@pytest.fixture(scope="module")
+def curve_run(valkey: ServerProcess) -> Iterator[Any]:
+    from densekv.lab.runner import LabConfig, run_lab
+
+    out = Path(tempfile.mkdtemp(prefix="densekv-test-curve-"))
+    with valkey.client() as c:
+        c.execute_command("FLUSHALL", "SYNC")
+    config = LabConfig(n=CURVE_N, url=valkey.url, out=out, only=("containers",), options={
+        "containers": {"containers": ("none", "sqlite-unindexed", "densekv"), "requests": 40, "rounds": 1,
+                       "warmup": 5, "active": 20}})
+    try:
+        yield run_lab(config)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_the_lab_measures_every_container_at_four_counts_up_to_its_n(curve_run: Any) -> None:
+    assert not curve_run.failed, [o.reason for o in curve_run.failed]
+    runs = [r for r in curve_run.doc["runs"] if r["kind"] == "containers"]
+    by: dict[str, list[int]] = {}
+    for r in runs:
+        by.setdefault(r["layout"], []).append(r["n"])
+    assert set(by) == {"none", "sqlite-unindexed", "densekv"}
+    for ns in by.values():
+        assert sorted(ns) == [0, CURVE_N // 100, CURVE_N // 10, CURVE_N]
+    for r in runs:  # CPU per request measured beside req/s, at every point
+        assert r["ops_per_s"] > 0 and r["server_usec_per_call"] > 0, r
+        assert r["ops"]["read"]["app_cpu_us"] > 0, r
+
+
+def test_the_verdicts_come_from_the_points(curve_run: Any) -> None:
+    import copy
+
+    from densekv.lab.containers.findings import trends
+    from densekv.lab.summary import verdicts
+
+    doc = curve_run.doc
+    found = {t.container: t for t in trends(r for r in doc["runs"] if r["kind"] == "containers")}
+    # a scan of 20k rows per read costs several times the request itself: unindexed SQL falls
+    assert found["sqlite-unindexed"].verdict == "falls", found["sqlite-unindexed"].evidence
+    mine = [v for v in verdicts(doc) if v.seed == "003"]
+    assert len(mine) == 3
+    for v in mine:
+        t = next(t for t in found.values() if v.claim.startswith(f"that {t.label} "))
+        assert v.measured.startswith(t.verdict) and (v.word == "confirmed") == t.agrees
+    # the same document with densekv's CPU per read at the largest N tripled: its verdict turns
+    changed = copy.deepcopy(doc)
+    for r in changed["runs"]:
+        if r["kind"] == "containers" and r["layout"] == "densekv" and r["n"] == CURVE_N:
+            r["ops"]["read"]["app_cpu_us"] *= 3
+            r["ops"]["read"]["store_cpu_us"] *= 3
+    dk = next(v for v in verdicts(changed) if v.seed == "003" and "densekv" in v.claim)
+    assert dk.measured.startswith("falls") and dk.word == "differs"
+
+
+def test_the_terminal_table_and_the_summary_show_the_same_points(curve_run: Any) -> None:
+    import re
+
+    from densekv.lab.runner import table_row
+    from densekv.lab.summary import headline
+
+    lines = [ln for ln in headline(curve_run.doc) if ln.startswith("containers: ")]
+    rows = [table_row(r) for o in curve_run.outputs for r in o.records if r.kind == "containers"]
+    assert len(lines) == 3
+    for line in lines:
+        label = next(row[2] for row in rows if line.startswith(f"containers: {row[2]} "))
+        m = re.search(r"N ([\d,/ ]+) - read req/s ([\d,/ ]+), CPU µs per read ([\d.,/ ]+)$", line)
+        assert m, line
+        ns, rps, cpu = ([float(x.replace(",", "")) for x in g.split(" / ")] for g in m.groups())
+        mine = sorted((row for row in rows if row[2] == label), key=lambda row: int(row[4].replace(",", "")))
+        assert ns == [float(row[4].replace(",", "")) for row in mine]
+        assert rps == [float(row[6].replace(",", "")) for row in mine]
+        assert cpu == [float(row[7].replace(",", "")) for row in mine]
+
+
+def test_the_report_draws_the_cpu_curves_with_the_verdicts(curve_run: Any) -> None:
+    html = curve_run.paths["report"].read_text()
+    assert "CPU per request against stored sessions" in html and "Seed 003 claims that SQLite, no index" in html
+    assert any(name.endswith("-cpu.png") for name in curve_run.paths)
+
+
+def test_bulk_loaded_json_is_flask_sessions_own_encoding() -> None:
+    import msgspec
+
+    from densekv.lab.containers.backends import Payloads
+
+    for profile in ("P0", "P1", "P2", "P3"):
+        got = Payloads(profile).get(0, 50)
+        from densekv.lab.session_profiles import sessions
+
+        assert [text.encode() for _, text in got] == [msgspec.json.encode(d) for _, d in sessions(profile, 50)]
+
+
+def test_the_verdict_rule_reads_cpu_per_request_and_falls_back_to_req_s() -> None:
+    from densekv.lab.containers.findings import Point, Trend
+
+    def trend(*points: tuple[int, float, float]) -> Trend:
+        return Trend("files-flat", "files, flat dir", tuple(Point(*p) for p in points))
+
+    assert trend((0, 900, 400), (100, 2000, 410), (100_000, 50, 900)).verdict == "falls"  # CPU x2.25, req/s noise
+    assert trend((0, 900, 400), (100_000, 300, 480)).verdict == "flat"  # req/s fell 3x on a busy machine, CPU did not
+    assert trend((0, 900, 0), (100_000, 300, 0)).verdict == "falls"  # no CPU readings: req/s decides
+    t = trend((0, 900, 400), (100_000, 900, 400))
+    assert t.verdict == "flat" and t.seed == "falls" and not t.agrees
+
+
+def test_a_run_directory_left_by_a_killed_lab_is_removed_and_a_live_one_kept(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from densekv.lab.experiments.containers import OWNER, RUN_PREFIX, remove_stale
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # a pid that has just exited
+    for name, pid in (("dead", dead), ("live", str(os.getpid()))):
+        (tmp_path / (RUN_PREFIX + name)).mkdir()
+        (tmp_path / (RUN_PREFIX + name) / OWNER).write_text(pid)
+    (tmp_path / (RUN_PREFIX + "unowned")).mkdir()
+    assert remove_stale(tmp_path) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [RUN_PREFIX + "live", RUN_PREFIX + "unowned"]

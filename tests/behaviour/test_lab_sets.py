@@ -63,7 +63,11 @@ def _check_records(runs: list[dict[str, Any]], notes: list[str], server_name: st
             p = r["params"]
             assert p["false_negatives"] == 0 and p["absent"] == 5000
             assert 0 < p["f_measured"] < 0.05  # p = 1%: about 50 of 5000
-            assert 0 < r["bytes_per_item"] < 16  # a Bloom filter is far below the exact minimum
+            # a Bloom filter is far below the exact minimum: MEMORY USAGE says so exactly; the
+            # used_memory delta of a 2.4 KB filter moved by tens of KB once on a loaded machine
+            # (20.5 B/item), so it only has to be in the same range as the ID itself
+            assert 0 < r["memory_usage_bytes_per_item"] < 16
+            assert 0 < r["bytes_per_item"] < 32
     else:
         assert not blooms and any("Bloom filter: not measured" in n for n in notes)
 

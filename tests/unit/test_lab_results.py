@@ -117,8 +117,9 @@ def test_registry_lists_the_experiments_and_admits_the_missing_ones() -> None:
         assert exp.available or "not available" in exp.reason, exp.kind
         assert exp.kind and exp.title and exp.budget_s > 0
     assert reg["maps"].seed == "004" and reg["maps"].budget_s <= 25
-    # the default lab's budgets, with the report and the server's start, fit 3 minutes
-    assert sum(e.budget_s for e in reg.values() if e.per_server) <= 150
+    # the default lab's budgets, with the report and the server's start, fit 3 minutes (the
+    # containers' curve up to 100k stored sessions, issue 23, took 20 of the 30 s left)
+    assert sum(e.budget_s for e in reg.values() if e.per_server) <= 170
 
 
 def test_redact() -> None:

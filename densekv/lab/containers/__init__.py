@@ -10,8 +10,8 @@ package does the same for a Flask app under gunicorn. The pieces, one job each:
                  (flat or hashed directories), SQL (SQLite or PostgreSQL, indexed or not)
   app.py         the web app; its container is chosen at start-up by environment
                  variables (gunicorn runs `densekv.lab.containers.app:create_app()`)
-  backends.py    the harness's side of each container: start what it needs, fill it
-                 with N sessions, measure its bytes, run its housekeeping
+  backends.py    the harness's side of each container: start what it needs, bulk-load
+                 N sessions, measure its bytes, run its housekeeping
   processes.py   the processes started (gunicorn, memcached, PostgreSQL): loopback
                  only, inside the run's directory, stopped on exit, error and Ctrl-C
   components.py  where memcached, wrk and PostgreSQL are (scripts/get-components or
@@ -20,8 +20,10 @@ package does the same for a Flask app under gunicorn. The pieces, one job each:
                  cookie of a random stored session; a pure-Python fallback without wrk
   harness.py     the measurement: every container filled to each N, then interleaved
                  rounds of read-only and read-write load, then housekeeping while serving
-  findings.py    what a run found, one sentence per finding with its numbers, and the
-                 four figures (req/s and p99 against N, bytes per session, housekeeping)
+  findings.py    what a run found: the seed's verdict per container from its points
+                 (Trend: falls or flat, by CPU per request), one sentence per finding
+                 with its numbers, and the figures (CPU per request, req/s and p99
+                 against N, bytes per session, housekeeping)
 
 densekv itself never imports this package (it imports Flask, Flask-Session and the SQL
 and memcached clients); `densekv lab --only containers` and

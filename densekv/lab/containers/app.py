@@ -18,7 +18,7 @@ Routes (every one answers text; none touches the session unless it says so):
   GET /w        read, then write: hits += 1 -> "hit N" or "new N" (a new session and cookie)
   GET /set?k=v  set keys (tests); GET /dump: the session as JSON (tests)
   /_lab/...     only with DENSEKV_CONTAINER_ADMIN=1, for the in-process dict, which only
-                the worker can reach: POST fill (N sessions of a payload profile), POST
+                the worker can reach: POST fill (rows of [sid, JSON text], one expiry), POST
                 sweep (housekeeping), GET rss (the worker's resident memory)
 """
 
@@ -193,16 +193,12 @@ def create_app(config: AppConfig | None = None) -> Flask:
 
 
 def _admin_routes(app: Flask, store: DictStore) -> None:
-    from densekv.lab.session_profiles import sessions
-
     @app.post("/_lab/fill")
     def fill() -> Response:
         args: dict[str, Any] = request.get_json(force=True)
-        sids = [new_sid() for _ in range(int(args["count"]))]
-        rows = zip(sids, (data for _, data in sessions(args["profile"], int(args["count"]), start=int(args["start"]))),
-                   [float(args["expires"])] * len(sids))
-        store.fill(rows)
-        return jsonify({"sids": sids if args.get("tokens") else []})
+        expires = float(args["expires"])
+        count = store.fill((sid, json.loads(text), expires) for sid, text in args["rows"])
+        return jsonify({"stored": count})
 
     @app.post("/_lab/sweep")
     def sweep() -> Response:

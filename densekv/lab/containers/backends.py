@@ -2,10 +2,16 @@
 reads, say how many bytes it holds, and run its housekeeping.
 
 Every backend fills through the container's own format code: the app's stores
-(stores.py), Flask-Session's key prefix and JSON encoding (msgspec, as its
-MsgSpecSerializer writes), densekv's SessionStore with the app's arguments. Session
-data comes from the payload profiles (densekv.lab.session_profiles): session i of a
-profile is the same bytes in every container.
+(stores.py), Flask-Session's key prefix and JSON encoding, densekv's SessionStore with
+the app's arguments. Session data comes from the payload profiles
+(densekv.lab.session_profiles): session i of a profile is the same bytes in every
+container, generated and JSON-encoded once per run (`Payloads`, shared by the run's
+backends): the encoding is the compact JSON of stores.encode, byte for byte what
+Flask-Session's msgspec serializer writes for these ASCII payloads (a test checks it).
+
+Bulk loads, never one request per session: the in-process dict in chunks through the
+app's /_lab/fill, files written in place, SQL in one transaction (executemany / COPY),
+Redis in pipelines of BATCH, densekv with SessionStore.create_each, memcached set_many.
 
 `fill(start, count, expires)` stores sessions start .. start+count-1, all expiring at
 `expires` (epoch seconds), and returns their cookie values. `size()` is the container's
@@ -22,26 +28,44 @@ import json
 import os
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from densekv.lab.containers.config import FLASK_SESSION_PREFIX, AppConfig
-from densekv.lab.containers.stores import FileStore, Row, SqlStore, new_sid
+from densekv.lab.containers.stores import FileStore, SqlStore, encode, new_sid
 from densekv.lab.session_profiles import sessions
 
 BATCH = 2000
+#: values Flask's tagged JSON keeps as they are (tag_value(v) is v): skipped in bulk loads
+_UNTAGGED = (str, bool, int, float, type(None))
 
 
-def profile_rows(profile: str, start: int, count: int, expires: float) -> tuple[list[str], Iterator[Row]]:
-    sids = [new_sid() for _ in range(count)]
-    data = (d for _, d in sessions(profile, count, start=start))
-    return sids, ((sid, d, expires) for sid, d in zip(sids, data))
+class Payloads:
+    """Session i of one profile as (identity, JSON text), generated on first use and
+    kept for the run (about 300 B per session)."""
+
+    def __init__(self, profile: str) -> None:
+        self.profile = profile
+        self.items: list[tuple[int | None, str]] = []
+
+    def get(self, start: int, count: int) -> list[tuple[int | None, str]]:
+        have = len(self.items)
+        if have < start + count:
+            self.items += [(identity, encode(data))
+                           for identity, data in sessions(self.profile, start + count - have, start=have)]
+        return self.items[start:start + count]
+
+    def rows(self, start: int, count: int, expires: float) -> tuple[list[str], list[tuple[str, str, float]]]:
+        """New session ids and (sid, JSON text, expires) rows for sessions start .. start+count-1."""
+        sids = [new_sid() for _ in range(count)]
+        return sids, [(sid, text, expires) for sid, (_, text) in zip(sids, self.get(start, count))]
 
 
 class Backend:
     def __init__(self, config: AppConfig, profile: str) -> None:
         self.config = config
         self.profile = profile
+        self.payloads = Payloads(profile)  # the harness gives every backend of a run the same one
 
     def prepare(self) -> None:
         """Before the app starts: schema, directories, the densekv namespace."""
@@ -91,9 +115,9 @@ class InProcess(Backend):
     def fill(self, start: int, count: int, expires: float) -> list[str]:
         sids: list[str] = []
         for first in range(start, start + count, self.CHUNK):
-            n = min(self.CHUNK, start + count - first)
-            sids += self._post("/_lab/fill", {"profile": self.profile, "start": first, "count": n,
-                                              "expires": expires, "tokens": True})["sids"]
+            chunk, rows = self.payloads.rows(first, min(self.CHUNK, start + count - first), expires)
+            self._post("/_lab/fill", {"rows": [[sid, text] for sid, text, _ in rows], "expires": expires})
+            sids += chunk
         return sids
 
     def size(self) -> int | None:
@@ -110,8 +134,8 @@ class Files(Backend):
                                lifetime=self.config.lifetime)
 
     def fill(self, start: int, count: int, expires: float) -> list[str]:
-        sids, rows = profile_rows(self.profile, start, count, expires)
-        self.store.fill(rows)
+        sids, rows = self.payloads.rows(start, count, expires)
+        self.store.fill_encoded(rows)
         return sids
 
     def size(self) -> int | None:
@@ -138,8 +162,8 @@ class Sql(Backend):
 
     def fill(self, start: int, count: int, expires: float) -> list[str]:
         assert self.store is not None
-        sids, rows = profile_rows(self.profile, start, count, expires)
-        self.store.fill(rows)
+        sids, rows = self.payloads.rows(start, count, expires)
+        self.store.fill_encoded(rows)
         return sids
 
     def size(self) -> int | None:
@@ -179,16 +203,14 @@ class RedisBytes(Backend):
 
 class FlaskSessionRedis(RedisBytes):
     """Flask-Session's RedisSessionInterface format: key `session:<sid>`, the session as
-    JSON (msgspec), SET with EX."""
+    JSON (msgspec's bytes), SET with EX."""
 
     def fill(self, start: int, count: int, expires: float) -> list[str]:
-        import msgspec
-
-        encoder = msgspec.json.Encoder()
-        sids, rows = profile_rows(self.profile, start, count, expires)
+        sids, rows = self.payloads.rows(start, count, expires)
+        ex = max(1, int(expires - time.time()))
         pipe = self.client.pipeline(transaction=False)
-        for i, (sid, data, exp) in enumerate(rows, 1):
-            pipe.set(FLASK_SESSION_PREFIX + sid, encoder.encode(data), ex=max(1, int(exp - time.time())))
+        for i, (sid, text, _) in enumerate(rows, 1):
+            pipe.execute_command("SET", FLASK_SESSION_PREFIX + sid, text.encode(), "EX", ex)
             if i % BATCH == 0:
                 pipe.execute()
         pipe.execute()
@@ -211,8 +233,8 @@ class Densekv(RedisBytes):
         from densekv.integrations.flask_session import tag_value
 
         ttl = max(1, int(expires - time.time()))
-        tagged = ((identity, {k: tag_value(v) for k, v in data.items()})
-                  for identity, data in sessions(self.profile, count, start=start))
+        tagged = ((identity, {k: v if type(v) in _UNTAGGED else tag_value(v) for k, v in json.loads(text).items()})
+                  for identity, text in self.payloads.get(start, count))
         tokens: list[str] = self.store.create_each(tagged, ttl, batch=BATCH)
         self.client.connection_pool.disconnect()
         return tokens
@@ -243,18 +265,16 @@ class Memcache(Backend):
         return [self.pid] if self.pid else []
 
     def fill(self, start: int, count: int, expires: float) -> list[str]:
-        import msgspec
         from pymemcache.client.base import Client
 
         host, _, port = self.config.url.rpartition(":")
         client = Client((host, int(port)))
-        encoder = msgspec.json.Encoder()
-        sids, rows = profile_rows(self.profile, start, count, expires)
+        sids, rows = self.payloads.rows(start, count, expires)
         ttl = max(1, int(expires - time.time()))
         chunk: dict[str, bytes] = {}
         try:
-            for sid, data, _ in rows:
-                chunk[FLASK_SESSION_PREFIX + sid] = encoder.encode(data)
+            for sid, text, _ in rows:
+                chunk[FLASK_SESSION_PREFIX + sid] = text.encode()
                 if len(chunk) == BATCH:
                     client.set_many(chunk, expire=ttl, noreply=False)
                     chunk = {}

@@ -1,23 +1,33 @@
-"""What a container run found, in sentences with the numbers, and its four figures.
+"""What a container run found, in sentences with the numbers, and its figures.
 
-Input: the records of harness.run_containers (one per container and N). Each figure
-comes with the finding it shows, said in one sentence beside it, in seed 003's terms:
-what the seed found, and whether today's machine agrees. A change within FLAT (15%) is
-called flat: on a 2-core machine shared with other work, rounds of the same
-configuration differ by about that much.
+Input: the records of harness.run_containers (one per container and N), or the
+"containers" records of a results.json document (summary.py): `trends` reads both.
 
-Drawing functions take a matplotlib Figure (the lab's report calls them; matplotlib is
-imported by the caller, not here).
+The seed's verdict per container (`Trend`): from the container's own points, read-only,
+its capacity at the largest N against the smallest - 1 / CPU per request (app worker
+plus the store's processes, which other work on the machine moves far less than req/s),
+or req/s when CPU was not measured. "falls" when more than FALLS (half) of it is lost,
+i.e. a read costs more than twice the CPU; "flat" otherwise. Seed 003's falls were 10x
+and more; points of one flat container on a busy 2-core machine differ by up to ~30% in
+CPU per request, so the line sits well above that noise and well below the seed's falls.
+The verdict is set beside what seed 003 found for that kind of container
+(registry.Container.seed). FLAT (15%) is the looser word of the other sentences.
+
+Each figure comes with the finding it shows, said in one sentence beside it. Drawing
+functions take a matplotlib Figure (the lab's report calls them; matplotlib is imported
+by the caller, not here).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 FLAT = 0.15
+FALLS = 0.5  # capacity lost from the smallest N to the largest that makes a verdict "falls"
 REDIS_LIKE = ("redis-json", "densekv", "densekv-dense", "memcached")
 COLORS = {
     "none": "#7f7f7f", "dict": "#17becf", "memcached": "#bcbd22", "files-flat": "#d62728",
@@ -68,13 +78,6 @@ def _pct(a: float, b: float) -> float:
     return (b - a) / a * 100 if a else 0.0
 
 
-def _trend(a: float, b: float) -> str:
-    change = _pct(a, b) / 100
-    if abs(change) <= FLAT:
-        return "flat"
-    return "rose" if change > 0 else "fell"
-
-
 def ceiling(c: dict[str, list[dict[str, Any]]], mix: str = "ro") -> dict[int, float]:
     """N -> req/s of the no-session app in the same rounds: dividing by it takes out what
     the machine did meanwhile (other work on a shared machine moves every container alike)."""
@@ -88,56 +91,143 @@ def _relative(rs: list[dict[str, Any]], top: dict[int, float], mix: str = "ro") 
     return _rps(rs[0], mix) / ca, _rps(rs[-1], mix) / cb
 
 
-def _fell(rs: list[dict[str, Any]], top: dict[int, float], mix: str = "ro") -> bool:
-    rel = _relative(rs, top, mix) or (_rps(rs[0], mix), _rps(rs[-1], mix))
-    return _trend(*rel) == "fell"
-
-
-def _span(rs: list[dict[str, Any]], top: dict[int, float], mix: str = "ro") -> str:
-    a, b = _rps(rs[0], mix), _rps(rs[-1], mix)
-    text = f"{a:,.0f} -> {b:,.0f} req/s ({_pct(a, b):+.0f}%"
-    rel = _relative(rs, top, mix)
-    if rel is None:
-        return text + f", {_trend(a, b)})"
-    return text + f"; {rel[0]:.0%} -> {rel[1]:.0%} of the no-session ceiling: {_trend(*rel)})"
-
-
 def label_of(rs: list[dict[str, Any]]) -> str:
     return str(rs[0]["label"])
 
 
 def rps_findings(records: Sequence[dict[str, Any]], filesystem: str) -> list[str]:
-    """The seed's three findings about throughput, each in one sentence."""
-    c = curves(records)
-    if not c:
+    """The seed's findings about throughput, one sentence per group of containers, each
+    container with its verdict from its points (Trend)."""
+    found = {t.container: t for t in trends(records)}
+    if not found:
         return []
     top = max(r["n"] for r in records)
-    cap = ceiling(c)
     out = []
-    memory = [name for name in ("dict", "memcached", "redis-json", "densekv", "densekv-dense") if name in c]
+    memory = [found[m] for m in ("dict", "memcached", "redis-json", "densekv", "densekv-dense") if m in found]
     if memory:
-        parts = [f"{label_of(c[m])} {_span(c[m], cap)}" for m in memory]
-        out.append(f"In-memory containers, read-only, from N = 0 to {top:,} stored sessions (seed 003: "
-                   f"in-process memory and DRb flat, bar a GC dip): " + "; ".join(parts) + ".")
-    if "files-flat" in c:
-        hashed = f"; hashed directories {_span(c['files-hashed'], cap)}" if "files-hashed" in c else ""
-        verdict = "falls here too" if _fell(c["files-flat"], cap) else "does not fall here"
-        out.append(f"File per session in one flat directory {verdict}: {_span(c['files-flat'], cap)} from N = 0 to "
-                   f"{top:,} on {filesystem} (seed 003: nearly 10x slower by 126k sessions on NetBSD FFS){hashed}.")
-    sql = []
-    falls = []
-    for engine, label in (("sqlite", "SQLite"), ("postgres", "PostgreSQL")):
-        if f"{engine}-unindexed" in c:
-            rs = c[f"{engine}-unindexed"]
-            falls.append(_fell(rs, cap))
-            idx = f" against {_span(c[f'{engine}-indexed'], cap)} with it" if f"{engine}-indexed" in c else ""
-            sql.append(f"{label} {_span(rs, cap)} without an index on the session id{idx}")
+        out.append(f"In-memory containers, read-only, from N = 0 to {top:,} stored sessions (seed 003: in-process "
+                   "memory and DRb flat, bar a GC dip): " + "; ".join(t.short for t in memory) + ".")
+    files = [found[m] for m in ("files-flat", "files-hashed") if m in found]
+    if files:
+        out.append(f"A file per session on {filesystem} (seed 003: PStore's flat directory nearly 10x slower by 126k "
+                   "sessions on NetBSD FFS): " + "; ".join(t.short for t in files) + ".")
+    sql = [found[m] for m in ("sqlite-unindexed", "sqlite-indexed", "postgres-unindexed", "postgres-indexed")
+           if m in found]
     if sql:
-        verdict = ("falls off as N grows, as in seed 003" if all(falls) else
-                   "does not fall off here" if not any(falls) else "falls off here for one engine only")
-        out.append(f"Unindexed SQL {verdict} (seed 003: ActiveRecord without an index on sessid fell off, "
-                   f"with one it stayed flat to 50k): " + "; ".join(sql) + ".")
+        out.append("SQL (seed 003: ActiveRecord without an index on sessid fell off, with one it stayed flat to "
+                   "50k): " + "; ".join(t.short for t in sql) + ".")
     return out
+
+
+# -- the seed's verdict per container ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Point:
+    n: int
+    rps: float  # read-only requests per second, median of rounds
+    cpu_us: float  # CPU µs per read-only request, app worker + store processes (0: not measured)
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One container's read-only points as stored sessions grow, and what they say."""
+
+    container: str
+    label: str
+    points: tuple[Point, ...]
+
+    @property
+    def by_cpu(self) -> bool:
+        return all(p.cpu_us > 0 for p in self.points)
+
+    @property
+    def change(self) -> float:
+        """Capacity at the largest N against the smallest, -0.9 = 90% less."""
+        a, b = self.points[0], self.points[-1]
+        if self.by_cpu:
+            return a.cpu_us / b.cpu_us - 1
+        return b.rps / a.rps - 1 if a.rps else 0.0
+
+    @property
+    def verdict(self) -> str:
+        if len(self.points) < 2:
+            return "unknown"
+        return "falls" if self.change < -FALLS else "flat"
+
+    @property
+    def seed(self) -> str:
+        from densekv.lab.containers.registry import BY_NAME
+
+        c = BY_NAME.get(self.container)
+        return c.seed if c else "flat"
+
+    @property
+    def seed_says(self) -> str:
+        from densekv.lab.containers.registry import BY_NAME
+
+        c = BY_NAME.get(self.container)
+        return c.seed_says if c else ""
+
+    @property
+    def agrees(self) -> bool:
+        return (self.verdict == "falls") == (self.seed == "falls")
+
+    @property
+    def evidence(self) -> str:
+        a, b = self.points[0], self.points[-1]
+        cpu = (f"CPU per read {a.cpu_us:,.1f} -> {b.cpu_us:,.1f} µs" if self.by_cpu
+               else "CPU per request not measured")
+        return (f"{cpu}, {a.rps:,.0f} -> {b.rps:,.0f} req/s from N = {a.n:,} to {b.n:,} (capacity "
+                f"{self.change:+.0%}, by {'CPU per request' if self.by_cpu else 'req/s'})")
+
+    @property
+    def short(self) -> str:
+        return f"{self.label} {self.verdict} ({self.evidence})"
+
+
+def _as_point(r: dict[str, Any]) -> tuple[str, str, Point]:
+    """(container, label, read-only point) of a harness record or a results.json record."""
+    if "ro" in r:
+        name, label, ro = str(r["container"]), str(r["label"]), r["ro"]
+    else:
+        name, label, ro = str(r["layout"]), str(r.get("variant") or r["layout"]), (r.get("ops") or {}).get("read", {})
+    cpu = float(ro.get("app_cpu_us", 0) or 0) + float(ro.get("store_cpu_us", 0) or 0)
+    return name, label, Point(int(r["n"]), float(ro.get("rps") or 0), round(cpu, 1))
+
+
+def trends(records: Iterable[dict[str, Any]]) -> list[Trend]:
+    """Per container (in the order first seen), its points in N order."""
+    by: dict[str, tuple[str, list[Point]]] = {}
+    for r in records:
+        name, label, point = _as_point(r)
+        by.setdefault(name, (label, []))[1].append(point)
+    return [Trend(name, label, tuple(sorted(points, key=lambda p: p.n))) for name, (label, points) in by.items()]
+
+
+def trend_line(t: Trend) -> str:
+    """One container's curve and verdict on one line (the lab's terminal summary)."""
+    ns = " / ".join(f"{p.n:,}" for p in t.points)
+    rps = " / ".join(f"{p.rps:,.0f}" for p in t.points)
+    cpu = " / ".join(f"{p.cpu_us:,.1f}" for p in t.points)
+    seed = "as in seed 003" if t.agrees else f"seed 003: {t.seed}"
+    return (f"{t.label} {t.verdict} ({seed}; capacity {t.change:+.0%}): N {ns} - read req/s {rps}, "
+            f"CPU µs per read {cpu}")
+
+
+def draw_cpu(fig: Any, records: Sequence[dict[str, Any]]) -> None:
+    """CPU per read-only request against N, one line per container, its verdict in the legend."""
+    ax = fig.add_subplot(1, 1, 1)
+    ns = sorted({r["n"] for r in records})
+    for t in trends(records):
+        if not t.by_cpu:
+            continue
+        ax.plot([p.n for p in t.points], [p.cpu_us for p in t.points], marker="o", color=COLORS.get(t.container),
+                linestyle="--" if t.container == "none" else "-", label=f"{t.label}: {t.verdict}")
+    _xaxis(ax, ns)
+    ax.set_yscale("log")
+    ax.set_ylabel("CPU µs per read-only request (app + store)")
+    ax.legend(fontsize=7, loc="upper left")
 
 
 def densekv_findings(records: Sequence[dict[str, Any]]) -> list[str]:

@@ -12,7 +12,9 @@ after the addition. Then, for `rounds` rounds, each container in turn (the order
 rotates every round, read-only and read-write alternate) takes `requests` read-only
 requests (GET /r) and `requests` read-write requests (GET /w), after a warm-up in the
 first round; figures per N are the medians over rounds, so a container compares with the
-others measured in the same minutes. Housekeeping: while a read-only load runs, the
+others measured in the same minutes; a load stops at `ceiling_s` even short of its
+requests (a container that fell off answers fewer). Housekeeping (at each N, the last,
+or one chosen N): while a read-only load runs, the
 container's sweep removes the short-lived half (as of two days from now: the N/2 that
 have "expired"); the sweep's time and the load's rate during it are recorded, and the
 removed sessions are put back before the next N (not counted in the bytes).
@@ -45,6 +47,7 @@ from densekv.lab.containers.backends import (
     InProcess,
     Memcache,
     NoStore,
+    Payloads,
     Sql,
 )
 from densekv.lab.containers.components import FETCH_HINT, find_component
@@ -74,7 +77,8 @@ class Plan:
     requests: int = 2000  # per load (read-only, read-write), per round
     warmup: int = 200
     rounds: int = 3
-    housekeeping: str = "each"  # each N > 0 | last N only | none
+    housekeeping: str = "each"  # each N > 0 | last N only | none | at: the N of sweep_at only
+    sweep_at: int = 0  # housekeeping="at": the N where the housekeeping runs
     connections: int = 5  # seed 003: ab -c 5
     ceiling_s: float = 30.0  # a load stops after this many seconds even if short of `requests`
     lifetime: int = LIFETIME
@@ -198,6 +202,7 @@ class Run:
         self.slots: list[Slot] = []
         self.helpers: list[Any] = []  # memcached, PostgreSQL: started once, shared by containers
         self._pg: Postgres | None = None
+        self.payloads = Payloads(plan.profile)  # session i is generated once, for every container
 
     # -- setting up ------------------------------------------------------------------------
     def _backend(self, stack: contextlib.ExitStack, c: Container, config: AppConfig) -> tuple[Backend, AppConfig]:
@@ -266,6 +271,7 @@ class Run:
                 self.outcome.unmeasured.append(name)
                 continue
             stack.callback(backend.close)
+            backend.payloads = self.payloads
             backend.prepare()
             app = AppServer(config, home)
             apps.append(app)
@@ -399,7 +405,8 @@ class Run:
                     fills[slot.container.name] = self._fill(slot, n)
                 loads = self._loads(n)
                 sweep_here = n > 0 and (plan.housekeeping == "each" or
-                                        (plan.housekeeping == "last" and n == plan.ns[-1]))
+                                        (plan.housekeeping == "last" and n == plan.ns[-1]) or
+                                        (plan.housekeeping == "at" and n == plan.sweep_at))
                 for slot in self.slots:
                     hk = None
                     if sweep_here:

@@ -231,7 +231,7 @@ class AppServer(Child):
                 "--workers", str(self.workers), "--worker-class", "sync", "--backlog", "2048",
                 "--timeout", "600", "--graceful-timeout", "3", "--worker-tmp-dir", str(self.rundir),
                 "--no-control-socket", "--log-level", "warning", APP]
-        self.spawn(argv, env={**self.config.to_env(), "PYTHONDONTWRITEBYTECODE": "1"})
+        self.spawn(argv, env={**self.config.to_env(), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": _pythonpath()})
         if wait:
             self.ready(timeout)
         return self
@@ -252,6 +252,15 @@ class AppServer(Child):
         except OSError:
             return []
         return [int(p) for p in text.split()]
+
+
+def _pythonpath() -> str:
+    """The worker imports the densekv this process runs (its directory first on the path),
+    whatever the worker's directory and however densekv was installed."""
+    import densekv
+
+    here = str(Path(densekv.__file__).resolve().parents[1])
+    return os.pathsep.join([here, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
 
 
 # -- memcached ---------------------------------------------------------------------------

@@ -7,8 +7,8 @@ every request; the harness calls fill (N sessions at once, in the same format), 
 Formats (session data is compact JSON everywhere):
   dict   {sid: (expires, data dict)} in the worker; size = the worker's RSS (measured
          by the app, see app.py)
-  files  ROOT/SID (flat) or ROOT/S/I/SID (hashed: the first two characters of the id,
-         one directory level each, as PHP's session.save_path = "2;/path"); expiry is
+  files  ROOT/SID (flat) or ROOT/S/SID (hashed: the id's first character names one of
+         64 directories, as PHP's session.save_path = "1;/path"); expiry is
          the file's age: mtime + lifetime; size = allocated blocks of every file and
          directory (what du counts)
   sql    sessions(sid, data, expires): indexed = sid PRIMARY KEY and an index on
@@ -103,7 +103,7 @@ class FileStore:
         root.mkdir(parents=True, exist_ok=True)
 
     def path(self, sid: str) -> Path:
-        return self.root / sid[0] / sid[1] / sid if self.hashed else self.root / sid
+        return self.root / sid[0] / sid if self.hashed else self.root / sid
 
     def load(self, sid: str, now: float) -> dict[str, Any] | None:
         try:
@@ -133,9 +133,29 @@ class FileStore:
         self.path(sid).unlink(missing_ok=True)
 
     def fill(self, rows: Iterable[Row]) -> int:
+        """Bulk load: each file written once in place (no temporary file and rename: the
+        app reads none of these while they are written), its age set on the open file."""
+        return self.fill_encoded((sid, encode(data), expires) for sid, data, expires in rows)
+
+    def fill_encoded(self, rows: Iterable[tuple[str, str, float]]) -> int:
+        """fill() with the data already JSON text."""
         count = 0
-        for sid, data, expires in rows:
-            self.save(sid, data, expires)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        now = time.time()
+        for sid, text, expires in rows:
+            path = self.path(sid)
+            try:
+                fd = os.open(path, flags, 0o644)
+            except FileNotFoundError:  # first session in this hashed directory
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(path, flags, 0o644)
+            try:
+                os.write(fd, text.encode())
+                written = expires - self.lifetime  # the age that expires at `expires`
+                if abs(written - now) > 1:
+                    os.utime(fd, (written, written))
+            finally:
+                os.close(fd)
             count += 1
         return count
 
@@ -235,22 +255,25 @@ class SqlStore:
         self.conn.execute(f"DELETE FROM sessions WHERE sid = {self.p}", (sid,))
 
     def fill(self, rows: Iterable[Row]) -> int:
-        count = 0
+        return self.fill_encoded((sid, encode(data), expires) for sid, data, expires in rows)
+
+    def fill_encoded(self, rows: Iterable[tuple[str, str, float]]) -> int:
+        """Bulk load, the data already JSON text: one transaction and executemany
+        (SQLite), COPY (PostgreSQL)."""
         if self.dialect == "sqlite":
+            listed = list(rows)
             self.conn.execute("BEGIN")
             try:
-                for sid, data, expires in rows:
-                    self.conn.execute("INSERT INTO sessions (sid, data, expires) VALUES (?, ?, ?)",
-                                      (sid, encode(data), expires))
-                    count += 1
+                self.conn.executemany("INSERT INTO sessions (sid, data, expires) VALUES (?, ?, ?)", listed)
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
             self.conn.execute("COMMIT")
-            return count
+            return len(listed)
+        count = 0
         with self.conn.cursor() as cur, cur.copy("COPY sessions (sid, data, expires) FROM STDIN") as copy:
-            for sid, data, expires in rows:
-                copy.write_row((sid, encode(data), expires))
+            for row in rows:
+                copy.write_row(row)
                 count += 1
         return count
 

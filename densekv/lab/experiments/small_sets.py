@@ -141,7 +141,7 @@ class SmallSets(Experiment):
             limits = {n: v for n in STRUCTURES[structure][1] if (v := _limit(target, n))}
             s = self._grow(ctx, target, structure, config, limits, keys, top, every_limit)
             found.append(s)
-            record = self._record(target, s, keys, top)
+            record = self._record(target, s, keys, top, _limit(target, "hash-max-listpack-entries"))
             out.records.append(record)
             ctx.progress.record(record)
         return found
@@ -202,7 +202,9 @@ class SmallSets(Experiment):
         series.ops = op_stats(count, seconds, usec, per_cmd)
         return series
 
-    def _record(self, target: Target, s: Series, keys: int, top: int) -> RunRecord:
+    def _record(self, target: Target, s: Series, keys: int, top: int, at: int | None = None) -> RunRecord:
+        """`at`: the size the terminal row and the summary both show (the HASH listpack
+        limit in force, where the seed compares HASH and SET): MEMORY USAGE per entry there."""
         meter = dict(s.meter)
         points = []
         for size, per_entry, enc in zip(s.sizes, s.per_entry, s.encodings):
@@ -215,7 +217,9 @@ class SmallSets(Experiment):
             memory_usage_bytes_per_item=round(s.per_entry[-1], 3), op="add", ops_per_s=ops["ops_per_s"],
             server_usec_per_call=ops["server_usec_per_call"], points=points, ops={"add": ops},
             params={"keys": keys, "entries_per_key": top, "limits": s.limits, "config": s.config,
-                    "element": "integer below 2^31" if s.structure == "intset" else "24 random lowercase letters"},
+                    "element": "integer below 2^31" if s.structure == "intset" else "24 random lowercase letters",
+                    **({"shown": {"n": at, "bytes_per_item": round(s.per_entry[s.sizes.index(at)], 3),
+                                  "label": f"at {at:,}/key, MEMORY USAGE"}} if at in s.sizes else {})},
             notes=[f"encoding {a} -> {b} between {x} and {y} entries" for (x, a), (y, b)
                    in zip(zip(s.sizes, s.encodings), zip(s.sizes[1:], s.encodings[1:])) if a != b],
         )
