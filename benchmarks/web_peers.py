@@ -24,9 +24,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 import redis
@@ -453,3 +458,124 @@ def starlette_peer_browser(url: str, ttl: int) -> StarletteBrowser:
     mw = Middleware(SessionMiddleware, store=RedisStore(connection=Redis.from_url(url)),
                     lifetime=ttl)
     return StarletteBrowser(starlette_app(mw, load_first=True))
+
+
+# -- apps served by a real server (the end-to-end half: gunicorn / uvicorn + wrk) -----------
+# Each worker builds its app from the environment after the fork: E2E_URL, E2E_BACKEND
+# ("densekv" or "peer"), E2E_TTL, E2E_SESSIONS (the densekv store's expected_sessions, as
+# its loader opened the namespace), E2E_REFRESH ("0": SESSION_REFRESH_EACH_REQUEST=False).
+def _e2e() -> tuple[str, bool, int, int]:
+    return (os.environ["E2E_URL"], os.environ["E2E_BACKEND"] == "densekv",
+            int(os.environ["E2E_TTL"]), int(os.environ["E2E_SESSIONS"]))
+
+
+def e2e_flask() -> Any:
+    """gunicorn 'web_peers:e2e_flask()': densekv's SessionInterface.from_url (a store per
+    worker, built on its first request) or Flask-Session's."""
+    url, ours, ttl, n = _e2e()
+    if ours:
+        from densekv.integrations.flask import SessionInterface
+
+        interface = SessionInterface.from_url(url, namespace="sess", expected_sessions=n, ttl=ttl)
+    else:
+        interface = flask_session_app(redis.Redis.from_url(url), ttl).session_interface
+    return flask_app(interface, ttl, refresh=os.environ.get("E2E_REFRESH", "1") != "0")
+
+
+def e2e_django() -> Any:
+    """gunicorn 'web_peers:e2e_django()': densekv's engine or Django's cache backend."""
+    from django.conf import settings
+    from django.core.wsgi import get_wsgi_application
+
+    url, ours, ttl, n = _e2e()
+    django_configure(url, ttl, {"url": url, "namespace": "sess", "expected_sessions": n,
+                                "ttl": ttl})
+    settings.SESSION_ENGINE = ("densekv.integrations.django" if ours
+                               else "django.contrib.sessions.backends.cache")
+    DjangoUrls.build()
+    return get_wsgi_application()
+
+
+def e2e_starlette() -> Any:
+    """uvicorn --factory 'web_peers:e2e_starlette': densekv's middleware (one store per
+    worker's loop, from the url) or starsessions' with load_session() in the route."""
+    from starlette.middleware import Middleware
+
+    url, ours, ttl, n = _e2e()
+    if ours:
+        from densekv.integrations.starlette import SessionMiddleware
+
+        options = {"namespace": "sess", "expected_sessions": n, "ttl": ttl}
+        return starlette_app(Middleware(SessionMiddleware, url=url, store_options=options,
+                                        max_age=ttl), load_first=False)
+    from redis.asyncio import Redis
+    from starsessions import SessionMiddleware as Starsessions
+    from starsessions.stores.redis import RedisStore
+
+    mw = Middleware(Starsessions, store=RedisStore(connection=Redis.from_url(url)), lifetime=ttl)
+    return starlette_app(mw, load_first=True)
+
+
+def uvicorn_workers(port: int, workers: int = 2) -> None:
+    """`uvicorn --workers 2 --factory web_peers:e2e_starlette`, with a listening socket that
+    says it is TCP: uvicorn 0.54 binds it with proto 0, so asyncio leaves TCP_NODELAY off on
+    every accepted connection and each keep-alive response waits ~40 ms for the client's
+    delayed ACK (uvicorn issue 3149: 92 req/s for a hello-world app). Both apps alike."""
+    import socket
+
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    config = uvicorn.Config("web_peers:e2e_starlette", factory=True, host="127.0.0.1",
+                            port=port, workers=workers, access_log=False, log_level="warning")
+    bound = config.bind_socket()
+    sock = socket.socket(bound.family, bound.type, socket.IPPROTO_TCP, fileno=bound.detach())
+    Multiprocess(config, sockets=[sock]).run()
+
+
+#: how each framework's app is served: 2 sync gunicorn workers, or 2 uvicorn workers
+SERVE = {"flask": ["gunicorn", "-w", "2", "-k", "sync", "web_peers:e2e_flask()"],
+         "django": ["gunicorn", "-w", "2", "-k", "sync", "web_peers:e2e_django()"],
+         "starlette": ["uvicorn", "--workers", "2", "--factory web_peers:e2e_starlette"]}
+
+def serve(framework: str, ours: bool, url: str, ttl: int, n: int, port: int) -> Any:
+    """Start one app server (its own process group) on 127.0.0.1:port."""
+    argv = list(SERVE[framework.removesuffix("-norefresh")])
+    if argv[0] == "uvicorn":  # uvicorn's own --workers path leaves TCP_NODELAY off
+        argv = ["-c", f"import web_peers; web_peers.uvicorn_workers({port}, {argv[2]})"]
+    else:
+        argv = ["-m", *argv[:-1], "-b", f"127.0.0.1:{port}", "--log-level", "warning", argv[-1]]
+    here = str(Path(__file__).resolve().parent)
+    env = {**os.environ, "E2E_URL": url, "E2E_BACKEND": "densekv" if ours else "peer",
+           "E2E_TTL": str(ttl), "E2E_SESSIONS": str(n),
+           "E2E_REFRESH": "0" if framework.endswith("-norefresh") else "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, (os.environ.get("PYTHONPATH"), here)))}
+    return subprocess.Popen([sys.executable, *argv], env=env,
+                            start_new_session=True)
+
+
+def http_get(port: str | int, path: str, cookie: str) -> Any:
+    from urllib.request import Request, urlopen
+
+    with urlopen(Request(f"http://127.0.0.1:{port}{path}", headers={"Cookie": f"session={cookie}"}),
+                 timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def wait_up(port: int, proc: Any, cookie: str) -> Any:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return http_get(port, "/get/_auth_user_id", cookie)["value"]
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the app on port {port} did not come up") from None
+            time.sleep(0.2)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

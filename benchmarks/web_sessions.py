@@ -26,6 +26,13 @@ machine). "flask-norefresh" is Flask with SESSION_REFRESH_EACH_REQUEST=False in 
 (Flask-Session then stops re-writing the session on every read). A framework whose densekv
 integration does not import yet is skipped with the reason in the record.
 
+End to end (issue 22): per framework and server, --e2e-sessions P1 sessions per store (the
+loaders), both apps served (web_peers.SERVE: gunicorn or uvicorn, 2 workers) and wrk
+(scripts/get-components) on one at a time in interleaved rounds: 90% GET /get/_auth_user_id,
+10% POST /seed {"n": ...}, each with a random stored session's cookie. Per app: req/s and
+p99 (wrk), and CPU time per request of the app server and of Redis (/proc: it holds up on a
+busy machine, req/s does not). `met`: median req/s >= the peer's and p99 no worse.
+
 The run copies densekv/ to a temporary directory first and every child imports that copy
 (`densekv_digest` in each record), so a run of an hour measures one state of the code.
 
@@ -34,6 +41,7 @@ Usage: python benchmarks/web_sessions.py [--quick] [--n 100000 --n 1000000]
        [--profiles P0,P1,P2,P3] [--parts memory,timing]
        [--frameworks flask,flask-norefresh,django,starlette]
        [--requests 1000] [--rounds 12] [--timing-sessions 100000] [--out FILE]
+       --parts e2e [--rounds 7] [--seconds 6] [--connections 4] [--e2e-sessions 10000]
 Tables: ... | python benchmarks/markdown_table.py                    (bytes per session)
         ... | python benchmarks/markdown_table.py --field x_densekv   (peer / densekv)
         ... | python benchmarks/markdown_table.py --field ratio_paired --row framework,peer
@@ -42,12 +50,14 @@ Tables: ... | python benchmarks/markdown_table.py                    (bytes per 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib
 import itertools
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -323,12 +333,137 @@ def measure_timing(server: str, framework: str, n: int, requests: int, rounds: i
             "densekv_round_medians_us": per_round["densekv"], "peer_round_medians_us": per_round[peer]}
 
 
+# -- end to end (issue 22 section 2): apps under gunicorn / uvicorn, driven by wrk ---------
+WRK_LUA = """
+local cookies, writes = {}, 10
+function init(args)
+  for line in io.lines(args[1]) do cookies[#cookies + 1] = line end
+  writes = tonumber(args[2]); math.randomseed(tonumber(args[3]))
+end
+function request()
+  local h = {["Cookie"] = "session=" .. cookies[math.random(#cookies)]}
+  if math.random(100) > writes then return wrk.format("GET", "/get/_auth_user_id", h) end
+  h["Content-Type"] = "application/json"
+  return wrk.format("POST", "/seed", h, '{"n": ' .. math.random(1000000) .. '}')
+end
+function done(s, latency, requests)
+  local e = s.errors
+  io.write(string.format('E2E {"requests": %d, "duration_us": %d, "p50_us": %d, "p99_us": %d, '
+    .. '"errors": %d}\\n', s.requests, s.duration, latency:percentile(50),
+    latency:percentile(99), e.connect + e.read + e.write + e.status + e.timeout))
+end
+"""
+
+
+def cpu_s(group: int, pid: int) -> tuple[float, float]:
+    """CPU seconds used so far by process group `group` (an app server) and process `pid`."""
+    app = server = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            ticks = int(fields[11]) + int(fields[12])
+            app += ticks if int(fields[2]) == group else 0
+            server += ticks if stat.parent.name == str(pid) else 0
+    return app / os.sysconf("SC_CLK_TCK"), server / os.sysconf("SC_CLK_TCK")
+
+
+def wrk_run(wrk: str, script: Path, port: int, jar: Path, seconds: int, connections: int,
+            seed: int, group: int = 0, server_pid: int = 0) -> dict[str, Any]:
+    argv = [wrk, "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "--timeout", "5s",
+            "-s", str(script), f"http://127.0.0.1:{port}", "--", str(jar), "10", str(seed)]
+    before = cpu_s(group, server_pid)
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    after = cpu_s(group, server_pid)
+    got = json.loads(next(line[4:] for line in out.splitlines() if line.startswith("E2E ")))
+    got["rps"] = round(got["requests"] / (got["duration_us"] / 1e6), 1)
+    got["app_cpu_us"] = round((after[0] - before[0]) / got["requests"] * 1e6, 1)
+    got["server_cpu_us"] = round((after[1] - before[1]) / got["requests"] * 1e6, 1)
+    return dict(got)
+
+
+def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
+                connections: int, ttl: int) -> dict[str, Any]:
+    """One framework on one server: both apps up at once, wrk on one at a time, the order
+    alternating per round (densekv first in even rounds)."""
+    from densekv.lab.containers.components import find_component
+    if (wrk := find_component("wrk")) is None:
+        raise RuntimeError("no wrk: scripts/get-components --only wrk fetches it")
+    peer = web_peers.PEER_OF[framework]
+    record: dict[str, Any] = {
+        "benchmark": "web_sessions", "part": "e2e", "commit": gitstamp.commit(), "server": server,
+        "framework": framework, "peer": peer, "profile": "P1", "sessions": n,
+        "mix": "90% GET /get/_auth_user_id, 10% POST /seed {n} (a one-key write), random cookie",
+        "served": " ".join(web_peers.SERVE[framework.removesuffix("-norefresh")][:-1]),
+        "load": f"wrk {wrk.version} -t1 -c{connections} -d{seconds}s", "rounds": rounds,
+        "refresh_each_request": not framework.endswith("-norefresh"),
+        "table_row": ["framework", "peer"]}
+    work = Path(tempfile.mkdtemp(prefix="web_e2e_"))
+    (script := work / "mix.lua").write_text(WRK_LUA)
+    procs: list[Any] = []
+    try:
+        with ServerProcess(find_servers()[server], options=SCRATCH) as proc:
+            info = proc.client().info("server")
+            record["version"] = str(info.get("valkey_version") or info["redis_version"])
+            ports, jars, groups = {}, {}, {}
+            for label, ours in (("densekv", True), (peer, False)):
+                loader = DensekvLoader(proc.url, n, ttl) if ours else make_loader(peer, proc.url, n, ttl)
+                samples = loader.load(items("P1", 0, n), lambda _: True)
+                loader.close()
+                jars[label] = work / f"{label}.cookies"
+                jars[label].write_text("".join(sid + "\n" for sid, _ in samples))
+                ports[label] = web_peers.free_port()
+                procs.append(web_peers.serve(framework, ours, proc.url, ttl, n, ports[label]))
+                groups[label] = procs[-1].pid  # its own process group (start_new_session)
+                for sid, data in samples[:: max(1, n // SAMPLES)]:  # the timed reads really read
+                    got = web_peers.wait_up(ports[label], procs[-1], sid)
+                    if got != data[READ_KEY]:
+                        raise AssertionError(f"{label}: a stored session reads back {got!r}")
+            runs: dict[str, list[dict[str, Any]]] = {(order := ["densekv", peer])[0]: [], peer: []}
+            for label in order:  # warm-up, not kept
+                wrk_run(str(wrk.bins["wrk"]), script, ports[label], jars[label], 2, connections, 1)
+            for r in range(rounds):
+                for label in order if r % 2 == 0 else order[::-1]:
+                    runs[label].append(wrk_run(str(wrk.bins["wrk"]), script, ports[label],
+                                               jars[label], seconds, connections, r + 2,
+                                               groups[label], proc.proc.pid))
+    finally:
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGTERM)
+            p.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+    return {**record, **e2e_summary(runs["densekv"], runs[peer])}
+
+
+def e2e_summary(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> dict[str, Any]:
+    med = statistics.median
+    rps = med(r["rps"] for r in ours), med(r["rps"] for r in theirs)
+    p99 = med(r["p99_us"] for r in ours), med(r["p99_us"] for r in theirs)
+    paired, paired_p99 = ([a[k] / b[k] for a, b in zip(ours, theirs)] for k in ("rps", "p99_us"))
+    ratio, p99_ratio = rps[0] / rps[1], p99[0] / p99[1]
+    cpu = {f"{who}_{part}_cpu_us": round(med(r[f"{part}_cpu_us"] for r in runs), 1)
+           for who, runs in (("densekv", ours), ("peer", theirs)) for part in ("app", "server")}
+    cpu["cpu_ratio"] = round((cpu["densekv_app_cpu_us"] + cpu["densekv_server_cpu_us"])
+                             / (cpu["peer_app_cpu_us"] + cpu["peer_server_cpu_us"]), 3)
+    return {"met": ratio >= 1.0 and p99_ratio <= 1.0, "densekv_rps": round(rps[0], 1), "peer_rps": round(rps[1], 1),
+            "ratio": round(ratio, 3), "ratio_paired": round(med(paired), 3),
+            "ratio_paired_range": [round(min(paired), 3), round(max(paired), 3)],
+            "densekv_p99_us": round(p99[0]), "peer_p99_us": round(p99[1]),
+            "p99_ratio": round(p99_ratio, 3), "p99_ratio_paired": round(med(paired_p99), 3),
+            "errors": sum(r["errors"] for r in (*ours, *theirs)), **cpu,
+            "densekv_rounds": [(r["rps"], r["p99_us"], r["app_cpu_us"]) for r in ours],
+            "peer_rounds": [(r["rps"], r["p99_us"], r["app_cpu_us"]) for r in theirs]}
+
+
 # -- the run: a child process per measurement ----------------------------------------------
 def child(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     try:
         if args.child == "memory":
             rec = measure_memory(args.server, args.store, args.profile, args.n[0], args.ttl)
+        elif args.child == "e2e":
+            rec = measure_e2e(args.server, args.framework, args.e2e_sessions, args.rounds,
+                              args.seconds, args.connections, args.ttl)
         else:
             rec = measure_timing(args.server, args.framework, args.timing_sessions,
                                  args.requests, args.rounds, args.ttl)
@@ -401,14 +536,17 @@ def main() -> None:
     ap.add_argument("--timing-sessions", type=int, default=None, help="preloaded per store")
     ap.add_argument("--ttl", type=int, default=TTL)
     ap.add_argument("--out", default=None, help="also append the records to this JSONL file")
-    ap.add_argument("--child", choices=("memory", "timing"), help=argparse.SUPPRESS)
+    ap.add_argument("--e2e-sessions", type=int, default=10_000, help="stored per app (e2e)")
+    ap.add_argument("--seconds", type=int, default=6, help="wrk run per app per round (e2e)")
+    ap.add_argument("--connections", type=int, default=4, help="wrk connections (e2e)")
+    ap.add_argument("--child", choices=("memory", "timing", "e2e"), help=argparse.SUPPRESS)
     ap.add_argument("--server", help=argparse.SUPPRESS)
     ap.add_argument("--store", help=argparse.SUPPRESS)
     ap.add_argument("--profile", help=argparse.SUPPRESS)
     ap.add_argument("--framework", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.requests = args.requests or (300 if args.quick else 1000)
-    args.rounds = args.rounds or (4 if args.quick else 12)
+    args.rounds = args.rounds or (4 if args.quick else 7 if "e2e" in args.parts else 12)
     args.timing_sessions = args.timing_sessions or (5000 if args.quick else 100_000)
     if args.child:
         child(args)
@@ -444,6 +582,13 @@ def main() -> None:
                     emit(spawn(["--child", "timing", "--server", server, "--framework", framework,
                                 "--requests", str(args.requests), "--rounds", str(args.rounds),
                                 "--timing-sessions", str(args.timing_sessions), *common]), args.out)
+        if "e2e" in args.parts:
+            for server in servers:
+                for framework in args.frameworks.split(","):
+                    emit(spawn(["--child", "e2e", "--server", server, "--framework", framework,
+                                "--rounds", str(args.rounds), "--seconds", str(args.seconds),
+                                "--connections", str(args.connections),
+                                "--e2e-sessions", str(args.e2e_sessions), *common]), args.out)
     finally:
         shutil.rmtree(FROZEN[0], ignore_errors=True)
     print(f"web_sessions: {time.perf_counter() - started:.0f} s", file=sys.stderr)

@@ -14,6 +14,8 @@ from typing import Any
 import aiohttp_session
 from aiohttp import web
 
+from densekv.integrations.decide import Held, carry, decide
+from densekv.integrations.drive import arun
 from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, check_identity, digest_of
@@ -72,30 +74,23 @@ class DenseSession(aiohttp_session.Session):
         return None if self.max_age is None else min(self.max_age, (await self.store.ready()).ttl)
 
     async def write(self) -> str | None:
-        """Save what changed; the cookie value to send ("" deletes it, None: no cookie)."""
+        """Save what changed (integrations/decide.py); the cookie value to send ("" deletes
+        it, None: no cookie). aiohttp_session saves only a changed session."""
         ttl = await self.lifetime()
         if ttl is not None and ttl <= 0:  # a session that outlives no request is not kept
             self.invalidate()
-        store, mapping = self.store, self.tracked
-        if self.stale is not None:  # written, logged in or out: an undecodable record goes
-            await store.destroy(self.stale)
-            self.stale = None
-        if self.token is not None and (self.invalidated or not mapping and self.identity is None):
-            await store.destroy(self.token)  # logout, or an anonymous session emptied
-            self.token, self.ended = None, True
-        if self.token is None:
-            if not mapping and self.identity is None:
-                return "" if self.ended else None
-            self.token = await store.create(self.identity, dict(mapping), ttl)
-            return self.token
-        if mapping.ops:
-            changes = {key: mapping[key] for key, kept in mapping.ops.items() if kept}
-            removed = sorted(key for key, kept in mapping.ops.items() if not kept)
-            if await store.apply(self.token, changes, removed, ttl=... if ttl is None else ttl,
-                                 read=self.found) is None:
-                return ""  # ended meanwhile (a logout elsewhere): never resurrected
-            return self.token
-        return self.token if self.new_cookie else None
+        mapping, token, ops = self.tracked, self.token, self.tracked.ops
+        emptied = self.invalidated or (not mapping and self.identity is None)  # logout, or emptied
+        held = Held(token=token, read=self.found, stale=self.stale, ended=self.ended,
+                    modified=True, data=dict(mapping) if token is None or emptied else {},
+                    changed={key: mapping[key] for key, kept in ops.items() if kept},
+                    removed=sorted(key for key, kept in ops.items() if not kept),
+                    emptied=emptied, identity=self.identity if token is None else None,
+                    rotated=self.new_cookie, ttl=... if ttl is None else ttl, life=ttl,
+                    renew_on_rotate=False)
+        outcome = await arun(carry(decide(held), token), self.store)
+        self.token, self.stale = outcome.token, None
+        return {"set": outcome.token, "delete": ""}.get(outcome.cookie or "")
 
 
 class Storage(aiohttp_session.AbstractStorage):

@@ -65,6 +65,8 @@ from flask.sessions import SessionInterface as FlaskSessionInterface
 from flask.sessions import SessionMixin
 
 from densekv.errors import DensekvError, ServerUnavailable
+from densekv.integrations.decide import NOTHING, Held, carry, decide
+from densekv.integrations.drive import run
 from densekv.integrations.flask_session import MISSING, DensekvSession, tag_value, untag_value
 from densekv.sessions.model import (
     Identity,
@@ -92,6 +94,16 @@ def _flask_marks_access() -> bool:
 
 
 _LAZY = _flask_marks_access()
+
+
+def _vary_cookie(response: Response) -> None:
+    """`Vary: Cookie`, as `response.vary.add("Cookie")` gives it, without building
+    werkzeug's HeaderSet and writing it back (every request that uses the session pays it)."""
+    vary = response.headers.get("Vary")
+    if not vary:
+        response.headers["Vary"] = "Cookie"
+    elif "cookie" not in (v.strip().lower() for v in vary.split(",")):
+        response.headers["Vary"] = f"{vary}, Cookie"
 
 
 class FlaskSessionFallback:
@@ -250,7 +262,7 @@ class SessionInterface(FlaskSessionInterface):
         if not isinstance(session, DensekvSession) or session.failed or session.loader:
             return  # open_session or the load raised (a 500), a save failed, or unused
         if session.accessed:
-            response.vary.add("Cookie")
+            _vary_cookie(response)
         try:
             self._follow_identity_key(app, session)
             self._save(app, session, response)
@@ -284,69 +296,46 @@ class SessionInterface(FlaskSessionInterface):
 
     def _save(self, app: Flask, session: DensekvSession, response: Response) -> None:
         store = self.store
-        for token in session.ended:
+        for token in session.ended:  # destroy() / a change of user / logout, asked for earlier
             store.destroy(token)
         if session.end_all is not None:
             store.destroy_all(session.end_all)
-        if session.token is None:
-            dropped = bool(session.ended)
-            if session.stale is not None and session.modified:  # written, logged in or out:
-                store.destroy(session.stale)  # ... an undecodable record goes too
-                dropped = True
-            self._save_new(app, session, response, dropped=dropped)
+        decision = decide(self._held(app, session, store))
+        if decision is NOTHING:  # most requests: read, nothing due
             return
-        token = session.token
-        if not session and session.login_as is None and (
-            session.cleared or (session.modified and session.identity is None)
-        ):  # emptied: Flask removes an emptied session
-            store.destroy(token)
+        outcome = run(carry(decision, session.token), store)
+        if outcome.cookie == "set":
+            assert outcome.token is not None
+            self._set_cookie(app, session, response, outcome.token)
+        elif outcome.cookie == "delete":
             self._drop_cookie(app, response)
-            return
-        life = self._lifetime(app, session)
+
+    def _held(self, app: Flask, session: DensekvSession, store: SessionStore) -> Held:
+        """The request's session as the save decision (integrations/decide.py) takes it."""
+        token, found, login_as = session.token, session.found, session.login_as
+        changed, removed = session.changes() if session.modified and token is not None else ({}, [])
+        refresh = self.should_set_cookie(app, session)
+        # a lifetime matters only to a write (a read-only request at most touches)
+        life = self._lifetime(app, session) if session.modified or refresh or token is None else None
         # Flask's lifetime binds (permanent, or shorter than the store's ttl): each write
         # restarts it, as Flask signs its cookie afresh; else the store's ttl from creation
-        restarts = session.permanent or life is not None
-        alive, life_written = True, False
-        if session.modified:
-            changed, removed = session.changes()
-            if changed or removed:
-                if restarts or "_permanent" in (*changed, *removed):
-                    alive = store.apply(token, changed, removed, ttl=life, read=session.found) is not None
-                    life_written = True
-                else:
-                    alive = store.apply(token, changed, removed, read=session.found) is not None
-        new_token: str | None = token
-        if alive and session.login_as is not None:
-            new_token = store.login(token, session.login_as)
-        elif alive and session.regenerate_asked:
-            new_token = store.regenerate(token)
-        if not alive or new_token is None:  # destroyed meanwhile: never resurrect it
-            if session.login_as is not None:  # ... but a login starts a session of its own
-                self._save_new(app, session, response, dropped=True)
-            else:
-                self._drop_cookie(app, response)
-            return
-        if new_token != token:
-            if restarts and not life_written:
-                store.set_ttl(new_token, life)
-            self._set_cookie(app, session, response, new_token)
-            return
-        refresh = self.should_set_cookie(app, session)
-        if refresh and not life_written and self._refresh_due(app, session):
-            store.set_ttl(token, life)
-        elif session.found is not None and store.due_for_touch(session.found):
-            store.touch(token)
-        if refresh:
-            self._set_cookie(app, session, response, token)
-
-    def _save_new(self, app: Flask, session: DensekvSession, response: Response, *,
-                  dropped: bool) -> None:
-        if not session and session.login_as is None:
-            if dropped:
-                self._drop_cookie(app, response)
-            return
-        token = self.store.create(session.login_as, session.tagged(), self._lifetime(app, session))
-        self._set_cookie(app, session, response, token)
+        restarts = life is not None or (session.modified and session.permanent)
+        return Held(
+            token=token, read=found, stale=session.stale, ended=bool(session.ended),
+            modified=session.modified,
+            data=session.tagged() if token is None or login_as is not None else {},
+            changed=changed, removed=removed,
+            # emptied: Flask removes a session left empty
+            emptied=not session and login_as is None and (
+                session.cleared or (session.modified and session.identity is None)),
+            identity=login_as,
+            rotate="login" if login_as is not None else (
+                "regenerate" if session.regenerate_asked else None),
+            ttl=life if restarts or "_permanent" in (*changed, *removed) else ...,
+            life=life, renew_on_rotate=restarts, refresh=refresh,
+            refresh_ttl=refresh and self._refresh_due(session, life),
+            touch_due=found is not None and store.due_for_touch(found),
+            gone="create" if login_as is not None else "delete")
 
     def _lifetime(self, app: Flask, session: DensekvSession) -> int | None:
         """The stored session's ttl from now (None: the store's ttl): Flask refuses its own
@@ -361,16 +350,15 @@ class SessionInterface(FlaskSessionInterface):
             return flask_life
         return flask_life if flask_life < self.store.ttl else None
 
-    def _refresh_due(self, app: Flask, session: DensekvSession) -> bool:
+    def _refresh_due(self, session: DensekvSession, life: int | None) -> bool:
         """A session whose cookie Flask would sign afresh without a change (permanent,
-        SESSION_REFRESH_EACH_REQUEST): its stored lifetime restarts once REFRESH_GAIN of it
-        has passed, so reads do not each cost a write."""
+        SESSION_REFRESH_EACH_REQUEST): its stored lifetime (`life`, None: the store's ttl)
+        restarts once REFRESH_GAIN of it has passed, so reads do not each cost a write."""
         found = session.found
-        life = self._lifetime(app, session) or self.store.ttl
         if found is None or not found.absolute_at:
             return False
         now = self.store.now()  # the store's clock, as due_for_touch
-        return found.absolute_at - now <= life * (1 - REFRESH_GAIN)
+        return found.absolute_at - now <= (life or self.store.ttl) * (1 - REFRESH_GAIN)
 
     # -- cookies ---------------------------------------------------------------------------
     def _set_cookie(self, app: Flask, session: DensekvSession, response: Response,
@@ -383,7 +371,7 @@ class SessionInterface(FlaskSessionInterface):
             samesite=self.get_cookie_samesite(app),
             partitioned=self.get_cookie_partitioned(app),
         )
-        response.vary.add("Cookie")
+        _vary_cookie(response)
 
     def _drop_cookie(self, app: Flask, response: Response) -> None:
         response.delete_cookie(
@@ -393,4 +381,4 @@ class SessionInterface(FlaskSessionInterface):
             partitioned=self.get_cookie_partitioned(app),
             httponly=self.get_cookie_httponly(app),
         )
-        response.vary.add("Cookie")
+        _vary_cookie(response)

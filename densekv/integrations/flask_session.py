@@ -20,8 +20,15 @@ __all__ = ["DensekvSession", "tag_value", "untag_value"]
 MISSING = object()
 
 
+#: types Flask's tagged JSON leaves as they are (exact types: Markup is a str subclass)
+_UNTAGGED = frozenset({str, int, float, bool, type(None)})
+
+
 def tag_value(value: Any) -> Any:
-    """A session value as stored: Flask's tagged-JSON form of it."""
+    """A session value as stored: Flask's tagged-JSON form of it (a plain scalar as it is,
+    without walking Flask's eight tags: a save compares every key this way)."""
+    if type(value) in _UNTAGGED:
+        return value
     return session_json_serializer.tag(value)
 
 

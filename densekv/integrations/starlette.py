@@ -28,7 +28,8 @@ set or deleted. What a request costs the server:
     access, which is synchronous). A load that fails (server down) fails only a request
     that uses the session: the error is raised where the app first reads request.session.
     A session that does not decode is no session (get(undecodable="none"));
-  * when the response starts, at most one write (two on login/clear, see below):
+  * when the response starts, at most one write (two on login/clear, or to end a token that
+    loaded nothing; the decision is integrations/decide.py's, see below):
       new and non-empty        -> create(None, data, ttl): an anonymous session, cookie set;
       changed                  -> apply(token, changed keys, deleted keys, ttl, read=the
                                   session as loaded: one round trip): merged into the
@@ -92,6 +93,8 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from densekv.connect import from_url
+from densekv.integrations.decide import NOTHING, Held, carry, decide
+from densekv.integrations.drive import arun
 from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import (
@@ -528,55 +531,37 @@ class SessionMiddleware:
         return await store.get(token, undecodable="none")
 
     async def save(self, session: DenseSession) -> str | None:
-        """Write what the request changed (see the module docstring); return the
-        Set-Cookie value to send, if any."""
+        """Write what the request changed (see the module docstring and integrations/
+        decide.py); return the Set-Cookie value to send, if any."""
         state = session.state
         store = state.store
         if state.max_age is not None and state.max_age <= 0:  # dead at birth
             return await self._save_nothing(session)
-        if state.cleared:  # a logout: the stored session ends; what was set after starts anew
-            return await self._save_cleared(session)
-        token = state.token
-        if token is None:
-            if not session:
-                return self._cleared_cookie() if state.ended else None
-            state.token = await store.create(None, dict(session), ttl=await _ttl(state))
-            return self._cookie(state.token, state.max_age)
-        if state.changed or state.removed:
-            changes = {key: session[key] for key in state.changed}
-            found = state.found  # as read at the load: the compare-and-set starts from it
-            read = found if found is not None and found.token == token else None
-            merged = await store.apply(token, changes, sorted(state.removed),
-                                       ttl=await _ttl(state), read=read)
-            if merged is None:
-                return self._cleared_cookie()
-            return self._cookie(token, state.max_age)
-        if state.new_cookie and state.lifetime_set:
-            return self._cookie(token, state.max_age)
-        if state.new_cookie:  # the cookie starts its max_age again: so does the session
-            if not await store.set_ttl(token, await _ttl(state)):
-                return self._cleared_cookie()
-            return self._cookie(token, state.max_age)
-        if state.found is not None and store.due_for_touch(state.found):
-            await store.touch(token)
-        return None
-
-    async def _save_cleared(self, session: DenseSession) -> str | None:
-        """clear() ran: the stored session ends (destroy, so it leaves its identity's
-        sessions); keys set after the clear go to a new anonymous session, written first
-        (data the store refuses then raises before the old session is touched)."""
-        state = session.state
-        store = state.store
-        old = state.token
-        fresh = await store.create(None, dict(session), ttl=await _ttl(state)) if session else None
-        if old is not None:
-            await store.destroy(old)
-        ended = state.ended or old is not None or state.sent is not None
-        await _drop_sent(state)
-        state.token, state.identity, state.found, state.cleared = fresh, None, None, False
-        if fresh is not None:
-            return self._cookie(fresh, state.max_age)
-        return self._cleared_cookie() if ended else None
+        token, found = state.token, state.found
+        creates = token is None or state.cleared
+        writes = bool(session) if creates else state.changed or state.removed or state.new_cookie
+        ttl = await _ttl(state) if writes else None  # (ready() opens the store: not for nothing)
+        held = Held(
+            token=token, read=found, stale=state.sent, ended=state.ended,
+            modified=session.modified,
+            data=dict(session) if creates else {},
+            changed={key: session[key] for key in state.changed}, removed=sorted(state.removed),
+            emptied=state.cleared,  # a logout: what was set after the clear starts anew
+            rotated=state.new_cookie, lifetime_set=state.lifetime_set, ttl=ttl, life=ttl,
+            touch_due=found is not None and store.due_for_touch(found))
+        decision = decide(held)
+        if decision is NOTHING:  # most requests: read, nothing due
+            return None
+        outcome = await arun(carry(decision, token), store)
+        state.token = outcome.token
+        if session.modified:
+            state.sent = None
+        if state.cleared:
+            state.identity, state.found, state.cleared = None, None, False
+        if outcome.cookie == "set":
+            assert outcome.token is not None
+            return self._cookie(outcome.token, state.max_age)
+        return self._cleared_cookie() if outcome.cookie == "delete" else None
 
     async def _save_nothing(self, session: DenseSession) -> str | None:
         """max_age <= 0: a session that would be dead at once is not stored; the cookie

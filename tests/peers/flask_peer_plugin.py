@@ -36,11 +36,19 @@ class CountingInterface(SessionInterface):
         super()._load(app, session, token)
         _state["loaded"] += session.found is not None
 
-    def _save_new(self, app: flask.Flask, session: DensekvSession, response: flask.Response, *,
-                  dropped: bool) -> None:
-        written = bool(session) or session.login_as is not None
-        super()._save_new(app, session, response, dropped=dropped)
-        _state["created"] += written
+    def _save(self, app: flask.Flask, session: DensekvSession, response: flask.Response) -> None:
+        creates = self.store.create
+
+        def counted(*args: Any, **kwargs: Any) -> str:
+            token = creates(*args, **kwargs)
+            _state["created"] += 1
+            return token
+
+        self.store.create = counted  # type: ignore[method-assign]
+        try:
+            super()._save(app, session, response)
+        finally:
+            del self.store.create
 
 
 def _client() -> redis.Redis:

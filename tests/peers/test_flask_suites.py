@@ -75,7 +75,7 @@ def _test_id(case: ET.Element) -> str:
 def run_suite(cwd: Path, args: list[str], *, url: str | None, tmp: Path) -> Outcome:
     """Run a peer suite in a subprocess; `url` None is the control (Flask's own backend)."""
     junit = tmp / ("densekv.xml" if url else "control.xml")
-    pythonpath = [str(HERE)]
+    pythonpath = [str(HERE), str(HERE.parent.parent)]  # the plugin, and this checkout's densekv
     if importlib.util.find_spec("semantic_version") is None:  # Flask-Login's test import
         shim = tmp / "shim"
         shim.mkdir(exist_ok=True)

@@ -41,7 +41,7 @@ def run_suite(backend: str, client: str, tmp: Path, url: str = "",
     """{test id: outcome} of one subprocess run of Starlette's session tests."""
     root = source("starlette")
     report = tmp / f"{backend}-{client}.json"
-    env = {**os.environ, "PYTHONPATH": str(HERE), "DENSEKV_PEER_BACKEND": backend,
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(HERE), str(HERE.parent.parent))), "DENSEKV_PEER_BACKEND": backend,
            "DENSEKV_PEER_CLIENT": client, "DENSEKV_PEER_URL": url,
            "DENSEKV_PEER_NAMESPACE": namespace, "DENSEKV_PEER_REPORT": str(report)}
     proc = subprocess.run(

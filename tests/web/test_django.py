@@ -331,6 +331,28 @@ def test_an_unchanged_save_restarts_the_lifetime_too(server: ServerProcess, ns: 
     assert got.data == {"a": 1}
 
 
+def test_a_value_changed_in_place_is_saved_and_the_next_save_diffs_against_it(
+        server: ServerProcess, ns: str, store: densekv.SessionStore) -> None:
+    """The base a save diffs against is a copy of what was loaded (values.copied), so a
+    nested value the app changes in place counts as a change, this save and the next."""
+    engine = engine_on(server, ns)
+    session = engine()
+    session["cart"] = {"items": [1, 2], "note": "x"}
+    session["n"] = 1
+    session.save()
+    again = engine(session.session_key)
+    again["cart"]["items"].append(3)  # in place: Django sees no assignment
+    again.modified = True
+    again.save()
+    got = store.get(session.session_key)
+    assert got is not None and got.data == {"cart": {"items": [1, 2, 3], "note": "x"}, "n": 1}
+    again["cart"]["items"].append(4)  # again, after the save: against the data just saved
+    again.modified = True
+    again.save()
+    got = store.get(session.session_key)
+    assert got is not None and got.data["cart"]["items"] == [1, 2, 3, 4]
+
+
 def test_expire_at_browser_close_sends_no_max_age_and_keeps_the_server_side_bound(
         server: ServerProcess, ns: str, store: densekv.SessionStore) -> None:
     driver = django_app.make_driver(server.url, ns, ttl=settings.SESSION_COOKIE_AGE)

@@ -4,30 +4,18 @@ or, awaited, against the async one of the running event loop."""
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Generator
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
+from densekv.integrations.decide import Call  # a flow's calls: the save decision's too
 from densekv.integrations.django.backend import Backend
 from densekv.sessions import AsyncSessionStore
 
+__all__ = ["Call", "Flow", "adrive", "drive"]
+
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Call:
-    """One store call a flow asks for. `on` None: the densekv store (the async store has
-    the same method, awaited); otherwise an object whose async twin is "a" + name.
-    `plain`: no I/O, called as is by both drivers (due_for_touch)."""
-
-    name: str
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    on: Any = None
-    plain: bool = False
-
 
 Flow = Generator[Call, Any, T]
 

@@ -4,8 +4,8 @@ operation written once as a flow of store calls, run by the sync or the async dr
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, ClassVar, TypeVar
 
 from asgiref.sync import sync_to_async
@@ -18,10 +18,11 @@ from django.contrib.sessions.backends.base import (  # type: ignore[import-untyp
 from django.contrib.sessions.exceptions import SessionInterrupted  # type: ignore[import-untyped]
 from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 
+from densekv.integrations.decide import Held, carry, decide
 from densekv.integrations.django.backend import Backend, backend_for
 from densekv.integrations.django.calls import Call, Flow, adrive, drive
 from densekv.integrations.django.movein import Previous
-from densekv.integrations.django.values import EXPIRY_KEY, Data, Stored, identity_of, same
+from densekv.integrations.django.values import EXPIRY_KEY, Data, Stored, copied, identity_of, same
 from densekv.sessions import Session, SessionDataInvalid, SessionExists
 from densekv.sessions import SessionStore as DenseStore
 from densekv.sessions.model import digest_of, new_token
@@ -30,6 +31,13 @@ from densekv.sessions.payload import pack_data
 __all__ = ["SessionStore"]
 
 T = TypeVar("T")
+
+
+def _flow(step: Call | Flow[T]) -> Flow[T]:
+    """A single call as a flow of one call (so _storing runs either)."""
+    if isinstance(step, Call):
+        return (yield step)  # type: ignore[no-any-return]
+    return (yield from step)
 
 
 def _get(token: str) -> Call:
@@ -76,15 +84,16 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         return await adrive(flow, self._backend())
 
     # -- flows: every operation once, for both drivers --------------------------------------
-    def _storing(self, make: Callable[[Data], Call], data: Data) -> Flow[tuple[Any, Data]]:
-        """Run the write `make(data)`; if densekv refuses the data as one it cannot give back
-        equal, write it once more with each refused top-level key as SESSION_SERIALIZER
-        gives it back (see the package docstring). The data written comes back too."""
+    def _storing(self, make: Callable[[Data], Call | Flow[Any]], data: Data) -> Flow[tuple[Any, Data]]:
+        """Run the write `make(data)` (a call, or a flow of calls); if densekv refuses the
+        data as one it cannot give back equal, write it once more with each refused
+        top-level key as SESSION_SERIALIZER gives it back (see the package docstring). The
+        data written comes back too."""
         try:
-            return (yield make(data)), data
+            return (yield from _flow(make(data))), data
         except SessionDataInvalid:
             data = self._as_serialized(data)
-            return (yield make(data)), data
+            return (yield from _flow(make(data))), data
 
     def _as_serialized(self, data: Data) -> Data:
         serializer = self.serializer()
@@ -136,7 +145,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             return {}
         if (yield Call("due_for_touch", (session,), plain=True)):
             yield Call("touch", (token,))
-        self._stored = Stored(token, session.identity, copy.deepcopy(data), session)
+        self._stored = Stored(token, session.identity, copied(data), session)
         return data
 
     def _move_in_flow(self, token: str) -> Flow[Session | None]:
@@ -170,7 +179,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         except SessionExists:
             raise CreateError from None
         self._session_key = made
-        self._stored = Stored(made, identity, copy.deepcopy(stored))
+        self._stored = Stored(made, identity, copied(stored))
 
     def _save_flow(self, data: Data, must_create: bool) -> Flow[None]:
         token = self.session_key
@@ -185,12 +194,6 @@ class SessionStore(SessionBase):  # type: ignore[misc]
                 raise UpdateError
             base = Stored(token, session.identity, session.data or {}, session)
         identity = identity_of(data)
-        if identity is not None and identity != base.identity:
-            moved = yield Call("login", (token, identity))
-            if moved is None:
-                raise UpdateError
-            self._session_key = token = moved
-            base = Stored(moved, identity, base.data)
         changes = {k: v for k, v in data.items() if k not in base.data or not same(base.data[k], v)}
         removed = [k for k in base.data if k not in data]
         # As Django's own backends: every save gives the session get_expiry_age() from now
@@ -202,18 +205,24 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             yield Call("destroy", (token,))
             self._stored = None
             return
-        if not changes and not removed:
-            self._stored = base
-            if not (yield Call("set_ttl", (token, ttl))):
-                raise UpdateError
-            return
-        lifetime: dict[str, Any] = {"ttl": ttl, "read": base.read}
-        merged, _ = yield from self._storing(lambda d: Call("apply", (token, d, removed), lifetime), changes)
-        if merged is None:
+        # integrations/decide.py: apply(read=) of the changed keys, login on a change of
+        # user, else set_ttl (Django restarts the lifetime on every save)
+        login = identity is not None and identity != base.identity
+        held = Held(token=token, read=base.read, modified=True, removed=removed,
+                    identity=identity if login else None, rotate="login" if login else None,
+                    ttl=ttl, life=ttl, refresh=True, refresh_ttl=True, gone="raise")
+        outcome, _ = yield from self._storing(
+            lambda d: carry(decide(replace(held, changed=d)), token), changes)
+        if outcome.gone:
             raise UpdateError
+        self._session_key = token = outcome.token
+        if outcome.merged is None:  # nothing changed: the base stands (under the new key)
+            self._stored = Stored(token, identity, base.data) if login else base
+            return
         data.clear()
-        data.update(merged)
-        self._stored = Stored(token, identity if identity is not None else base.identity, copy.deepcopy(merged))
+        data.update(outcome.merged)
+        self._stored = Stored(token, identity if identity is not None else base.identity,
+                              copied(outcome.merged))
 
     def _end_unread_flow(self) -> Flow[None]:
         """End the key this object loaded as no session (undecodable, or already gone)."""

@@ -4,6 +4,7 @@ that decides which top-level keys changed (1 == True, but they store apart)."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,21 @@ def identity_of(data: Mapping[str, Any]) -> Identity | None:
     if text.isascii() and text.isdecimal() and int(text) < 2**64:
         return int(text)
     return text
+
+
+_IMMUTABLE = frozenset({str, bytes, int, float, bool, type(None)})
+
+
+def copied(value: Any) -> Any:
+    """A deep copy of session data for the base of the next diff: dicts and lists copied,
+    the immutable scalars a decoded session holds shared, anything else copy.deepcopy'd
+    (made on every load, so kept cheaper than copy.deepcopy with its memo)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: copied(v) for k, v in value.items()}
+    if kind is list:
+        return [copied(v) for v in value]
+    return value if kind in _IMMUTABLE else copy.deepcopy(value)
 
 
 def same(a: Any, b: Any) -> bool:
