@@ -97,11 +97,14 @@ class SessionCore(IdentityFlows):
         fill: int | None = None,
         max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,
         auto_train: int | None = AUTO_TRAIN,
+        ticks: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`clock`: wall-clock seconds (expiries); `ticks`: a monotonic clock (how long ago
+        the metadata was read), both injected so a core runs without the real time."""
         if not 1 <= ttl < 2**31 or (idle_ttl is not None and not 1 <= idle_ttl < 2**31):
             raise InvalidArgument("ttl and idle_ttl are numbers of seconds from 1 to 2**31 - 1")
         if not namespace or "{" in namespace or "}" in namespace:
-            raise ValueError("namespace is a non-empty string without braces")
+            raise InvalidArgument("namespace is a non-empty string without braces")
         self.facts = facts
         self.namespace = namespace
         self.expected_sessions = expected_sessions
@@ -121,6 +124,7 @@ class SessionCore(IdentityFlows):
             else None
         )
         self.clock = clock
+        self.ticks = ticks
         self.sweep_cursor = 0
         self.index_cursor = 0
         self.refused_too_large = 0
@@ -155,7 +159,7 @@ class SessionCore(IdentityFlows):
             yield from self.recover()
             return False
         if meta is None or meta == self.meta:
-            self.meta_read_at = time.monotonic()
+            self.meta_read_at = self.ticks()
             return False
         self.adopt(meta)
         yield from payloads.use_dictionary(self)
@@ -186,7 +190,7 @@ class SessionCore(IdentityFlows):
         yield from payloads.use_dictionary(self)
 
     def adopt(self, meta: StoreMeta | None) -> None:
-        self.meta_read_at = time.monotonic()
+        self.meta_read_at = self.ticks()
         if meta is None:
             return
         if meta.index is not None and meta.index != (self.index is not None):
@@ -230,7 +234,7 @@ class SessionCore(IdentityFlows):
 
     def stale(self) -> bool:
         """Time to re-read the metadata: often during a repartition, else once a minute."""
-        age = time.monotonic() - self.meta_read_at
+        age = self.ticks() - self.meta_read_at
         return age > (META_RECHECK_S if self.migrating else META_REFRESH_S)
 
     @property

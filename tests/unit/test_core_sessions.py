@@ -313,11 +313,12 @@ def test_destroy_all_needs_the_index() -> None:
 
 
 def test_guarded_rereads_stale_metadata_first_and_gives_up_on_a_wrongtype_it_cannot_explain() -> None:
-    core = make()
-    core.meta_read_at = float("-inf")  # stale: core.py reads time.monotonic(), not the injected clock
+    ticks = [0.0]
+    core = make(ticks=lambda: ticks[0])  # the monotonic clock the metadata's age is read from
+    ticks[0] = 3600.0  # an hour since the metadata was read: stale
     check(core.guarded(lambda c: c.get(TOKEN)), [[(("store_meta", (b"s:meta",), "read"), META_REPLY)], hget(RAW)],
           session({"a": 1}))
-    core.meta_read_at = float("inf")  # fresh
+    assert core.meta_read_at == 3600.0  # read again now: fresh for the next call
     wrong = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
     check(core.guarded(lambda c: c.get(TOKEN)), [hget(wrong), [("store_meta", META_REPLY)]], Raises(WrongType))
 
