@@ -373,6 +373,7 @@ def split_expiry(data: bytes) -> tuple[int | None, bytes]:
 
 
 def with_expiry(framed: bytes, expires_at: int | None) -> bytes:
+    """A framed value with an EXPIRES header (u32 unix seconds) in front; None: unchanged."""
     if expires_at is None:
         return framed
     if not 0 < expires_at < 2**32:
@@ -435,3 +436,10 @@ def _decode(data: bytes, dictionaries: Mapping[int, bytes]) -> Any:
     if kind == STR:
         return body.decode("utf-8", "surrogatepass")
     return msgpack.unpackb(body, raw=False, strict_map_key=False)
+
+
+__all__ = [
+    "COMPRESSION_BASE", "DEFAULT", "SERIALIZERS", "Codec", "CodecError", "CodecUnavailable",
+    "ZstdDictionary", "content_id", "decode", "encode_int", "is_canonical_int",
+    "needed_dictionary", "split_expiry", "with_expiry"
+]

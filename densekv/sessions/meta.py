@@ -262,6 +262,7 @@ class StoreCore(Protocol):
 
 
 def meta_key(namespace: str) -> bytes:
+    """The key of a namespace's store metadata (a hash; store_meta.lua writes it)."""
     return key(namespace, "meta")
 
 

@@ -260,3 +260,9 @@ class PayloadCodec:
         if not isinstance(raw, bytes):
             raise ValueError("a framed session payload holds bytes")  # noqa: TRY004  # as above
         return unpack_data(raw)
+
+
+__all__ = [
+    "DEFAULT_MAX_DATA_BYTES", "MAX_NESTING", "PayloadCodec", "SessionDataInvalid",
+    "SessionDataTooLarge", "pack_data", "unpack_data"
+]

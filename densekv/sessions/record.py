@@ -141,3 +141,8 @@ def replaced(rec: Record, **changes: Any) -> Record:
     fields.update(rec.__dict__)
     fields.update(changes)
     return new
+
+
+__all__ = [
+    "identity_section", "pack_record", "replaced", "unpack_record", "with_data"
+]

@@ -34,27 +34,13 @@ TOOL_MODULES = ("densekv.cli", "densekv.cli_main", "densekv.cli_params", "densek
 # (runtime module, name): the lead empties this list once those modules export them, or the
 # tools stop needing them.
 NOT_EXPORTED_YET: set[tuple[str, str]] = {
-    # densekv/codec.py has no __all__: maps/cli.py, analyze/shapes.py, lab/experiments/maps_cases.py,
-    # planner/kinds.py
-    ("densekv.codec", "COMPRESSION_BASE"),
-    ("densekv.codec", "Codec"),
-    ("densekv.codec", "CodecUnavailable"),
-    ("densekv.codec", "SERIALIZERS"),
-    ("densekv.codec", "is_canonical_int"),
-    ("densekv.codec", "with_expiry"),
-    # densekv/plan.py has no __all__: planner/kinds.py (densekv.SyncExecutor exports it too)
+    # densekv/plan.py has no __all__ yet: planner/kinds.py (densekv.SyncExecutor exports it too)
     ("densekv.plan", "SyncExecutor"),
-    # session payloads and records, sized by planner/kinds.py
-    ("densekv.sessions.payload", "PayloadCodec"),
-    ("densekv.sessions.payload", "pack_data"),
-    ("densekv.sessions.record", "pack_record"),
 }
 
 # Exported names the tools use that have no docstring yet, in modules other work owns now
 # (sessions/meta.py): the lead empties it with NOT_EXPORTED_YET.
-UNDOCUMENTED_YET: set[tuple[str, str]] = {
-    ("densekv.sessions.meta", "meta_key"),
-}
+UNDOCUMENTED_YET: set[tuple[str, str]] = set()
 
 
 def is_tool(module: str) -> bool:
