@@ -36,7 +36,7 @@ is done before the turn, outside the timing and the server counters. Server time
 INFO commandstats deltas around the turn. A wrapper (EXEC, EVALSHA, EVAL, FCALL) is booked
 with the time of the commands it ran, and those commands are booked again under their own
 names, so only top-level commands are summed: before its turns each side is run --probe
-times with densekv.plan.exchange and redis.Redis.execute_command wrapped to count the
+times with densekv.wire.exchange and redis.Redis.execute_command wrapped to count the
 commands the client sent, and which of them it sent between MULTI and EXEC (run by EXEC,
 so inside its time); a command name's usec in a turn is then counted in the share of its
 calls the client sent outside a transaction (all of them for a plain command, none for one
@@ -96,7 +96,7 @@ import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted co
 import redis
 
 import densekv
-import densekv.plan
+import densekv.wire
 from densekv.lab.observe import HOUSEKEEPING, WRAPPERS
 from densekv.lab.session_profiles import session
 from densekv.maps import CompactMap
@@ -198,7 +198,7 @@ def counting_sent() -> Iterator[tuple[Counter[str], Counter[str]]]:
     them, and those outside MULTI ... EXEC (the ones EXEC does not run, so not in its time)."""
     sent: Counter[str] = Counter()
     top: Counter[str] = Counter()
-    exchange = densekv.plan.exchange
+    exchange = densekv.wire.exchange
     execute = redis.Redis.execute_command
 
     def counted_exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
@@ -219,12 +219,12 @@ def counting_sent() -> Iterator[tuple[Counter[str], Counter[str]]]:
         top[command_name(args)] += 1
         return execute(self, *args, **options)
 
-    densekv.plan.exchange = counted_exchange  # type: ignore[assignment]
+    densekv.wire.exchange = counted_exchange  # type: ignore[assignment]
     redis.Redis.execute_command = counted_execute  # type: ignore[method-assign]
     try:
         yield sent, top
     finally:
-        densekv.plan.exchange = exchange  # type: ignore[assignment]
+        densekv.wire.exchange = exchange  # type: ignore[assignment]
         redis.Redis.execute_command = execute  # type: ignore[method-assign]
 
 

@@ -1,7 +1,7 @@
 """Bulk loading: many simple commands, pipelined, as fast as one Python process can go.
 
 The lab loads millions of items and users import existing data with it. Commands are
-encoded to RESP here (bytes, str and int arguments only: the fast path), written in
+encoded to RESP by densekv.wire (bytes, str, int and float arguments), written in
 batches on one connection, and every reply is read and checked, so an error (WRONGTYPE,
 OOM) stops the load with the count of commands that succeeded before it. On a cluster,
 each batch is split by the slot of its key (args[1], or an explicit key) and sent to
@@ -21,6 +21,7 @@ from redis.crc import key_slot
 from redis.exceptions import ResponseError
 
 from densekv.errors import DensekvError, ServerUnavailable
+from densekv.wire import pack, send_packed
 
 DEFAULT_BATCH = 2000
 
@@ -44,15 +45,8 @@ def _arg(value: Any) -> bytes:
 
 
 def encode_commands(commands: Iterable[tuple[Any, ...]]) -> bytes:
-    """RESP-encode commands: *N CRLF then $len CRLF arg CRLF for each argument."""
-    out: list[bytes] = []
-    append = out.append
-    for cmd in commands:
-        append(b"*%d\r\n" % len(cmd))
-        for value in cmd:
-            data = _arg(value)
-            append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"".join(out)
+    """RESP-encode commands (densekv.wire.pack: *N CRLF then $len CRLF arg CRLF per argument)."""
+    return pack(list(commands))
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -62,27 +56,16 @@ def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 
 def _send_batch(pool: Any, batch: list[tuple[Any, ...]], done: int) -> None:
-    conn = pool.get_connection()
     try:
-        conn.send_packed_command([encode_commands(batch)], check_health=False)
-        error: Exception | None = None
-        at = 0
-        for i in range(len(batch)):
-            try:
-                conn.read_response(disable_decoding=True)
-            except ResponseError as exc:
-                if error is None:
-                    error, at = exc, i
-        if error is not None:
+        replies = send_packed(pool, pack(batch), len(batch))
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise ServerUnavailable(f"lost the server during a bulk load: {exc}") from exc
+    for at, reply in enumerate(replies):
+        if isinstance(reply, ResponseError):
             raise BulkLoadError(
-                f"command {done + at + 1} ({_arg(batch[at][0]).decode()}) failed: {error}",
+                f"command {done + at + 1} ({_arg(batch[at][0]).decode()}) failed: {reply}",
                 done=done + at,
             )
-    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        conn.disconnect()
-        raise ServerUnavailable(f"lost the server during a bulk load: {exc}") from exc
-    finally:
-        pool.release(conn)
 
 
 def bulk_load(

@@ -82,12 +82,11 @@ from densekv.plan import (
     ScriptMemory,
     SyncExecutor,
     Wire,
-    aexchange,
     durability,
-    exchange,
     finish_plans,
     plan_writes,
 )
+from densekv.wire import aexchange, exchange
 
 #: how long one run_many keeps retrying redirects, TRYAGAIN and a lost master
 RECOVERY_SECONDS = 20.0

@@ -8,8 +8,8 @@ build plans; they never touch a socket. Executors run plans:
   * AsyncExecutor  - a redis-py asyncio client: the same, awaited
   * ClusterExecutor - a redis-py `RedisCluster`: plans grouped by slot, one pipeline per
     node; MOVED, ASK, TRYAGAIN, a dead master and a failover are handled there
-    (densekv/cluster_executor.py, which states the rules, builds on the wire below and
-    holds `executor_for`, the choice of executor for a client)
+    (densekv/cluster_executor.py, which states the rules, builds on Wire below and on
+    densekv/wire.py, and holds `executor_for`, the choice of executor for a client)
   * AsyncClusterExecutor - redis-py's asyncio `RedisCluster`: the same rounds, awaited
 
 So the logic of an operation is written once and sync, async, batch and cluster cannot
@@ -25,7 +25,7 @@ drift apart. Invariants kept here:
   * the hot path (issue 22): one plan of one command, of a loaded script's call or one
     transaction, without durability, skips the batch machinery (SyncExecutor._run_single,
     _run_transaction), and a plain redis-py pool lends its connection without its per-call
-    probe and counters (_take / _give_back, whose comment says when);
+    probe and counters (densekv/wire.py: _take / _give_back, whose comment says when);
   * an error reply raises after the whole batch was read (the connection stays usable):
     WRONGTYPE as WrongType, a script error as ScriptError, others as redis.ResponseError;
   * durable (`executor_for(client, durable=True)`): a round trip that holds a write (any
@@ -37,18 +37,18 @@ drift apart. Invariants kept here:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 import redis
 import redis.asyncio
 from redis.crc import key_slot
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError
 
-from densekv.errors import NotDurable, PlanError, ScriptError, ServerUnavailable, WrongType
+from densekv.errors import NotDurable, PlanError, ScriptError, WrongType
 from densekv.lua import Script
+from densekv.wire import READS, _aroundtrip, _roundtrip
 
 T = TypeVar("T")
 Key = bytes | str
@@ -129,18 +129,6 @@ def script_call(
 
 # --- writes and durability -----------------------------------------------------------
 
-#: commands that never write: a round trip of these only needs no WAIT, and a lost reply
-#: can be asked again. Anything else (and every script) counts as a write.
-READS = frozenset({
-    "GET", "MGET", "STRLEN", "GETRANGE", "EXISTS", "TYPE", "TTL", "PTTL", "EXPIRETIME",
-    "PEXPIRETIME", "HGET", "HMGET", "HGETALL", "HLEN", "HEXISTS", "HKEYS", "HVALS", "HSTRLEN",
-    "HSCAN", "HRANDFIELD", "HTTL", "HPTTL", "HEXPIRETIME", "HPEXPIRETIME", "SISMEMBER",
-    "SMISMEMBER", "SMEMBERS", "SCARD", "SSCAN", "SRANDMEMBER", "ZSCORE", "ZMSCORE", "ZCARD",
-    "ZRANGE", "ZRANGEBYSCORE", "ZCOUNT", "ZSCAN", "ZRANK", "SCAN", "DBSIZE", "RANDOMKEY",
-    "MEMORY", "OBJECT", "INFO", "COMMAND", "CLUSTER", "CONFIG", "MODULE", "PING", "SCRIPT",
-    "XLEN", "XRANGE", "XREVRANGE", "XREAD", "BF.EXISTS", "BF.MEXISTS", "BF.INFO", "BF.CARD",
-    "WAIT",
-})
 #: how long a durable write waits for a replica's acknowledgement (WAIT's timeout)
 DURABLE_TIMEOUT_MS = 2000
 
@@ -310,262 +298,13 @@ def _scripts_of(plans: Sequence[Plan[Any]]) -> list[Script]:
     return list(seen.values())
 
 
-# --- connection-level round trips ----------------------------------------------------
-
-
-class NothingRead(redis.ConnectionError):
-    """The connection broke before the batch's first reply: a pooled connection whose server
-    went away (restarted) while it sat idle, which the pool's check cannot always see (an
-    asyncio stream learns of the EOF only when read)."""
-
-
-def _roundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Plan[Any]] = ()) -> list[Any]:
-    """Send all commands in one write, read every reply raw; errors come back as values.
-    A batch whose connection broke before its first reply (NothingRead), or at any point
-    when its `plans` only read (reads_only: asked only then, never on the way of a call
-    that succeeds), is sent once more on a new connection: the first request after a
-    server restart succeeds. A timeout is not retried. (A write the server ran
-    just before dying is then sent twice: densekv's writes are compare-and-set or
-    idempotent, so the second finds the first's result.)"""
-    conn = _take(pool) if _plain_pool(pool) else None
-    fast = conn is not None
-    if conn is None:
-        conn = pool.get_connection()
-    try:
-        return exchange(conn, commands)
-    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        conn.disconnect()
-        if _broken(exc) and (isinstance(exc, NothingRead) or (plans and reads_only(plans))):
-            _give_back(pool, conn) if fast else pool.release(conn)
-            conn = None
-            return _roundtrip(pool, commands)
-        raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
-    finally:
-        if conn is not None:
-            _give_back(pool, conn) if fast else pool.release(conn)
-
-
-# The checkout of a plain redis-py ConnectionPool (the pool of every `redis.Redis`) without
-# the pool's per-call extras: get_connection() + release() cost ~5.5 us of client CPU per
-# round trip (redis-py 8.1, measured on the dev machine; a session get is ~25-50 us in
-# all): the can_read() probe (a poll() system call), the deprecated-arguments wrapper,
-# four observability counters, two getpid() calls and the release event. densekv does not
-# need the probe: a connection always comes back with every reply read (or is
-# disconnected), and one the server closed while it sat idle fails its first read, which
-# _roundtrip sends again on a new connection (NothingRead). A connection that asks to
-# reconnect (redis-py's maintenance notifications) is disconnected on release, as the pool
-# does. Any other pool (blocking, sentinel, a client-side cache, a subclass, a credential
-# provider, a pool of another process, a pool whose get_connection was replaced on the
-# instance) takes the pool's own get_connection / release.
-_FAST_POOL_ATTRS = ("_lock", "_available_connections", "_in_use_connections", "pid", "connection_kwargs")
-
-
-_pid = [os.getpid()]  # this process's id, kept current without a getpid() system call per call
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=lambda: _pid.__setitem__(0, os.getpid()))
-
-
-def _plain_pool(pool: Any) -> bool:
-    """True for a pool whose connections _take / _give_back may hand out (see above)."""
-    ok: bool | None = getattr(pool, "_densekv_fast", None)
-    if ok is None:
-        ok = (type(pool) is redis.ConnectionPool and all(hasattr(pool, a) for a in _FAST_POOL_ATTRS)
-              and getattr(pool, "cache", None) is None
-              and pool.connection_kwargs.get("credential_provider") is None)
-        try:
-            pool._densekv_fast = ok  # noqa: SLF001  # our own mark on the pool
-        except AttributeError:
-            return False
-    # a get_connection set on the pool itself (instrumentation, a test counting round
-    # trips) is honoured: such a pool takes its own path
-    return ok and pool.pid == _pid[0] and "get_connection" not in pool.__dict__
-
-
-def _take(pool: Any) -> Any:
-    """An idle connection of the pool, connected, or None when it has none idle (then the
-    pool's get_connection makes one)."""
-    with pool._lock:  # noqa: SLF001  # the pool's own lock, as get_connection takes it
-        conn = pool._available_connections.pop() if pool._available_connections else None  # noqa: SLF001
-        if conn is not None:
-            pool._in_use_connections.add(conn)  # noqa: SLF001
-    if conn is None:
-        return None
-    if conn._sock is None:  # noqa: SLF001  # disconnected (an error, a fork): connect it
-        try:
-            conn.connect()
-        except BaseException:
-            _give_back(pool, conn)
-            raise
-    return conn
-
-
-def _give_back(pool: Any, conn: Any) -> None:
-    reconnect = getattr(conn, "should_reconnect", None)
-    if reconnect is not None and reconnect():
-        conn.disconnect()
-    with pool._lock:  # noqa: SLF001
-        if conn in pool._in_use_connections:  # noqa: SLF001
-            pool._in_use_connections.remove(conn)  # noqa: SLF001
-            pool._available_connections.append(conn)  # noqa: SLF001
-
-
-def _broken(exc: BaseException) -> bool:
-    """A connection that broke (closed, reset), not one that waited too long."""
-    return not isinstance(exc, (redis.TimeoutError, TimeoutError))
+# --- connection-level round trips: densekv/wire.py (the one place that knows redis-py's
+# internals); which batch may be sent again after a broken connection is a fact of plans:
 
 
 def reads_only(plans: Sequence[Plan[Any]]) -> bool:
     """A batch that writes nothing (plan.READS): safe to send again after a broken connection."""
     return not any(plan_writes(p) for p in plans)
-
-
-def exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """The commands on one connection taken from its pool: one write, every reply read."""
-    if _hiredis is not None and getattr(conn, "_sock", None) is not None and len(commands) >= _HIREDIS_FROM:
-        return _hiredis_roundtrip(conn, commands)
-    replies: list[Any] = []
-    try:
-        conn.send_packed_command(_pack_one(commands) or conn.pack_commands(commands))
-        for _ in commands:
-            try:
-                replies.append(conn.read_response(disable_decoding=True))
-            except ResponseError as exc:
-                replies.append(exc)
-    except (redis.ConnectionError, OSError) as exc:
-        _raise_broken(exc, replies)
-    return replies
-
-
-#: round trips of at least this many commands take _hiredis_roundtrip (not a single one:
-#: interleaved turns of session get measured it 1-4% slower that way than redis-py's
-#: send and read)
-_HIREDIS_FROM = 2
-
-
-def _pack_one(commands: list[tuple[Any, ...]]) -> list[bytes] | None:
-    """One command packed by hiredis itself (the bytes redis-py's hiredis packer makes,
-    without its per-argument checks: ~2 us of a script call's ten arguments), or None:
-    several commands, no hiredis, or an argument hiredis does not take."""
-    if _hiredis is None or len(commands) != 1:
-        return None
-    try:
-        return [_hiredis.pack_command(commands[0])]  # send_packed_command takes a list of chunks
-    except TypeError:  # a bytearray, a memoryview...: redis-py's packer converts those
-        return None
-
-
-def _raise_broken(exc: BaseException, replies: list[Any]) -> None:
-    """Re-raise a broken connection's error, as NothingRead if no reply had come."""
-    if replies or isinstance(exc, (redis.TimeoutError, TimeoutError)):
-        raise exc
-    raise NothingRead(str(exc)) from exc
-
-
-try:
-    import hiredis as _hiredis
-except ImportError:  # redis-py without the hiredis extra: its own (slower) packer and parser
-    _hiredis = None  # type: ignore[assignment]
-
-
-class _ErrorText(Exception):
-    """An error reply as hiredis hands it over, turned into redis-py's class below."""
-
-
-def _hiredis_roundtrip(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """The batch path: hiredis packs every command and parses every reply straight off the
-    connection's socket (redis-py's per-command packer and per-reply reader cost about half
-    the client time of a big batch). The connection is idle and its parser empty here (the
-    pool hands out connections between whole round trips), so nothing else reads it."""
-    sock = conn._sock  # noqa: SLF001  # redis-py keeps the socket private; hiredis reads it directly
-    replies: list[Any] = []
-    try:
-        sock.sendall(b"".join([_hiredis.pack_command(c) for c in commands]))
-    except OSError as exc:
-        _raise_broken(exc, replies)
-    reader, buf = _reader_of(conn)
-    # hiredis's stub says str | bytes; its C reader takes any buffer (no copy of `buf`)
-    feed = cast("Callable[[bytearray, int, int], None]", reader.feed)
-    want = len(commands)
-    try:
-        while len(replies) < want:
-            reply = reader.gets()
-            if reply is False:
-                try:
-                    n = sock.recv_into(buf)
-                except OSError as exc:
-                    _raise_broken(exc, replies)
-                if not n:
-                    _raise_broken(redis.ConnectionError("the server closed the connection"), replies)
-                feed(buf, 0, n)
-                continue
-            if isinstance(reply, _ErrorText):
-                reply = _parse_error(str(reply))
-            elif isinstance(reply, list):  # EXEC's array: errors of queued commands inside
-                reply = _nested_errors(reply)
-            replies.append(reply)
-    except BaseException:
-        conn.__dict__.pop(_READER, None)  # it may hold part of a reply: the next round trip gets a new one
-        raise
-    return replies
-
-
-_READER = "_densekv_reader"
-
-
-def _reader_of(conn: Any) -> tuple[Any, bytearray]:
-    """The connection's hiredis reader and receive buffer, made on its first batch and kept
-    (a new 64 KiB buffer and reader per round trip cost a few us each): between round
-    trips the reader is empty, every reply having been read, or dropped after an error."""
-    state: tuple[Any, bytearray] | None = conn.__dict__.get(_READER)
-    if state is None:
-        state = (_hiredis.Reader(replyError=_ErrorText), bytearray(1 << 16))
-        conn.__dict__[_READER] = state
-    return state
-
-
-def _nested_errors(reply: list[Any]) -> list[Any]:
-    """An array reply with hiredis error values turned into redis-py's, at any depth."""
-    return [_parse_error(str(r)) if isinstance(r, _ErrorText)
-            else _nested_errors(r) if isinstance(r, list) else r for r in reply]
-
-
-def _parse_error(text: str) -> ResponseError:
-    from redis._parsers.base import BaseParser
-
-    return BaseParser.parse_error(text)  # type: ignore[no-untyped-call, no-any-return]  # redis-py: untyped
-
-
-async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """`exchange` on an asyncio connection: one write, every reply read (error replies as
-    ResponseError values)."""
-    replies: list[Any] = []
-    try:
-        await conn.send_packed_command(conn.pack_commands(commands))
-        for _ in commands:
-            try:
-                replies.append(await conn.read_response(disable_decoding=True))
-            except ResponseError as exc:
-                replies.append(exc)
-    except (redis.ConnectionError, OSError) as exc:
-        _raise_broken(exc, replies)
-    return replies
-
-
-async def _aroundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Plan[Any]] = ()) -> list[Any]:
-    """`_roundtrip` on an asyncio pool (a read-only batch sent once more on a broken one)."""
-    conn = await pool.get_connection()
-    try:
-        return await aexchange(conn, commands)
-    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        await conn.disconnect()
-        if _broken(exc) and (isinstance(exc, NothingRead) or (plans and reads_only(plans))):
-            await pool.release(conn)
-            conn = None
-            return await _aroundtrip(pool, commands)
-        raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
-    finally:
-        if conn is not None:
-            await pool.release(conn)
 
 
 class ScriptMemory:
@@ -617,7 +356,7 @@ class SyncExecutor(ManyRunner):
         preload = self._scripts.missing(plans)
         wait = self.durable.wait_for(plans) if self.durable else None
         wire = Wire.build(plans, preload, wait=wait)
-        replies = _roundtrip(self.pool, wire.commands, plans)
+        replies = _roundtrip(self.pool, wire.commands, plans, reads_only)
         self._scripts.mark(preload)
         per_plan = wire.replies_of(replies)
         self._retry_noscript(wire, per_plan)
@@ -629,7 +368,7 @@ class SyncExecutor(ManyRunner):
         """The common case, one plan of one command (or a loaded script's call) without
         durability: no Wire, no preload, the reply decoded as finish_plans would. A NOSCRIPT
         (the call did not run) goes the whole way again, which loads the script first."""
-        reply = _roundtrip(self.pool, [one], (plan,))[0]
+        reply = _roundtrip(self.pool, [one], (plan,), reads_only)[0]
         if isinstance(reply, NoScriptError):
             self._scripts.loaded.clear()
             return self.run_many([plan])[0]  # not loaded now: the general path loads it
@@ -642,7 +381,7 @@ class SyncExecutor(ManyRunner):
         commands: list[tuple[Any, ...]] = [("MULTI",)]
         commands += [step.args for step in plan.steps]  # Commands only (Plan refuses a script here)
         commands.append(("EXEC",))
-        replies = _roundtrip(self.pool, commands, (plan,))
+        replies = _roundtrip(self.pool, commands, (plan,), reads_only)
         done = replies[-1]
         if isinstance(done, Exception):
             queued = [r for r in replies[1:-1] if isinstance(r, Exception)]
@@ -693,14 +432,14 @@ class AsyncExecutor(AsyncManyRunner):
         if len(plans) == 1 and self.durable is None:  # as SyncExecutor._run_single
             one = _single_command(plans[0], self._scripts.loaded)
             if one is not None:
-                reply = (await _aroundtrip(self.pool, [one], plans))[0]
+                reply = (await _aroundtrip(self.pool, [one], plans, reads_only))[0]
                 if not isinstance(reply, NoScriptError):
                     return [_finish_one(plans[0], reply)]
                 self._scripts.loaded.clear()  # it did not run: the general path loads and sends it
         preload = self._scripts.missing(plans)
         wait = self.durable.wait_for(plans) if self.durable else None
         wire = Wire.build(plans, preload, wait=wait)
-        replies = await _aroundtrip(self.pool, wire.commands, plans)
+        replies = await _aroundtrip(self.pool, wire.commands, plans, reads_only)
         self._scripts.mark(preload)
         per_plan = wire.replies_of(replies)
         failed = _noscript_positions(wire, per_plan)
@@ -718,3 +457,10 @@ class AsyncExecutor(AsyncManyRunner):
         if self.durable and wait is not None:
             self.durable.check(wire.wait_reply(replies))
         return finish_plans(plans, per_plan)
+
+
+__all__ = [
+    "DURABLE_TIMEOUT_MS", "AsyncExecutor", "AsyncManyRunner", "Command", "Durability", "Key",
+    "ManyRunner", "Plan", "ScriptCall", "ScriptMemory", "SyncExecutor", "Wire", "command",
+    "durability", "finish_plans", "plan_writes", "reads_only", "script_call",
+]

@@ -8,9 +8,9 @@ redis.ResponseError in its place, except a command the ACL user may not run (NOP
 which raises once every reply is read.
 
 Speed (a full scan sends four commands per key): the per-key commands are RESP-encoded
-from one template, and replies are parsed by a hiredis Reader fed straight from the
-connection's socket (redis-py's read_response costs ~5 us a reply); without hiredis,
-redis-py's reader is used.
+from one template, and densekv.wire (the one module that knows redis-py's internals) sends
+the bytes and parses the replies with hiredis straight from the connection's socket
+(redis-py's read_response costs ~5 us a reply); without hiredis, redis-py's reader is used.
 """
 
 from __future__ import annotations
@@ -21,12 +21,7 @@ from typing import Any
 import redis
 from redis.exceptions import NoPermissionError, ResponseError
 
-try:
-    import hiredis
-
-    HIREDIS = True
-except ImportError:  # pragma: no cover - redis[hiredis] is a dependency
-    HIREDIS = False
+from densekv.wire import pack, send_packed
 
 #: Every command name the analyzer may send to the analyzed server (upper case; a
 #: subcommand as "NAME SUB").
@@ -35,6 +30,8 @@ READ_COMMANDS = frozenset({
     "MEMORY USAGE", "GET", "HLEN", "HGETALL", "HSCAN", "SCARD", "SMEMBERS", "SSCAN", "ZCARD",
     "ZRANGE", "LLEN", "LRANGE", "XLEN", "XRANGE",
 })
+# each a command of the runtime's one list of those that never write, densekv.wire.READS
+# (tests/unit/test_wire_adapter.py checks it)
 _WITH_SUB = frozenset({"CLUSTER", "OBJECT", "MEMORY"})
 
 
@@ -59,27 +56,11 @@ def _check(commands: Sequence[Sequence[Any]]) -> None:
             raise ReadOnlyViolation(f"the analyzer may not send {command_name(cmd)}")
 
 
-def _arg(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    return str(value).encode()
-
-
-def encode(commands: Sequence[Sequence[Any]]) -> bytes:
-    out: list[bytes] = []
-    for cmd in commands:
-        out.append(b"*%d\r\n" % len(cmd))
-        for value in cmd:
-            data = _arg(value)
-            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"".join(out)
-
-
 # TYPE k, PTTL k, OBJECT ENCODING k, MEMORY USAGE k SAMPLES 0: one template per key
 _KEY_FACTS = (("TYPE", None), ("PTTL", None), ("OBJECT", "ENCODING", None),
               ("MEMORY", "USAGE", None, "SAMPLES", "0"))
 _check(_KEY_FACTS)
-_TEMPLATE = encode([tuple("\x00" if a is None else a for a in cmd) for cmd in _KEY_FACTS]) \
+_TEMPLATE = pack([tuple("\x00" if a is None else a for a in cmd) for cmd in _KEY_FACTS]) \
     .replace(b"$1\r\n\x00\r\n", b"$%d\r\n%b\r\n")
 KEY_FACTS_PER_KEY = len(_KEY_FACTS)
 
@@ -89,47 +70,8 @@ def denied(exc: BaseException) -> bool:
     return isinstance(exc, NoPermissionError) or text.startswith("NOPERM") or "no permissions" in text
 
 
-def _error(message: str) -> ResponseError:
-    return NoPermissionError(message) if message.startswith("NOPERM") else ResponseError(message)
-
-
-def _read(conn: Any, n: int) -> list[Any]:
-    sock = getattr(conn, "_sock", None)
-    if not HIREDIS or sock is None:
-        out: list[Any] = []
-        for _ in range(n):
-            try:
-                out.append(conn.read_response(disable_decoding=True))
-            except ResponseError as exc:
-                out.append(exc)
-        return out
-    reader = hiredis.Reader()
-    buf = bytearray(1 << 16)
-    out = []
-    while True:
-        reply = reader.gets()
-        while reply is not False:
-            out.append(_error(str(reply)) if isinstance(reply, hiredis.ReplyError) else reply)
-            if len(out) == n:
-                return out
-            reply = reader.gets()
-        got = sock.recv_into(buf)
-        if not got:
-            raise redis.ConnectionError("the server closed the connection")
-        reader.feed(bytes(buf[:got]))
-
-
 def _send(client: redis.Redis, payload: bytes, n: int) -> list[Any]:
-    pool = client.connection_pool
-    conn = pool.get_connection()
-    try:
-        conn.send_packed_command([payload], check_health=False)  # type: ignore[no-untyped-call]
-        out = _read(conn, n)
-    except BaseException:
-        conn.disconnect()  # type: ignore[no-untyped-call]
-        raise
-    finally:
-        pool.release(conn)
+    out = send_packed(client.connection_pool, payload, n)
     for reply in out:  # every reply was read: the connection stays usable
         if isinstance(reply, ResponseError) and denied(reply):
             raise reply
@@ -141,7 +83,7 @@ def roundtrip(client: redis.Redis, commands: Sequence[tuple[Any, ...]]) -> list[
     _check(commands)
     if not commands:
         return []
-    return _send(client, encode(commands), len(commands))
+    return _send(client, pack(commands), len(commands))
 
 
 def key_facts_replies(client: redis.Redis, keys: Sequence[bytes]) -> list[Any]:

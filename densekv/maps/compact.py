@@ -40,7 +40,7 @@ from densekv.cluster_executor import AsyncClusterExecutor, ClusterExecutor, exec
 from densekv.codec import Codec, ZstdDictionary
 from densekv.errors import InvalidArgument
 from densekv.flows import Flow, adrive, ascan_chunks, drive, scan_chunks
-from densekv.maps import migrate, whole
+from densekv.maps import whole
 from densekv.maps.batch import AsyncMapBatch, MapBatch
 from densekv.maps.core import MISSING, MapCore, key_str, open_map, plain_bytes, plain_value
 from densekv.maps.errors import (
@@ -214,9 +214,13 @@ class CompactMap:
     # -- migration (maps/migrate.py) ---------------------------------------------------------
     def migrate_from(self, pattern: str, *, batch: int = 500, pause: float = 0.0,
                      progress: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
+        from densekv.maps import migrate  # loaded only when a migration runs
+
         return self._run(migrate.migrate_from(self._core, pattern, batch, pause, progress))
 
     def migrate_to_plain(self, *, batch: int = 200, pause: float = 0.0) -> dict[str, int]:
+        from densekv.maps import migrate
+
         return self._run(migrate.migrate_to_plain(self._core, batch, pause))
 
     def verify(self, pattern: str | None = None) -> dict[str, Any]:
@@ -362,9 +366,13 @@ class AsyncCompactMap:
     # -- migration (maps/migrate.py) ---------------------------------------------------------
     async def migrate_from(self, pattern: str, *, batch: int = 500, pause: float = 0.0,
                            progress: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
+        from densekv.maps import migrate  # loaded only when a migration runs
+
         return await self._run(lambda c: migrate.migrate_from(c, pattern, batch, pause, progress))
 
     async def migrate_to_plain(self, *, batch: int = 200, pause: float = 0.0) -> dict[str, int]:
+        from densekv.maps import migrate
+
         return await self._run(lambda c: migrate.migrate_to_plain(c, batch, pause))
 
     async def verify(self, pattern: str | None = None) -> dict[str, Any]:

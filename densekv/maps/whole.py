@@ -17,7 +17,6 @@ from densekv.flows import Flow, Scan
 from densekv.keys import tag
 from densekv.lua import script
 from densekv.maps.core import MISSING, MapCore
-from densekv.maps.migrate import count_plain, plain_items_of, plain_scan
 from densekv.plan import Plan, command, script_call
 
 Walk = tuple[Scan, Callable[[list[bytes]], Flow[list[tuple[str, Any]]]]]
@@ -34,7 +33,9 @@ def walks(core: MapCore, batch: int) -> list[Walk]:
     """How items() walks the map: (a scan, the flow that reads one chunk of it). During a
     migration, plain keys not yet moved too (those the map lacks)."""
     out: list[Walk] = [(scan, lambda chunk: items_of(core, chunk)) for scan in core.bucket_scans(batch)]
-    if core.fallback:
+    if core.fallback:  # a migration is under way: maps/migrate.py, loaded only then
+        from densekv.maps.migrate import plain_items_of, plain_scan
+
         out.append((plain_scan(core.fallback.encode(), batch=200, count=1000),
                     lambda chunk: plain_items_of(core, chunk)))
     return out
@@ -153,7 +154,11 @@ def verify(core: MapCore, pattern: str | None = None) -> Flow[dict[str, Any]]:
                         items += len((yield from items_of(core, [b])))
                     except DecodeError as exc:
                         errors.append(str(exc.key))
-    plain_left = (yield from count_plain(core.namespace, pattern.encode())) if pattern else 0
+    plain_left = 0
+    if pattern:  # plain keys a migration left: maps/migrate.py, loaded only then
+        from densekv.maps.migrate import count_plain
+
+        plain_left = yield from count_plain(core.namespace, pattern.encode())
     return {"items": items, "decode_errors": errors, "buckets_not_listpack": not_listpack,
             "buckets_hashtable_by_field_ttl": by_field_ttl, "plain_keys_left": plain_left,
             "ok": not errors and not not_listpack and not plain_left}

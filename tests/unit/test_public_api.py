@@ -37,7 +37,7 @@ def test_the_bad_input_errors_are_exported() -> None:
 NOT_DENSEKV_ERRORS = {
     # an executor's internal signal (a redis ConnectionError before the first reply, which it
     # retries); never reaches a user
-    "densekv.plan.NothingRead",
+    "densekv.wire.NothingRead",
 }
 
 
