@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -36,9 +37,14 @@ def source_version() -> str:
     raise AssertionError("densekv/__init__.py sets no __version__")
 
 
+#: the environment of every child: no PYTHONPATH, so a venv's python imports its installed
+#: densekv and never a checkout that a PYTHONPATH (a worktree run, a benchmark) points at
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, check=False)
+                          timeout=300, check=False, env=CLEAN_ENV)
     assert done.returncode == 0, f"{' '.join(map(str, args))}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
 
@@ -130,7 +136,7 @@ print(json.dumps({{
 def test_the_command_of_a_lean_install_names_the_extra(venv_bin: Path, tmp_path: Path) -> None:
     """Without the tools extra the `densekv` command prints one line and exits 2."""
     done = subprocess.run([str(venv_bin / "densekv"), "--help"], capture_output=True, text=True,
-                          timeout=60, check=False, cwd=tmp_path)
+                          timeout=60, check=False, cwd=tmp_path, env=CLEAN_ENV)
     assert done.returncode == 2
     assert done.stdout == ""
     lines = done.stderr.splitlines()

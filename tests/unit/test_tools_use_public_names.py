@@ -28,18 +28,12 @@ TOOL_MODULES = ("densekv.cli", "densekv.cli_main", "densekv.cli_params", "densek
                 "densekv.server.cluster_topology", "densekv.server.embedded",
                 "densekv.server.process")
 
-# Names the tools import that their runtime module does not export yet: these modules are
-# being reworked by other work at the moment (the executors' split off plan.py, the session
-# payloads and records, the codec), so their `__all__` comes with that work. Each entry is
-# (runtime module, name): the lead empties this list once those modules export them, or the
-# tools stop needing them.
-NOT_EXPORTED_YET: set[tuple[str, str]] = {
-    # densekv/plan.py has no __all__ yet: planner/kinds.py (densekv.SyncExecutor exports it too)
-    ("densekv.plan", "SyncExecutor"),
-}
+# Names the tools import that their runtime module does not export (runtime module, name):
+# empty - every one is exported now. An entry needs a reason beside it, and goes once the
+# module exports the name or the tools stop needing it.
+NOT_EXPORTED_YET: set[tuple[str, str]] = set()
 
-# Exported names the tools use that have no docstring yet, in modules other work owns now
-# (sessions/meta.py): the lead empties it with NOT_EXPORTED_YET.
+# Exported names the tools use that have no docstring of their own (none today).
 UNDOCUMENTED_YET: set[tuple[str, str]] = set()
 
 
