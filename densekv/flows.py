@@ -32,7 +32,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from densekv.errors import WrongType
 from densekv.plan import Plan
@@ -118,7 +118,26 @@ async def ascan_chunks(client: Any, scan: Scan) -> AsyncIterator[list[bytes]]:
 # --- drivers ----------------------------------------------------------------------------
 
 
-def drive(flow: Flow[T], executor: Any) -> T:
+class RunsPlans(Protocol):
+    """What drive() needs of an executor (plan.SyncExecutor, cluster_executor.ClusterExecutor):
+    one round trip of plans, and the client a Scan walks."""
+
+    @property
+    def client(self) -> Any: ...
+
+    def run_many(self, plans: Sequence[Plan[Any]], /) -> list[Any]: ...
+
+
+class RunsPlansAsync(Protocol):
+    """What adrive() needs of an asyncio executor (plan.AsyncExecutor, AsyncClusterExecutor)."""
+
+    @property
+    def client(self) -> Any: ...
+
+    async def run_many(self, plans: Sequence[Plan[Any]], /) -> list[Any]: ...
+
+
+def drive(flow: Flow[T], executor: RunsPlans) -> T:
     """Run a flow to its result on a sync (or cluster) executor."""
     scans: dict[Scan, Iterator[list[bytes]]] = {}
     reply: Any = None  # what the first send() must be
@@ -145,7 +164,7 @@ def drive(flow: Flow[T], executor: Any) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
-async def adrive(flow: Flow[T], executor: Any) -> T:
+async def adrive(flow: Flow[T], executor: RunsPlansAsync) -> T:
     """Run a flow to its result on an asyncio executor."""
     scans: dict[Scan, AsyncIterator[list[bytes]]] = {}
     reply: Any = None
@@ -170,12 +189,12 @@ async def adrive(flow: Flow[T], executor: Any) -> T:
         return done.value  # type: ignore[no-any-return]
 
 
-def drive_many(flows: Sequence[Flow[Any]], executor: Any) -> list[Any]:
+def drive_many(flows: Sequence[Flow[Any]], executor: RunsPlans) -> list[Any]:
     """Several flows together, each round trip carrying all their next plans."""
     return drive(gather(flows), executor)
 
 
-async def adrive_many(flows: Sequence[Flow[Any]], executor: Any) -> list[Any]:
+async def adrive_many(flows: Sequence[Flow[Any]], executor: RunsPlansAsync) -> list[Any]:
     return await adrive(gather(flows), executor)
 
 
