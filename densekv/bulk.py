@@ -21,7 +21,7 @@ from redis.crc import key_slot
 from redis.exceptions import ResponseError
 
 from densekv.errors import DensekvError, ServerUnavailable
-from densekv.wire import pack, send_packed
+from densekv.wire import arg_bytes, pack, send_packed
 
 DEFAULT_BATCH = 2000
 
@@ -30,18 +30,6 @@ class BulkLoadError(DensekvError):
     def __init__(self, message: str, *, done: int) -> None:
         super().__init__(message)
         self.done = done
-
-
-def _arg(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value).encode()
-    if isinstance(value, float):
-        return repr(value).encode()
-    raise TypeError(f"bulk commands take bytes, str, int or float, not {type(value).__name__}")
 
 
 def encode_commands(commands: Iterable[tuple[Any, ...]]) -> bytes:
@@ -63,7 +51,7 @@ def _send_batch(pool: Any, batch: list[tuple[Any, ...]], done: int) -> None:
     for at, reply in enumerate(replies):
         if isinstance(reply, ResponseError):
             raise BulkLoadError(
-                f"command {done + at + 1} ({_arg(batch[at][0]).decode()}) failed: {reply}",
+                f"command {done + at + 1} ({arg_bytes(batch[at][0]).decode()}) failed: {reply}",
                 done=done + at,
             )
 
@@ -85,7 +73,7 @@ def bulk_load(
         if isinstance(client, redis.RedisCluster):
             groups: dict[str, tuple[Any, list[tuple[Any, ...]]]] = {}
             for cmd in chunk:
-                node = client.nodes_manager.get_node_from_slot(key_slot(_arg(cmd[1])))
+                node = client.nodes_manager.get_node_from_slot(key_slot(arg_bytes(cmd[1])))
                 groups.setdefault(node.name, (node, []))[1].append(cmd)
             for node, cmds in groups.values():
                 _send_batch(client.get_redis_connection(node).connection_pool, cmds, done)

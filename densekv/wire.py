@@ -39,7 +39,7 @@ from redis.exceptions import ResponseError
 
 from densekv.errors import ServerUnavailable
 
-__all__ = ["READS", "REDIS_PY_RANGE", "NothingRead", "aexchange", "exchange", "pack", "send_packed"]
+__all__ = ["READS", "REDIS_PY_RANGE", "NothingRead", "aexchange", "arg_bytes", "exchange", "pack", "send_packed"]
 
 #: the redis-py releases this module is written and tested against (pyproject's requirement)
 REDIS_PY_RANGE = ">=8.0"
@@ -172,7 +172,16 @@ def exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     replies: list[Any] = []
     try:
         conn.send_packed_command(_pack_one(commands) or conn.pack_commands(commands))
-        for _ in commands:
+    except (redis.ConnectionError, OSError) as exc:
+        _raise_broken(exc, replies)
+    return _read_replies(conn, len(commands), replies)
+
+
+def _read_replies(conn: Any, n: int, replies: list[Any]) -> list[Any]:
+    """`n` replies read by redis-py into `replies` (an error reply in its place); a broken
+    connection raises as _raise_broken says, with what was read."""
+    try:
+        for _ in range(n):
             try:
                 replies.append(conn.read_response(disable_decoding=True))
             except ResponseError as exc:
@@ -334,7 +343,8 @@ def pack(commands: Sequence[Sequence[Any]]) -> bytes:
     return _resp(commands)
 
 
-def _arg(value: Any) -> bytes:
+def arg_bytes(value: Any) -> bytes:
+    """One command argument as the bytes RESP carries (what hiredis's packer writes)."""
     if isinstance(value, bytes):
         return value
     if isinstance(value, str):
@@ -353,7 +363,7 @@ def _resp(commands: Sequence[Sequence[Any]]) -> bytes:
     for cmd in commands:
         append(b"*%d\r\n" % len(cmd))
         for value in cmd:
-            data = _arg(value)
+            data = arg_bytes(value)
             append(b"$%d\r\n%s\r\n" % (len(data), data))
     return b"".join(out)
 
@@ -371,16 +381,7 @@ def send_packed(pool: Any, payload: bytes, n: int) -> list[Any]:
         sock = getattr(conn, "_sock", None)
         if _hiredis is not None and sock is not None:
             return _hiredis_read(conn, sock, n)
-        replies: list[Any] = []
-        try:
-            for _ in range(n):
-                try:
-                    replies.append(conn.read_response(disable_decoding=True))
-                except ResponseError as exc:
-                    replies.append(exc)
-        except (redis.ConnectionError, OSError) as exc:
-            _raise_broken(exc, replies)
-        return replies
+        return _read_replies(conn, n, [])
     except BaseException:
         conn.disconnect()
         raise
