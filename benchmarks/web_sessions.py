@@ -475,10 +475,9 @@ def child(args: argparse.Namespace) -> None:
                "error": f"{type(exc).__name__}: {exc}"[:500]}
     if rec.get("part") == "memory":
         rec.setdefault("table_row", ["store", "profile", "n"])
-    import densekv
-
     rec["densekv_digest"] = os.environ.get("WEB_SESSIONS_DIGEST", "live tree")
-    rec["densekv_from"] = str(Path(densekv.__file__).parent.parent)
+    rec["commit"] = os.environ.get("WEB_SESSIONS_COMMIT") or rec.get("commit")  # as frozen
+    rec["densekv_from"] = str(Path(sys.modules["densekv"].__file__ or "").parent.parent)
     rec["duration_s"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(rec), flush=True)
 
@@ -492,21 +491,23 @@ def freeze_code() -> tuple[str, str]:
     source = Path(densekv.__file__).parent
     digest = hashlib.sha256()
     for path in sorted(source.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
+        if path.is_file() and not SKIPPED & set(path.parts):
             digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes())
     top = Path(tempfile.mkdtemp(prefix="web_sessions_code_"))
-    shutil.copytree(source, top / "densekv", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(source, top / "densekv", ignore=shutil.ignore_patterns(*SKIPPED))
     return str(top), digest.hexdigest()[:12]
 
 
 FROZEN: tuple[str, str] | None = None
+STAMP: str | None = None  # gitstamp.commit() as frozen, not the live checkout's at each child
+SKIPPED = {"__pycache__", ".mypy_cache"}  # not code: neither copied nor in the digest
 
 
 def spawn(argv: list[str]) -> dict[str, Any]:
     env = dict(os.environ)
     if FROZEN is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (FROZEN[0], env.get("PYTHONPATH"))))
-        env["WEB_SESSIONS_DIGEST"] = FROZEN[1]
+        env["WEB_SESSIONS_DIGEST"], env["WEB_SESSIONS_COMMIT"] = FROZEN[1], STAMP or ""
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv],
                           stdout=subprocess.PIPE, text=True, check=False, env=env)
     for line in reversed(proc.stdout.splitlines()):
@@ -558,8 +559,8 @@ def main() -> None:
     if missing:
         sys.exit(f"servers not on this machine: {', '.join(missing)} (scripts/get-servers)")
     common = ["--ttl", str(args.ttl)]
-    global FROZEN
-    FROZEN = freeze_code()
+    global FROZEN, STAMP
+    STAMP, FROZEN = gitstamp.commit(), freeze_code()
     print(f"web_sessions: densekv {FROZEN[1]} frozen in {FROZEN[0]}", file=sys.stderr)
     started = time.perf_counter()
     try:
