@@ -113,6 +113,9 @@ def _send(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         conn.disconnect()
         raise _Lost(str(exc)) from exc
+    except BaseException:
+        conn.disconnect()  # unwound mid-read: its replies must not meet the next round trip (wire._roundtrip)
+        raise
     finally:
         pool.release(conn)
 
@@ -133,6 +136,9 @@ async def _asend(node: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         await conn.disconnect()
         raise _Lost(str(exc)) from exc
+    except BaseException:
+        await conn.disconnect()  # cancelled mid-read: as in _send
+        raise
     finally:
         node.release(conn)
 

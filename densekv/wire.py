@@ -91,6 +91,13 @@ def _roundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Any] 
             conn = None
             return _roundtrip(pool, commands)
         raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
+    except BaseException:
+        # unwound in the middle of the round trip (a worker's timeout signal, gevent's
+        # Timeout, KeyboardInterrupt): its replies may still be on their way, and the next
+        # round trip on this connection would read them as its own - another request's
+        # data. The pool's can_read() probe is not run on this path (see _take), so drop it.
+        conn.disconnect()
+        raise
     finally:
         if conn is not None:
             _give_back(pool, conn) if fast else pool.release(conn)
@@ -325,6 +332,9 @@ async def _aroundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequenc
             conn = None
             return await _aroundtrip(pool, commands)
         raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
+    except BaseException:
+        await conn.disconnect()  # cancelled mid-read (a client went away): as in _roundtrip
+        raise
     finally:
         if conn is not None:
             await pool.release(conn)

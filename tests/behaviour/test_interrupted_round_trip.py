@@ -1,0 +1,95 @@
+"""A round trip interrupted before its replies were read must not leave them on a pooled
+connection: the next round trip on that pool would read them as its own answers - another
+user's session. The interruption is anything that unwinds a request in the middle of a read:
+a worker's timeout signal, gevent's Timeout, KeyboardInterrupt (a BaseException), or the
+cancellation of an asyncio task (a client that went away). densekv takes connections from a
+plain redis-py pool without the pool's can_read() probe (densekv/wire.py), so the round trip
+itself must drop such a connection. Real server, stopped with SIGSTOP so that the replies
+arrive only after the interruption.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+import pytest
+import redis
+import redis.asyncio
+
+from densekv.plan import AsyncExecutor, SyncExecutor, command
+from densekv.server.process import ServerProcess
+
+
+class Interrupted(BaseException):
+    """What a request timeout raises in the middle of a blocking read."""
+
+
+@pytest.fixture
+def stoppable(fresh_server: Callable[..., ServerProcess]) -> Iterator[ServerProcess]:
+    srv = fresh_server("valkey-9.1")
+    c = srv.client()
+    c.set("user:a", b"alice's session")
+    c.set("user:b", b"bob's session")
+    c.close()
+    yield srv
+    assert srv.proc is not None
+    srv.proc.send_signal(signal.SIGCONT)
+
+
+def _resume_later(srv: ServerProcess, seconds: float) -> threading.Timer:
+    assert srv.proc is not None
+    timer = threading.Timer(seconds, srv.proc.send_signal, (signal.SIGCONT,))
+    timer.start()
+    return timer
+
+
+@pytest.mark.parametrize("batch", [1, 2, 4], ids=["one-command", "two-commands", "four-commands"])
+def test_a_sync_round_trip_interrupted_mid_read_leaves_no_reply_behind(stoppable: ServerProcess,
+                                                                       batch: int) -> None:
+    client = redis.Redis(host="127.0.0.1", port=stoppable.port, socket_timeout=10)
+    ex = SyncExecutor(client)
+    assert ex.run_many([command("GET", "user:b")]) == [b"bob's session"]  # a pooled connection
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted
+
+    assert stoppable.proc is not None
+    stoppable.proc.send_signal(signal.SIGSTOP)
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(Interrupted):
+            ex.run_many([command("GET", "user:a") for _ in range(batch)])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    _resume_later(stoppable, 0.2).join()
+    # alice's replies are on their way to whichever connection sent her request
+    for _ in range(3):
+        assert ex.run_many([command("GET", "user:b") for _ in range(batch)]) == [b"bob's session"] * batch
+    client.close()
+
+
+@pytest.mark.parametrize("batch", [1, 2, 4], ids=["one-command", "two-commands", "four-commands"])
+def test_an_asyncio_round_trip_cancelled_mid_read_leaves_no_reply_behind(stoppable: ServerProcess,
+                                                                         batch: int) -> None:
+    async def main() -> None:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=stoppable.port, socket_timeout=10)
+        ex = AsyncExecutor(client)
+        assert await ex.run_many([command("GET", "user:b")]) == [b"bob's session"]
+        assert stoppable.proc is not None
+        stoppable.proc.send_signal(signal.SIGSTOP)
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(ex.run_many([command("GET", "user:a") for _ in range(batch)]), 0.3)
+        stoppable.proc.send_signal(signal.SIGCONT)
+        await asyncio.sleep(0.2)
+        for _ in range(3):
+            got = await ex.run_many([command("GET", "user:b") for _ in range(batch)])
+            assert got == [b"bob's session"] * batch
+        await client.aclose()
+
+    asyncio.run(main())
