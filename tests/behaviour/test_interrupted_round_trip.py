@@ -1,7 +1,7 @@
 """A round trip interrupted before its replies were read must not leave them on a pooled
 connection: the next round trip on that pool would read them as its own answers - another
 user's session. The interruption is anything that unwinds a request in the middle of a read:
-a worker's timeout signal, gevent's Timeout, KeyboardInterrupt (a BaseException), or the
+a worker's timeout signal, gevent's Timeout, KeyboardInterrupt (a BaseException; here a signal handler raises one), or the
 cancellation of an asyncio task (a client that went away). densekv takes connections from a
 plain redis-py pool without the pool's can_read() probe (densekv/wire.py), so the round trip
 itself must drop such a connection. Real server, stopped with SIGSTOP so that the replies
@@ -11,6 +11,7 @@ arrive only after the interruption.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -59,14 +60,17 @@ def test_a_sync_round_trip_interrupted_mid_read_leaves_no_reply_behind(stoppable
 
     assert stoppable.proc is not None
     stoppable.proc.send_signal(signal.SIGSTOP)
-    previous = signal.signal(signal.SIGALRM, interrupt)
+    # SIGUSR1 from a timer thread (SIGALRM and its timer belong to pytest-timeout)
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1))
     try:
-        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        timer.start()
         with pytest.raises(Interrupted):
             ex.run_many([command("GET", "user:a") for _ in range(batch)])
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        timer.cancel()
+        timer.join()
+        signal.signal(signal.SIGUSR1, previous)
     _resume_later(stoppable, 0.2).join()
     # alice's replies are on their way to whichever connection sent her request
     for _ in range(3):
