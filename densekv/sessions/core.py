@@ -504,9 +504,10 @@ class SessionCore(IdentityFlows):
                 times = (min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute, absolute)
                 if self.index is not None and current.identity is not None and absolute > current.absolute_at:
                     yield [self.index.plan_add(current.identity, digest, absolute)]
-            (result,) = yield from self.run_on([digest], [self.layout.plan_replace(digest, current, data, framed, now, times)])
+            plan = self.layout.plan_replace(digest, current, data, framed, now, times)  # not migrating: no split first
+            (result,) = (yield [plan]) if type(plan) is Plan and not self.migrating else (yield from self.run_on([digest], [plan]))
             if result == 1:
-                if packed is not None and sample:
+                if packed is not None and sample and self.codec.dictionary is None:  # sample()'s no-op case skipped
                     yield from payloads.sample(self, [packed])
                 return data if data is not None else {}
             if result == 0:

@@ -59,8 +59,9 @@ MARKER = bytes([OUT_OF_LINE])
 CONTINUED = b"\x0d"  # codec.py reserves 0x0D for it: never a codec header
 DEFAULT_MAX_DATA_BYTES = 64 * 1024
 _MIN_PACKED = 8  # shorter text gains nothing from an ext header
-_HEX = re.compile(r"\A(?:[0-9a-f]{2})+\Z")
-_HEX_UPPER = re.compile(r"\A(?:[0-9A-F]{2})+\Z")
+# hex: fullmatch of an even-length text (0.19 us for 64 characters; \A(?:[0-9a-f]{2})+\Z took 0.63)
+_HEX = re.compile(r"[0-9a-f]+")
+_HEX_UPPER = re.compile(r"[0-9A-F]+")
 _B64URL = re.compile(r"\A[A-Za-z0-9_-]+\Z")
 _UUID = re.compile(r"\A[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
@@ -92,10 +93,11 @@ def _pack_text(s: str) -> Any:
         return s
     if n == 36 and _UUID.match(s):
         return msgpack.ExtType(EXT_UUID, uuid.UUID(s).bytes)
-    if _HEX.match(s):
-        return msgpack.ExtType(EXT_HEX, bytes.fromhex(s))
-    if _HEX_UPPER.match(s):
-        return msgpack.ExtType(EXT_HEX_UPPER, bytes.fromhex(s))
+    if not n % 2:
+        if _HEX.fullmatch(s):
+            return msgpack.ExtType(EXT_HEX, bytes.fromhex(s))
+        if _HEX_UPPER.fullmatch(s):
+            return msgpack.ExtType(EXT_HEX_UPPER, bytes.fromhex(s))
     if n % 4 != 1 and _B64URL.match(s):
         raw = base64.urlsafe_b64decode(s + "=" * (-n % 4))
         if _ext_size(len(raw)) < _str_size(n) and base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == s:
@@ -168,6 +170,8 @@ def _convert(value: Any, path: Any, depth: int = 1) -> Any:
                     raise SessionDataInvalid(
                         f"session data {_where(path)} has a {type(k).__name__} key {k!r}: keys are str")
                 out[_utf8_text(k, _where(path) + " key")] = _convert(v, (path, k), depth + 1)
+            elif type(v) is str and v.isascii():  # _convert's first case, without the call and path
+                out[k] = _pack_text(v) if len(v) >= _MIN_PACKED else v
             else:
                 out[k] = _convert(v, (path, k), depth + 1)
         return out

@@ -283,20 +283,31 @@ class PartitionedLayout(Layout):
         p, field = self.locate(digest)
         return script_call(script("hrec_touch"), self._keys(p), (field, now, idle_ttl, self.mode), int)
 
+    #: plan_replace's key names by partition: (hash, ool key less the digest, continuation,
+    #: the zset or nothing), made on first use; at most _REPLACE_KEYS_MAX partitions
+    _replace_keys: dict[int, tuple[bytes, bytes, bytes, tuple[bytes, ...]]]
+
     def plan_replace(self, digest: bytes, current: Record | None, data: dict[str, Any] | None,
                      framed: bytes | None, now: int, times: tuple[int, int] | None = None) -> Plan[int]:
         p, field = self.locate(digest)
         expected = (b"", b"") if current is None else (current.raw, current.ool or b"")
-        keys: tuple[bytes, ...] = (self.hash_key(p), self.ool_key(digest), self.cont_key(p))
+        try:
+            named = self._replace_keys.get(p)
+        except AttributeError:
+            named = None
+            self._replace_keys = {}
+        if named is None:  # a key name costs ~0.3-0.8 us to format: once per partition
+            ool = self.ool_key(digest)
+            named = (self.hash_key(p), ool[: len(ool) - len(digest)], self.cont_key(p), self._keys(p)[1:])
+            if len(self._replace_keys) >= _REPLACE_KEYS_MAX:
+                self._replace_keys.clear()
+            self._replace_keys[p] = named
+        keys: tuple[bytes, ...] = (named[0], named[1] + digest, named[2])
         if times is not None:
-            keys += self._keys(p)[1:]  # the zset, in the zset layout
-        return script_call(
-            script("hrec_update"),
-            keys,
-            (field, now, framed or b"", self.limits.hash_max_listpack_value, self.mode, *expected,
-             *(times or ())),
-            int,
-        )
+            keys += named[3]  # the zset, in the zset layout
+        args = (field, now, framed or b"", self.limits.hash_max_listpack_value, self.mode, *expected,
+                *(times or ()))
+        return Plan((ScriptCall(script("hrec_update"), keys, args),), _first_int)
 
     def plan_delete(self, digest: bytes) -> Plan[Record | None]:
         p, field = self.locate(digest)
@@ -387,6 +398,14 @@ class FieldTtlLayout(PartitionedLayout):
 
     def sweep_units(self) -> Iterator[int]:
         return iter(())  # the server expires fields itself
+
+
+_REPLACE_KEYS_MAX = 4096
+
+
+def _first_int(replies: list[Any]) -> int:
+    """plan_replace's reply: script_call(..., int) without a closure per plan."""
+    return int(replies[0])
 
 
 def with_rest(rec: Record, rest: bytes | None) -> Record:
