@@ -1,7 +1,8 @@
 """Failover on the replicated cluster (3 masters + 3 replicas, node timeout 1.5 s) under
 writers running sessions, set adds and map increments (tests/behaviour/cluster_writers.py).
 
-  * CLUSTER FAILOVER (coordinated): no error, nothing lost.
+  * CLUSTER FAILOVER (coordinated): nothing lost or revived, no error but NotDurable (a
+    revocation whose WAIT the promoted replica stopped answering).
   * SIGKILL of the busiest master: every writer works again within the executor's
     recovery bound (densekv.cluster_executor.RECOVERY_SECONDS; 2-4 s here), without a
     new client; the only errors while the slots have no master are WriteInDoubt (a write
@@ -46,7 +47,12 @@ def test_manual_failover_loses_nothing(replicated_client: redis.RedisCluster,
     for w in writers:
         w.stop()
     for w in writers:
-        assert w.log.errors == [], (w.kind, w.log.errors[:3])
+        # A revocation (a session destroyed or rotated) waits for a replica: WAIT on the
+        # old master that a replica stops acknowledging as it is promoted answers 0 and is
+        # raised as NotDurable ("could not confirm"; seen once in CI under a CPU hog). That
+        # is the honest answer, not a loss: what must hold is nothing lost or revived.
+        unexpected = [e for e in w.log.errors if not e[1].startswith("NotDurable")]
+        assert unexpected == [], (w.kind, unexpected[:3])
         result = check(w)
         assert (result.lost, result.duplicated, result.revived) == (0, 0, 0), result
 
