@@ -86,6 +86,9 @@ class PartitionedLayout(Layout):
         if self.base_bits > self.bits or (self.from_bits is not None and not self.base_bits <= self.from_bits < self.bits):
             raise ValueError("partition counts only grow: base <= from < partitions")
         self.limits = limits
+        #: plan_replace's key names by partition: (hash, ool key less the digest,
+        #: continuation, the zset or nothing), made on first use; at most _REPLACE_KEYS_MAX
+        self._replace_keys: dict[int, tuple[bytes, bytes, bytes, tuple[bytes, ...]]] = {}
 
     # -- naming -----------------------------------------------------------------------
     def key_at(self, code: str, partition: int, bits: int) -> bytes:
@@ -283,19 +286,11 @@ class PartitionedLayout(Layout):
         p, field = self.locate(digest)
         return script_call(script("hrec_touch"), self._keys(p), (field, now, idle_ttl, self.mode), int)
 
-    #: plan_replace's key names by partition: (hash, ool key less the digest, continuation,
-    #: the zset or nothing), made on first use; at most _REPLACE_KEYS_MAX partitions
-    _replace_keys: dict[int, tuple[bytes, bytes, bytes, tuple[bytes, ...]]]
-
     def plan_replace(self, digest: bytes, current: Record | None, data: dict[str, Any] | None,
                      framed: bytes | None, now: int, times: tuple[int, int] | None = None) -> Plan[int]:
         p, field = self.locate(digest)
         expected = (b"", b"") if current is None else (current.raw, current.ool or b"")
-        try:
-            named = self._replace_keys.get(p)
-        except AttributeError:
-            named = None
-            self._replace_keys = {}
+        named = self._replace_keys.get(p)
         if named is None:  # a key name costs ~0.3-0.8 us to format: once per partition
             ool = self.ool_key(digest)
             named = (self.hash_key(p), ool[: len(ool) - len(digest)], self.cont_key(p), self._keys(p)[1:])
