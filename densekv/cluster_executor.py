@@ -114,7 +114,7 @@ def _send(pool: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         conn.disconnect()
         raise _Lost(str(exc)) from exc
     except BaseException:
-        conn.disconnect()  # unwound mid-read: its replies must not meet the next round trip (wire._roundtrip)
+        conn.disconnect()  # unwound mid-read: its replies must not meet the next round trip (wire.roundtrip)
         raise
     finally:
         pool.release(conn)

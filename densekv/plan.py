@@ -48,7 +48,7 @@ from redis.exceptions import NoScriptError
 
 from densekv.errors import NotDurable, PlanError, ScriptError, WrongType
 from densekv.lua import Script
-from densekv.wire import READS, _aroundtrip, _roundtrip
+from densekv.wire import READS, aroundtrip, roundtrip
 
 T = TypeVar("T")
 Key = bytes | str
@@ -356,7 +356,7 @@ class SyncExecutor(ManyRunner):
         preload = self._scripts.missing(plans)
         wait = self.durable.wait_for(plans) if self.durable else None
         wire = Wire.build(plans, preload, wait=wait)
-        replies = _roundtrip(self.pool, wire.commands, plans, reads_only)
+        replies = roundtrip(self.pool, wire.commands, plans, reads_only)
         self._scripts.mark(preload)
         per_plan = wire.replies_of(replies)
         self._retry_noscript(wire, per_plan)
@@ -368,7 +368,7 @@ class SyncExecutor(ManyRunner):
         """The common case, one plan of one command (or a loaded script's call) without
         durability: no Wire, no preload, the reply decoded as finish_plans would. A NOSCRIPT
         (the call did not run) goes the whole way again, which loads the script first."""
-        reply = _roundtrip(self.pool, [one], (plan,), reads_only)[0]
+        reply = roundtrip(self.pool, [one], (plan,), reads_only)[0]
         if isinstance(reply, NoScriptError):
             self._scripts.loaded.clear()
             return self.run_many([plan])[0]  # not loaded now: the general path loads it
@@ -381,7 +381,7 @@ class SyncExecutor(ManyRunner):
         commands: list[tuple[Any, ...]] = [("MULTI",)]
         commands += [step.args for step in plan.steps]  # Commands only (Plan refuses a script here)
         commands.append(("EXEC",))
-        replies = _roundtrip(self.pool, commands, (plan,), reads_only)
+        replies = roundtrip(self.pool, commands, (plan,), reads_only)
         done = replies[-1]
         if isinstance(done, Exception):
             queued = [r for r in replies[1:-1] if isinstance(r, Exception)]
@@ -398,7 +398,7 @@ class SyncExecutor(ManyRunner):
         scripts, commands = _reload_commands(wire, failed)
         if self.durable:  # the calls sent again write too
             commands.append(("WAIT", self.durable.replicas, self.durable.timeout_ms))
-        replies = _roundtrip(self.pool, commands)
+        replies = roundtrip(self.pool, commands)
         self._scripts.mark(scripts)
         if self.durable:
             self.durable.check(replies.pop())
@@ -432,14 +432,14 @@ class AsyncExecutor(AsyncManyRunner):
         if len(plans) == 1 and self.durable is None:  # as SyncExecutor._run_single
             one = _single_command(plans[0], self._scripts.loaded)
             if one is not None:
-                reply = (await _aroundtrip(self.pool, [one], plans, reads_only))[0]
+                reply = (await aroundtrip(self.pool, [one], plans, reads_only))[0]
                 if not isinstance(reply, NoScriptError):
                     return [_finish_one(plans[0], reply)]
                 self._scripts.loaded.clear()  # it did not run: the general path loads and sends it
         preload = self._scripts.missing(plans)
         wait = self.durable.wait_for(plans) if self.durable else None
         wire = Wire.build(plans, preload, wait=wait)
-        replies = await _aroundtrip(self.pool, wire.commands, plans, reads_only)
+        replies = await aroundtrip(self.pool, wire.commands, plans, reads_only)
         self._scripts.mark(preload)
         per_plan = wire.replies_of(replies)
         failed = _noscript_positions(wire, per_plan)
@@ -448,7 +448,7 @@ class AsyncExecutor(AsyncManyRunner):
             scripts, commands = _reload_commands(wire, failed)
             if self.durable:
                 commands.append(("WAIT", self.durable.replicas, self.durable.timeout_ms))
-            retry = await _aroundtrip(self.pool, commands)
+            retry = await aroundtrip(self.pool, commands)
             self._scripts.mark(scripts)
             if self.durable:
                 self.durable.check(retry.pop())

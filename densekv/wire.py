@@ -32,14 +32,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import redis
 from redis.exceptions import ResponseError
 
 from densekv.errors import ServerUnavailable
 
-__all__ = ["READS", "REDIS_PY_RANGE", "NothingRead", "aexchange", "arg_bytes", "exchange", "pack", "send_packed"]
+__all__ = [
+    "READS", "REDIS_PY_RANGE", "NothingRead", "aexchange", "arg_bytes", "aroundtrip", "exchange", "pack",
+    "roundtrip", "send_packed",
+]
 
 #: the redis-py releases this module is written and tested against (pyproject's requirement)
 REDIS_PY_RANGE = ">=8.0"
@@ -67,7 +70,7 @@ class NothingRead(redis.ConnectionError):
     asyncio stream learns of the EOF only when read)."""
 
 
-def _roundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Any] = (),
+def roundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Any] = (),
                reads_only: Callable[[Sequence[Any]], bool] | None = None) -> list[Any]:
     """Send all commands in one write, read every reply raw; errors come back as values.
     A batch whose connection broke before its first reply (NothingRead), or at any point
@@ -89,7 +92,7 @@ def _roundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Any] 
                 plans and reads_only is not None and reads_only(plans))):
             _give_back(pool, conn) if fast else pool.release(conn)
             conn = None
-            return _roundtrip(pool, commands)
+            return roundtrip(pool, commands)
         raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
     except BaseException:
         # unwound in the middle of the round trip (a worker's timeout signal, gevent's
@@ -110,7 +113,7 @@ def _roundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Any] 
 # four observability counters, two getpid() calls and the release event. densekv does not
 # need the probe: a connection always comes back with every reply read (or is
 # disconnected), and one the server closed while it sat idle fails its first read, which
-# _roundtrip sends again on a new connection (NothingRead). A connection that asks to
+# roundtrip sends again on a new connection (NothingRead). A connection that asks to
 # reconnect (redis-py's maintenance notifications) is disconnected on release, as the pool
 # does. Any other pool (blocking, sentinel, a client-side cache, a subclass, a credential
 # provider, a pool of another process, a pool whose get_connection was replaced on the
@@ -216,7 +219,7 @@ def _pack_one(commands: list[tuple[Any, ...]]) -> list[bytes] | None:
         return None
 
 
-def _raise_broken(exc: BaseException, replies: list[Any]) -> None:
+def _raise_broken(exc: BaseException, replies: list[Any]) -> NoReturn:
     """Re-raise a broken connection's error, as NothingRead if no reply had come."""
     if replies or isinstance(exc, (redis.TimeoutError, TimeoutError)):
         raise exc
@@ -318,9 +321,9 @@ async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     return replies
 
 
-async def _aroundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Any] = (),
+async def aroundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Any] = (),
                       reads_only: Callable[[Sequence[Any]], bool] | None = None) -> list[Any]:
-    """`_roundtrip` on an asyncio pool (a read-only batch sent once more on a broken one)."""
+    """`roundtrip` on an asyncio pool (a read-only batch sent once more on a broken one)."""
     conn = await pool.get_connection()
     try:
         return await aexchange(conn, commands)
@@ -330,10 +333,10 @@ async def _aroundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequenc
                 plans and reads_only is not None and reads_only(plans))):
             await pool.release(conn)
             conn = None
-            return await _aroundtrip(pool, commands)
+            return await aroundtrip(pool, commands)
         raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
     except BaseException:
-        await conn.disconnect()  # cancelled mid-read (a client went away): as in _roundtrip
+        await conn.disconnect()  # cancelled mid-read (a client went away): as in roundtrip
         raise
     finally:
         if conn is not None:
