@@ -367,14 +367,28 @@ def cpu_s(group: int, pid: int) -> tuple[float, float]:
     return app / os.sysconf("SC_CLK_TCK"), server / os.sysconf("SC_CLK_TCK")
 
 
+def command_calls(stats: redis.Redis | None) -> dict[str, int]:
+    """Calls per command name so far (INFO commandstats), {} without a client."""
+    if stats is None:
+        return {}
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.info("commandstats").items()}
+
+
 def wrk_run(wrk: str, script: Path, port: int, jar: Path, seconds: int, connections: int,
-            seed: int, group: int = 0, server_pid: int = 0) -> dict[str, Any]:
+            seed: int, group: int = 0, server_pid: int = 0,
+            stats: redis.Redis | None = None) -> dict[str, Any]:
     argv = [wrk, "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "--timeout", "5s",
             "-s", str(script), f"http://127.0.0.1:{port}", "--", str(jar), "10", str(seed)]
+    calls = command_calls(stats)
     before = cpu_s(group, server_pid)
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     after = cpu_s(group, server_pid)
+    calls_after = command_calls(stats)
     got = json.loads(next(line[4:] for line in out.splitlines() if line.startswith("E2E ")))
+    if stats is not None:  # Redis commands per request, the INFO calls themselves left out
+        got["commands"] = {name: round((n - calls.get(name, 0)) / got["requests"], 3)
+                           for name, n in sorted(calls_after.items())
+                           if n > calls.get(name, 0) and name != "info"}
     got["rps"] = round(got["requests"] / (got["duration_us"] / 1e6), 1)
     got["app_cpu_us"] = round((after[0] - before[0]) / got["requests"] * 1e6, 1)
     got["server_cpu_us"] = round((after[1] - before[1]) / got["requests"] * 1e6, 1)
@@ -419,13 +433,14 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
                     if got != data[READ_KEY]:
                         raise AssertionError(f"{label}: a stored session reads back {got!r}")
             runs: dict[str, list[dict[str, Any]]] = {(order := ["densekv", peer])[0]: [], peer: []}
+            stats = proc.client()
             for label in order:  # warm-up, not kept
                 wrk_run(str(wrk.bins["wrk"]), script, ports[label], jars[label], 2, connections, 1)
             for r in range(rounds):
                 for label in order if r % 2 == 0 else order[::-1]:
                     runs[label].append(wrk_run(str(wrk.bins["wrk"]), script, ports[label],
                                                jars[label], seconds, connections, r + 2,
-                                               groups[label], proc.proc.pid))
+                                               groups[label], proc.proc.pid, stats))
     finally:
         for p in procs:
             with contextlib.suppress(ProcessLookupError):
@@ -451,6 +466,7 @@ def e2e_summary(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> dic
             "densekv_p99_us": round(p99[0]), "peer_p99_us": round(p99[1]),
             "p99_ratio": round(p99_ratio, 3), "p99_ratio_paired": round(med(paired_p99), 3),
             "errors": sum(r["errors"] for r in (*ours, *theirs)), **cpu,
+            "densekv_commands": ours[-1].get("commands"), "peer_commands": theirs[-1].get("commands"),
             "densekv_rounds": [(r["rps"], r["p99_us"], r["app_cpu_us"]) for r in ours],
             "peer_rounds": [(r["rps"], r["p99_us"], r["app_cpu_us"]) for r in theirs]}
 
