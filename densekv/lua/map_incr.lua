@@ -23,6 +23,12 @@ if not ok then
   if cur then redis.call('HSET', KEYS[1], ARGV[1], cur) end
   return {0, res.err or tostring(res)}
 end
-local text = redis.call('HGET', KEYS[1], ARGV[1])
+-- the new value as text: from the reply while a double holds it exactly, else read back
+local text
+if res > -9007199254740992 and res < 9007199254740992 then
+  text = string.format('%d', res)
+else
+  text = redis.call('HGET', KEYS[1], ARGV[1])
+end
 if head ~= '' then redis.call('HSET', KEYS[1], ARGV[1], head .. text) end
 return {1, text}
