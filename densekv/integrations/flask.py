@@ -67,7 +67,7 @@ from flask.sessions import SessionMixin
 from densekv.errors import DensekvError, ServerUnavailable
 from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.drive import run
-from densekv.integrations.flask_session import MISSING, DensekvSession, tag_value, untag_value
+from densekv.integrations.flask_session import MISSING, DensekvSession, tag_value, untag_data
 from densekv.sessions.model import (
     Identity,
     SessionExists,
@@ -213,7 +213,7 @@ class SessionInterface(FlaskSessionInterface):
         found = self.store.get(token, undecodable="none")
         if found is not None:
             stored = found.data or {}
-            session.loaded({k: untag_value(v) for k, v in stored.items()}, token, found, stored)
+            session.loaded(untag_data(stored), token, found, stored)
             return
         if self.fallback is not None:
             self._move_in(app, session, token)
@@ -234,8 +234,7 @@ class SessionInterface(FlaskSessionInterface):
             found = self.store.get(token, undecodable="none")
             if found is not None:
                 found_data = found.data or {}
-                session.loaded({k: untag_value(v) for k, v in found_data.items()}, token, found,
-                               found_data)
+                session.loaded(untag_data(found_data), token, found, found_data)
             return
         except ServerUnavailable:
             raise
@@ -300,6 +299,13 @@ class SessionInterface(FlaskSessionInterface):
             store.destroy(token)
         if session.end_all is not None:
             store.destroy_all(session.end_all)
+        if (not session.modified and session.login_as is None and not session.regenerate_asked
+                and session.token is not None and not self.should_set_cookie(app, session)):
+            # read only, no cookie to refresh (most requests): what decide() answers then,
+            # without building its Held: a touch when the idle expiry is due, else nothing
+            if session.found is not None and store.due_for_touch(session.found):
+                store.touch(session.token)
+            return
         decision = decide(self._held(app, session, store))
         if decision is NOTHING:  # most requests: read, nothing due
             return
@@ -320,6 +326,7 @@ class SessionInterface(FlaskSessionInterface):
         # Flask's lifetime binds (permanent, or shorter than the store's ttl): each write
         # restarts it, as Flask signs its cookie afresh; else the store's ttl from creation
         restarts = life is not None or (session.modified and session.permanent)
+        idle = not changed and not removed  # refresh_ttl and touch_due count only then
         return Held(
             token=token, read=found, stale=session.stale, ended=bool(session.ended),
             modified=session.modified,
@@ -331,10 +338,10 @@ class SessionInterface(FlaskSessionInterface):
             identity=login_as,
             rotate="login" if login_as is not None else (
                 "regenerate" if session.regenerate_asked else None),
-            ttl=life if restarts or "_permanent" in (*changed, *removed) else ...,
+            ttl=life if restarts or "_permanent" in changed or "_permanent" in removed else ...,
             life=life, renew_on_rotate=restarts, refresh=refresh,
-            refresh_ttl=refresh and self._refresh_due(session, life),
-            touch_due=found is not None and store.due_for_touch(found),
+            refresh_ttl=idle and refresh and self._refresh_due(session, life),
+            touch_due=idle and found is not None and store.due_for_touch(found),
             gone="create" if login_as is not None else "delete")
 
     def _lifetime(self, app: Flask, session: DensekvSession) -> int | None:

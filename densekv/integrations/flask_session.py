@@ -15,7 +15,7 @@ from flask.sessions import SessionMixin, session_json_serializer
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, check_identity
 
-__all__ = ["DensekvSession", "tag_value", "untag_value"]
+__all__ = ["DensekvSession", "tag_value", "untag_data", "untag_value"]
 
 MISSING = object()
 
@@ -30,6 +30,15 @@ def tag_value(value: Any) -> Any:
     if type(value) in _UNTAGGED:
         return value
     return session_json_serializer.tag(value)
+
+
+def untag_data(data: dict[str, Any]) -> dict[str, Any]:
+    """untag_value of every value of a stored session's data: `data` itself when no value
+    is a dict or a list (only those can hold a tag), as most sessions are."""
+    for value in data.values():
+        if isinstance(value, (dict, list)):
+            return {k: untag_value(v) for k, v in data.items()}
+    return data
 
 
 def untag_value(value: Any) -> Any:
@@ -51,26 +60,36 @@ class DensekvSession(TrackedDict, SessionMixin):
     regenerate(), logout_everywhere() and destroy() take effect when the response is saved.
     """
 
+    # per-request state; the immutable defaults live on the class (a request builds one
+    # session, so setting a dozen attributes in __init__ is a measurable part of a read)
+    loader: Callable[[DensekvSession], None] | None = None  # set: not read yet; first use reads it
+    token: str | None = None
+    found: Session | None = None
+    new = True
+    modified = False
+    _accessed = False
+    cleared = False
+    login_as: Identity | None = None
+    regenerate_asked = False
+    stale: str | None = None  # a cookie's token the store did not give a session for
+    end_all: Identity | None = None
+    failed = False  # a load or save raised: Flask's error path must not save
+
     def __init__(self, data: Mapping[str, Any] | None = None, *, token: str | None = None,
                  found: Session | None = None, stored: Mapping[str, Any] | None = None,
                  loader: Callable[[DensekvSession], None] | None = None) -> None:
-        super().__init__(data or {})
-        self.loader = loader  # set: not read yet; the first use reads it
-        self.token = token
-        self.found = found
-        self.stored: dict[str, Any] = dict(stored or {})
-        self.new = token is None
-        self.modified = False
-        self._accessed = False
+        if data:
+            dict.update(self, data)
+        if loader is not None:
+            self.loader = loader
+        if token is not None:
+            self.token, self.new = token, False
+        if found is not None:
+            self.found = found
+        self.stored: dict[str, Any] = dict(stored) if stored else {}
         self.set_keys: set[str] = set()
         self.deleted_keys: set[str] = set()
-        self.cleared = False
-        self.login_as: Identity | None = None
-        self.regenerate_asked = False
         self.ended: list[str] = []  # tokens to destroy at save time
-        self.stale: str | None = None  # a cookie's token the store did not give a session for
-        self.end_all: Identity | None = None
-        self.failed = False  # a load or save raised: Flask's error path must not save
 
     @property
     def accessed(self) -> bool:
@@ -82,7 +101,7 @@ class DensekvSession(TrackedDict, SessionMixin):
         session is read from the store then, so a request that never uses it makes no
         server call."""
         self._accessed = value
-        if value:
+        if value and self.loader is not None:
             self.read()
 
     def read(self) -> None:
@@ -111,16 +130,19 @@ class DensekvSession(TrackedDict, SessionMixin):
 
     # -- every use of the dict reads it first ------------------------------------------------
     def __getitem__(self, key: str) -> Any:
-        self.read()
-        return super().__getitem__(key)
+        if self.loader is not None:
+            self.read()
+        return dict.__getitem__(self, key)
 
     def get(self, key: str, default: Any = None) -> Any:
-        self.read()
-        return super().get(key, default)
+        if self.loader is not None:
+            self.read()
+        return dict.get(self, key, default)
 
     def __contains__(self, key: object) -> bool:
-        self.read()
-        return super().__contains__(key)
+        if self.loader is not None:
+            self.read()
+        return dict.__contains__(self, key)
 
     def __iter__(self) -> Iterator[str]:
         self.read()
@@ -131,8 +153,9 @@ class DensekvSession(TrackedDict, SessionMixin):
         return super().__reversed__()
 
     def __len__(self) -> int:
-        self.read()
-        return super().__len__()
+        if self.loader is not None:
+            self.read()
+        return dict.__len__(self)
 
     def keys(self) -> Any:
         self.read()

@@ -538,6 +538,13 @@ class SessionMiddleware:
         if state.max_age is not None and state.max_age <= 0:  # dead at birth
             return await self._save_nothing(session)
         token, found = state.token, state.found
+        if (token is not None and not session.modified and not state.cleared
+                and not state.new_cookie and not state.ended):
+            # read only (most requests): what decide() answers then, without building its
+            # Held: a touch when the idle expiry is due, else nothing; no cookie either way
+            if found is not None and store.due_for_touch(found):
+                await store.touch(token)
+            return None
         creates = token is None or state.cleared
         writes = bool(session) if creates else state.changed or state.removed or state.new_cookie
         ttl = await _ttl(state) if writes else None  # (ready() opens the store: not for nothing)
