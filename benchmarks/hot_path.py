@@ -58,7 +58,8 @@ bound and `*_ok` whether the ratio meets it.
 A full run takes ~2 min 10 s on the 2-core dev machine (16 rounds of 1000 calls), --quick
 ~15 s (4 rounds of 200). Prints one JSON record per (server, op, variant) and appends them
 to --out (default benchmarks/results/hot_path.jsonl; --no-save: print only). --profile
-prints instead where the time of session get (inline) and apply (read / no_read) goes:
+prints instead where the time of session get (inline, split), apply (read / no_read) and
+create goes:
 cProfile over --calls calls each (wall clock: recv_into holds the wait for the reply),
 densekv's own functions, the top 15 by cumulative and by self time, and the top 8 others
 by self time.
@@ -524,7 +525,7 @@ def record(case: Case, server: str, version: str, facts: dict[str, Any],
 
 
 def profile(server: str, args: argparse.Namespace) -> None:
-    """cProfile of session get (inline) and apply (read / no_read), --calls calls each, printed
+    """cProfile of session get (inline, split), apply (read / no_read) and create, --calls calls each, printed
     as tables per call: densekv's own functions, top 15 by cumulative and by self time, and
     the top 8 others by self time (the I/O and the parser under them). The profiler's clock
     is the wall clock (a CPU clock costs a system call per event, which would swamp the
@@ -536,11 +537,9 @@ def profile(server: str, args: argparse.Namespace) -> None:
     n = args.calls
     home = str(Path(densekv.__file__).parent.parent) + "/"
     with ServerProcess(binary) as proc:
-        cases, _ = build_cases(proc.url, binary, ["session_get", "session_apply"], args.sessions,
-                               n + 2)
+        cases, _ = build_cases(proc.url, binary, ["session_get", "session_apply", "session_create"],
+                               args.sessions, n + 2)
         for case in cases:
-            if (case.op, case.variant) == ("session_get", "split"):
-                continue
             side = case.densekv
             if side.prepare:
                 side.prepare(0, n + 2)
@@ -591,7 +590,7 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=10_000)
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--no-save", action="store_true", help="print the records only")
-    ap.add_argument("--profile", action="store_true", help="cProfile session get and apply instead")
+    ap.add_argument("--profile", action="store_true", help="cProfile session get, apply and create instead")
     args = ap.parse_args()
     args.rounds = args.rounds or (4 if args.quick else 16)
     args.calls = args.calls or (200 if args.quick else 1000)

@@ -48,7 +48,7 @@ from redis.exceptions import NoScriptError
 
 from densekv.errors import NotDurable, PlanError, ScriptError, WrongType
 from densekv.lua import Script
-from densekv.wire import READS, aroundtrip, roundtrip
+from densekv.wire import EXEC, MULTI, READS, aroundtrip, roundtrip
 
 T = TypeVar("T")
 Key = bytes | str
@@ -95,8 +95,10 @@ class Plan(Generic[T]):
     def __post_init__(self) -> None:
         if not self.steps:
             raise PlanError("a plan needs at least one step")
-        if (self.atomic or len(self.steps) > 1) and any(isinstance(s, ScriptCall) for s in self.steps):
-            raise PlanError("a plan is commands or one script call: a script is atomic already")
+        if self.atomic or len(self.steps) > 1:
+            for s in self.steps:  # a loop, not any() over a generator: every multi-step plan pays it
+                if isinstance(s, ScriptCall):
+                    raise PlanError("a plan is commands or one script call: a script is atomic already")
 
     def keys(self) -> list[Key]:
         return [k for step in self.steps for k in step.keys]
@@ -195,13 +197,13 @@ class Wire:
             if plan.atomic:
                 if ask:
                     wire.commands.append(("ASKING",))
-                wire.commands.append(("MULTI",))
+                wire.commands.append(MULTI)
             for step in plan.steps:
                 if ask and not plan.atomic:
                     wire.commands.append(("ASKING",))
                 wire.commands.append(step.evalsha if isinstance(step, ScriptCall) else step.args)
             if plan.atomic:
-                wire.commands.append(("EXEC",))
+                wire.commands.append(EXEC)
             wire.spans.append((start, len(wire.commands)))
         if wait is not None:
             wire.wait_at = len(wire.commands)
@@ -378,17 +380,18 @@ class SyncExecutor(ManyRunner):
         """One atomic plan without durability: MULTI, its commands, EXEC, and the replies
         folded as Wire.replies_of folds them (an aborted EXEC: the queueing error, else
         EXEC's own, for every step)."""
-        commands: list[tuple[Any, ...]] = [("MULTI",)]
-        commands += [step.args for step in plan.steps]  # Commands only (Plan refuses a script here)
-        commands.append(("EXEC",))
+        # Commands only (Plan refuses a script here); MULTI and EXEC as wire's constants,
+        # which it sends packed once
+        commands: list[tuple[Any, ...]] = [MULTI, *[step.args for step in plan.steps], EXEC]
         replies = roundtrip(self.pool, commands, (plan,), reads_only)
         done = replies[-1]
         if isinstance(done, Exception):
             queued = [r for r in replies[1:-1] if isinstance(r, Exception)]
-            per_step = [queued[0] if queued else done] * len(plan.steps)
-        else:
-            per_step = list(done)
-        return finish_plans((plan,), [per_step])[0]
+            return finish_plans((plan,), [[queued[0] if queued else done] * len(plan.steps)])[0]
+        for step, reply in zip(plan.steps, done):  # finish_plans of one plan, EXEC's array as it came
+            if isinstance(reply, Exception):
+                raise _translate(reply, step)
+        return plan.decode(done)
 
     def _retry_noscript(self, wire: Wire, per_plan: list[list[Any]]) -> None:
         failed = _noscript_positions(wire, per_plan)

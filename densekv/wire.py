@@ -40,12 +40,18 @@ from redis.exceptions import ResponseError
 from densekv.errors import ServerUnavailable
 
 __all__ = [
-    "READS", "REDIS_PY_RANGE", "NothingRead", "aexchange", "arg_bytes", "aroundtrip", "exchange", "pack",
+    "EXEC", "MULTI", "READS", "REDIS_PY_RANGE", "NothingRead", "aexchange", "arg_bytes", "aroundtrip", "exchange", "pack",
     "roundtrip", "send_packed",
 ]
 
 #: the redis-py releases this module is written and tested against (pyproject's requirement)
 REDIS_PY_RANGE = ">=8.0"
+
+#: a transaction's first and last command: the executors send these very tuples, which
+#: _hiredis_roundtrip writes as their RESP made once (a transaction is the split get's
+#: hot path, issue 22)
+MULTI: tuple[Any, ...] = ("MULTI",)
+EXEC: tuple[Any, ...] = ("EXEC",)
 
 #: commands that never write: a round trip of these only needs no WAIT, and a lost reply
 #: can be asked again. Anything else (and every script) counts as a write.
@@ -242,11 +248,17 @@ def _hiredis_roundtrip(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     the client time of a big batch). The connection is idle and its parser empty here (the
     pool hands out connections between whole round trips), so nothing else reads it."""
     sock = conn._sock  # noqa: SLF001  # redis-py keeps the socket private; hiredis reads it directly
+    pack_command = _hiredis.pack_command
     try:
-        sock.sendall(b"".join([_hiredis.pack_command(c) for c in commands]))
+        sock.sendall(b"".join([_MULTI_RESP if c is MULTI else _EXEC_RESP if c is EXEC else pack_command(c)
+                               for c in commands]))
     except OSError as exc:
         _raise_broken(exc, [])
     return _hiredis_read(conn, sock, len(commands))
+
+
+_MULTI_RESP = b"*1\r\n$5\r\nMULTI\r\n"
+_EXEC_RESP = b"*1\r\n$4\r\nEXEC\r\n"
 
 
 def _hiredis_read(conn: Any, sock: Any, want: int) -> list[Any]:
@@ -268,10 +280,11 @@ def _hiredis_read(conn: Any, sock: Any, want: int) -> list[Any]:
                     _raise_broken(redis.ConnectionError("the server closed the connection"), replies)
                 feed(buf, 0, n)
                 continue
-            if isinstance(reply, _ErrorText):
-                reply = _parse_error(str(reply))
-            elif isinstance(reply, list):  # EXEC's array: errors of queued commands inside
-                reply = _nested_errors(reply)
+            if type(reply) is not bytes:  # bulk and status replies (most) need no look
+                if isinstance(reply, _ErrorText):
+                    reply = _parse_error(str(reply))
+                elif isinstance(reply, list) and not _plain_items(reply):  # EXEC's array: errors inside
+                    reply = _nested_errors(reply)
             replies.append(reply)
     except BaseException:
         conn.__dict__.pop(_READER, None)  # it may hold part of a reply: the next round trip gets a new one
@@ -291,6 +304,15 @@ def _reader_of(conn: Any) -> tuple[Any, bytearray]:
         state = (_hiredis.Reader(replyError=_ErrorText), bytearray(1 << 16))
         conn.__dict__[_READER] = state
     return state
+
+
+def _plain_items(reply: list[Any]) -> bool:
+    """True when an array reply holds only bytes, None and ints (no error, no array
+    inside): kept as hiredis made it, not copied by _nested_errors."""
+    for r in reply:
+        if type(r) is not bytes and r is not None and type(r) is not int:
+            return False
+    return True
 
 
 def _nested_errors(reply: list[Any]) -> list[Any]:

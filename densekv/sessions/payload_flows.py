@@ -83,12 +83,13 @@ def complete(core: StoreCore, digest: bytes, rec: Record | None) -> Flow[Record 
     if rec is None or rec.payload is None:
         return rec
     if core.codec.missing(rec.payload) is None:  # the common case: decoded here, no round trip
-        return _decode_one(core, rec, rec.payload)
+        return decode_one(core, rec, rec.payload)
     return (yield from decode_payloads(core, [rec]))[0]
 
 
-def _decode_one(core: StoreCore, rec: Record, payload: bytes) -> Record:
-    """decode_payloads of one record whose dictionary is loaded, without its generator."""
+def decode_one(core: StoreCore, rec: Record, payload: bytes) -> Record:
+    """decode_payloads of one record whose dictionary is loaded, without its generator (a
+    get's common case: core.py calls it directly)."""
     try:
         return with_data(rec, core.codec.decode(payload, key=rec.digest))
     except DecodeError:

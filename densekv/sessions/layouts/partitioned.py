@@ -49,7 +49,7 @@ from densekv.plan import Command, Plan, ScriptCall, command, script_call
 from densekv.sessions.layouts.base import Layout, LayoutLimits
 from densekv.sessions.model import Record, SessionDataTooLarge
 from densekv.sessions.payload import CONTINUED, MARKER
-from densekv.sessions.record import identity_section, pack_record, replaced, unpack_record
+from densekv.sessions.record import identity_section, pack_record, unpack_record
 
 INLINE, SPLIT, OUT_OF_LINE = "inline", "split", "out of line"
 
@@ -86,9 +86,8 @@ class PartitionedLayout(Layout):
         if self.base_bits > self.bits or (self.from_bits is not None and not self.base_bits <= self.from_bits < self.bits):
             raise ValueError("partition counts only grow: base <= from < partitions")
         self.limits = limits
-        #: plan_replace's key names by partition: (hash, ool key less the digest,
-        #: continuation, the zset or nothing), made on first use; at most _REPLACE_KEYS_MAX
-        self._replace_keys: dict[int, tuple[bytes, bytes, bytes, tuple[bytes, ...]]] = {}
+        #: plan_get's and plan_replace's key names by partition (_named)
+        self._names: dict[int, tuple[bytes, bytes, bytes, tuple[bytes, ...]]] = {}
 
     # -- naming -----------------------------------------------------------------------
     def key_at(self, code: str, partition: int, bits: int) -> bytes:
@@ -176,14 +175,28 @@ class PartitionedLayout(Layout):
         def decode(reply: Any) -> Record | None:
             if reply is None:
                 return None
-            return unpack_record(digest, reply, where=f" in {where.decode()}")
+            return unpack_record(digest, reply, key=where)
 
         return decode
+
+    def _named(self, p: int, digest: bytes) -> tuple[bytes, bytes, bytes, tuple[bytes, ...]]:
+        """Partition p's key names: (hash, the out-of-line key less its digest,
+        continuation, the zset or nothing), made once per partition (a name costs ~0.3-0.8
+        us to format) and kept for at most _REPLACE_KEYS_MAX partitions."""
+        named = self._names.get(p)
+        if named is None:
+            ool = self.ool_key(digest)
+            named = (self.hash_key(p), ool[: len(ool) - len(digest)], self.cont_key(p), self._keys(p)[1:])
+            if len(self._names) >= _REPLACE_KEYS_MAX:
+                self._names.clear()
+            self._names[p] = named
+        return named
 
     # -- operations ---------------------------------------------------------------------
     def plan_put(self, rec: Record, now: int) -> Plan[None]:
         p, field = self.locate(rec.digest)
-        key = self.hash_key(p)
+        named = self._names.get(p) or self._named(p, rec.digest)
+        key = named[0]
         value = pack_record(rec, rec.payload)
         limit = self.limits.hash_max_listpack_value
         steps: list[Command] = []
@@ -192,7 +205,7 @@ class PartitionedLayout(Layout):
             if placement(len(value), bare, limit, self.splits) == SPLIT:
                 first = limit - bare - 1
                 value = pack_record(rec, CONTINUED + rec.payload[:first])
-                cont = self.cont_key(p)
+                cont = named[2]
                 steps.append(Command(("HSET", cont, field, rec.payload[first:]), (cont,)))
             else:
                 value = pack_record(rec, MARKER)
@@ -223,30 +236,33 @@ class PartitionedLayout(Layout):
         whose rest was not asked for comes back without it, and the store reads the rest
         next (plan_fetch_outside)."""
         p, field = self.locate(digest)
-        key = self.hash_key(p)
-        decode = self._decode(digest, key)
+        named = self._names.get(p) or self._named(p, digest)
+        key = named[0]
         if not outside:
-            return command("HGET", key, field, keys=(key,), decode=decode)
-        steps = [Command(("HGET", key, field), (key,))]
+            return command("HGET", key, field, keys=(key,), decode=self._decode(digest, key))
+        steps: tuple[Command, ...] = (Command(("HGET", key, field), (key,)),)
         at_cont = at_ool = 0
-        if outside in (True, "split"):
-            cont = self.cont_key(p)
+        if outside is True or outside == "split":
+            cont = named[2]
             at_cont = len(steps)
-            steps.append(Command(("HGET", cont, field), (cont,)))
-        if outside in (True, "ool"):
-            ool = self.ool_key(digest)
+            steps += (Command(("HGET", cont, field), (cont,)),)
+        if outside is True or outside == "ool":
+            ool = named[1] + digest
             at_ool = len(steps)
-            steps.append(Command(("GET", ool), (ool,)))
+            steps += (Command(("GET", ool), (ool,)),)
 
         def all_parts(replies: list[Any]) -> Record | None:
-            rec: Record | None = decode(replies[0])
-            if rec is not None and rec.outside:
+            raw = replies[0]
+            if raw is None:
+                return None
+            rec = unpack_record(digest, raw, key=key)
+            if rec.outside:
                 at = at_cont if rec.part is not None else at_ool
                 if at:
                     return with_rest(rec, replies[at])
             return rec
 
-        return Plan(tuple(steps), all_parts, atomic=True)
+        return Plan(steps, all_parts, atomic=True)
 
     def plan_fetch_outside(self, rec: Record) -> Plan[Record | None]:
         """The rest of a record read without it (HSCAN, a get without `outside`). A split
@@ -274,7 +290,7 @@ class PartitionedLayout(Layout):
         def decode(reply: Any) -> tuple[int, list[Record]]:
             nxt, flat = reply
             return int(nxt), [
-                unpack_record(join_digest(p, flat[i], self.bits), flat[i + 1], where=f" in {key.decode()}")
+                unpack_record(join_digest(p, flat[i], self.bits), flat[i + 1], key=key)
                 for i in range(0, len(flat), 2)
                 if flat[i].startswith(head) and len(flat[i]) == len(field)
             ]
@@ -290,13 +306,7 @@ class PartitionedLayout(Layout):
                      framed: bytes | None, now: int, times: tuple[int, int] | None = None) -> Plan[int]:
         p, field = self.locate(digest)
         expected = (b"", b"") if current is None else (current.raw, current.ool or b"")
-        named = self._replace_keys.get(p)
-        if named is None:  # a key name costs ~0.3-0.8 us to format: once per partition
-            ool = self.ool_key(digest)
-            named = (self.hash_key(p), ool[: len(ool) - len(digest)], self.cont_key(p), self._keys(p)[1:])
-            if len(self._replace_keys) >= _REPLACE_KEYS_MAX:
-                self._replace_keys.clear()
-            self._replace_keys[p] = named
+        named = self._names.get(p) or self._named(p, digest)
         keys: tuple[bytes, ...] = (named[0], named[1] + digest, named[2])
         if times is not None:
             keys += named[3]  # the zset, in the zset layout
@@ -408,5 +418,9 @@ def with_rest(rec: Record, rest: bytes | None) -> Record:
     (`ool` keeps that value: apply compares it). None: the rest was not there."""
     if rest is None:
         return rec
-    payload = rec.part + rest if rec.part is not None else rest
-    return replaced(rec, payload=payload, ool=rest)
+    new = object.__new__(Record)  # replaced(rec, payload=..., ool=rest) without its field check
+    fields = new.__dict__
+    fields.update(rec.__dict__)
+    fields["payload"] = rec.part + rest if rec.part is not None else rest
+    fields["ool"] = rest
+    return new
