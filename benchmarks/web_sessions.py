@@ -29,7 +29,8 @@ integration does not import yet is skipped with the reason in the record.
 End to end (issue 22): per framework and server, --e2e-sessions P1 sessions per store (the
 loaders), both apps served (web_peers.SERVE: gunicorn or uvicorn, 2 workers) and wrk
 (scripts/get-components) on one at a time in interleaved rounds: 90% GET /get/_auth_user_id,
-10% POST /seed {"n": ...}, each with a random stored session's cookie. Per app: req/s and
+10% POST /seed {"n": ...}, each with a random stored session's cookie, from 4 connections
+(16 for uvicorn: CONNECTIONS). Per app: req/s and
 p99 (wrk), and CPU time per request of the app server and of Redis (/proc: it holds up on a
 busy machine, req/s does not). `met`: median req/s >= the peer's and p99 no worse.
 
@@ -41,7 +42,7 @@ Usage: python benchmarks/web_sessions.py [--quick] [--n 100000 --n 1000000]
        [--profiles P0,P1,P2,P3] [--parts memory,timing]
        [--frameworks flask,flask-norefresh,django,starlette]
        [--requests 1000] [--rounds 12] [--timing-sessions 100000] [--out FILE]
-       --parts e2e [--rounds 7] [--seconds 6] [--connections 4] [--e2e-sessions 10000]
+       --parts e2e [--rounds 7] [--seconds 6] [--connections N] [--e2e-sessions 10000]
 Tables: ... | python benchmarks/markdown_table.py                    (bytes per session)
         ... | python benchmarks/markdown_table.py --field x_densekv   (peer / densekv)
         ... | python benchmarks/markdown_table.py --field ratio_paired --row framework,peer
@@ -87,7 +88,12 @@ WARM_N = 200  # sessions written (then flushed) before the baseline
 SAMPLES = 25  # sessions read back through each store's own load path
 SEEDED = 256  # sessions per app the timed requests cycle through
 READ_KEY = "_auth_user_id"
-SCRATCH = {"slowlog-log-slower-than": "-1"}  # slowlog entries are not data (see measure.py)
+SCRATCH = {"slowlog-log-slower-than": "-1"}
+#: wrk's connections per framework (e2e): a sync gunicorn worker serves one request at a
+#: time, so 4 keep both busy; a uvicorn worker keeps the keep-alive connections the kernel
+#: handed it (SO_REUSEPORT: web_peers.uvicorn_workers), and 16 spread evenly enough that a
+#: round does not measure a 3-to-1 split of 4 connections (req/s moved by 1.5x with it)
+CONNECTIONS = {"flask": 4, "flask-norefresh": 4, "django": 4, "starlette": 16}  # slowlog entries are not data (see measure.py)
 
 
 def items(profile: str, start: int, stop: int) -> Iterator[Item]:
@@ -555,7 +561,10 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="also append the records to this JSONL file")
     ap.add_argument("--e2e-sessions", type=int, default=10_000, help="stored per app (e2e)")
     ap.add_argument("--seconds", type=int, default=6, help="wrk run per app per round (e2e)")
-    ap.add_argument("--connections", type=int, default=4, help="wrk connections (e2e)")
+    ap.add_argument("--connections", type=int, default=None,
+                    help="wrk connections (e2e; default: 4 for gunicorn's sync workers, which take "
+                         "one request at a time, 16 for uvicorn's, whose connections stay with the "
+                         "worker the kernel gave them to)")
     ap.add_argument("--child", choices=("memory", "timing", "e2e"), help=argparse.SUPPRESS)
     ap.add_argument("--server", help=argparse.SUPPRESS)
     ap.add_argument("--store", help=argparse.SUPPRESS)
@@ -604,7 +613,7 @@ def main() -> None:
                 for framework in args.frameworks.split(","):
                     emit(spawn(["--child", "e2e", "--server", server, "--framework", framework,
                                 "--rounds", str(args.rounds), "--seconds", str(args.seconds),
-                                "--connections", str(args.connections),
+                                "--connections", str(args.connections or CONNECTIONS[framework]),
                                 "--e2e-sessions", str(args.e2e_sessions), *common]), args.out)
     finally:
         shutil.rmtree(FROZEN[0], ignore_errors=True)
