@@ -260,8 +260,13 @@ def gather(flows: Sequence[Flow[Any]]) -> Flow[list[Any]]:
     return (yield from Lockstep(flows).run())
 
 
+#: runs of an operation that meets an error `recover` can mend (a repartition's tombstone):
+#: retrying's default, and SessionCore.guarded's own loop
+RETRY_RUNS = 4
+
+
 def retrying(make: Callable[[], Flow[T]], recover: Callable[[Exception], Flow[bool]],
-             errors: tuple[type[Exception], ...] = (WrongType,), attempts: int = 4) -> Flow[T]:
+             errors: tuple[type[Exception], ...] = (WrongType,), attempts: int = RETRY_RUNS) -> Flow[T]:
     """`make()`'s flow; after an error of `errors`, run `recover(error)` and, if it says
     True, a fresh `make()` (at most `attempts` runs in all). Whatever `make()` builds
     before its first yield is built again on each run."""

@@ -538,8 +538,8 @@ class SessionMiddleware:
         if state.max_age is not None and state.max_age <= 0:  # dead at birth
             return await self._save_nothing(session)
         token, found = state.token, state.found
-        if (token is not None and not session.modified and not state.cleared
-                and not state.new_cookie and not state.ended):
+        if (token is not None and not session.modified and not state.changed and not state.removed
+                and not state.cleared and not state.new_cookie and not state.ended):
             # read only (most requests): what decide() answers then, without building its
             # Held: a touch when the idle expiry is due, else nothing; no cookie either way
             if found is not None and store.due_for_touch(found):

@@ -5,7 +5,9 @@
 -- ARGV[3]  value kind: "json" (field x) | "msgpack" (map key x) | "hash" (hash field x)
 --          json values start with {"x":<digits>: read in place (cjson.decode of the whole
 --          value was 15-25% of the script's server time, benchmarks/lua_scripts.py), else
---          decoded
+--          decoded. The in-place read trusts the value is one densekv wrote (layouts/
+--          perkey.py: compact JSON, x first, once): on a value it did not write, such as one
+--          with x twice, it may take another x than cjson would
 --          msgpack values start with x as a uint32 (0x83 0xa1 'x' 0xce + 4 bytes): read in
 --          place, since cmsgpack cannot parse every payload (bin, uint64)
 -- Reply:   the new expires_at, or 0 if the session is missing or expired

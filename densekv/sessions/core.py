@@ -31,7 +31,7 @@ from types import EllipsisType
 from typing import Any, TypeVar
 
 from densekv.errors import DecodeError, DensekvError, InvalidArgument, WrongType
-from densekv.flows import MAX_CAS_TRIES, Flow, cas_pause, gather
+from densekv.flows import MAX_CAS_TRIES, RETRY_RUNS, Flow, cas_pause, gather
 from densekv.keys import partition_count
 from densekv.maps.dictionaries import plan_store, plan_stored
 from densekv.plan import Plan, command
@@ -77,7 +77,6 @@ META_REFRESH_S = 60.0  # otherwise this often (a dictionary trained by another p
 TOUCH_GAIN = 0.25  # due_for_touch: roll the idle expiry once this part of the window has passed
 OUTSIDE_WEIGHT = 0.05  # moving averages of reads that found a split / out-of-line payload ...
 OUTSIDE_SPECULATE = 0.2  # ... above which a get reads that part in the same round trip (only that one)
-TOMBSTONE_RUNS = 4  # runs of an operation that meets repartition tombstones (flows.retrying's attempts)
 
 
 class SessionCore(IdentityFlows):
@@ -232,11 +231,11 @@ class SessionCore(IdentityFlows):
             yield from self.refresh()
         # flows.retrying(lambda: make(self), self._after_tombstone), its loop written out:
         # one generator less on every operation's way (issue 22's hot path)
-        for attempt in range(TOMBSTONE_RUNS):
+        for attempt in range(RETRY_RUNS):
             try:
                 return (yield from make(self))
             except WrongType as exc:
-                if attempt == TOMBSTONE_RUNS - 1 or not (yield from self._after_tombstone(exc)):
+                if attempt == RETRY_RUNS - 1 or not (yield from self._after_tombstone(exc)):
                     raise
         raise AssertionError("unreachable")
 

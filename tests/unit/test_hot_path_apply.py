@@ -160,3 +160,25 @@ def test_replace_names_the_keys_of_each_partition_past_its_cache(monkeypatch: py
             zset = (layout.zset_key(p),) if layout.name == "zset" else ()
             assert step.keys == (layout.hash_key(p), layout.ool_key(digest), layout.cont_key(p), *zset)
             assert step.keys[1].endswith(digest)
+
+
+def test_get_and_put_name_the_keys_of_each_partition_past_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """plan_get and plan_put share that cache; past its size they format the names they
+    need per call (the cache is never emptied): every plan names the session's own keys."""
+    from densekv.sessions.layouts import partitioned
+    from densekv.sessions.layouts.base import LayoutLimits
+    from densekv.sessions.model import Record
+
+    monkeypatch.setattr(partitioned, "_REPLACE_KEYS_MAX", 3)
+    rnd = random.Random(6)
+    layout = partitioned.DenseLayout("ns", 64, LayoutLimits(hash_max_listpack_value=64))
+    for _ in range(300):
+        digest = rnd.randbytes(16)
+        p = layout.locate(digest)[0]
+        hash_key, cont, ool = layout.hash_key(p), layout.cont_key(p), layout.ool_key(digest)
+        for outside, keys in ((False, [hash_key]), ("split", [hash_key, cont]), ("ool", [hash_key, ool]),
+                              (True, [hash_key, cont, ool])):
+            assert layout.plan_get(digest, outside=outside).keys() == keys
+        split = Record(digest, 7, 2_000_000_000, 2_000_000_000, payload=bytes(range(1, 100)))
+        assert layout.plan_put(split, 1).keys() == [cont, hash_key]
+    assert len(layout._names) == 3  # filled to its size, then left as it is

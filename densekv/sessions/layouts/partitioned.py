@@ -182,21 +182,24 @@ class PartitionedLayout(Layout):
     def _named(self, p: int, digest: bytes) -> tuple[bytes, bytes, bytes, tuple[bytes, ...]]:
         """Partition p's key names: (hash, the out-of-line key less its digest,
         continuation, the zset or nothing), made once per partition (a name costs ~0.3-0.8
-        us to format) and kept for at most _REPLACE_KEYS_MAX partitions."""
+        us to format) and kept for the first _REPLACE_KEYS_MAX partitions used. Past that
+        they are made per call and not kept: emptying a full cache made a store of many
+        more partitions miss on most calls, each miss dearer than the names it needs."""
         named = self._names.get(p)
         if named is None:
             ool = self.ool_key(digest)
             named = (self.hash_key(p), ool[: len(ool) - len(digest)], self.cont_key(p), self._keys(p)[1:])
-            if len(self._names) >= _REPLACE_KEYS_MAX:
-                self._names.clear()
-            self._names[p] = named
+            if len(self._names) < _REPLACE_KEYS_MAX:
+                self._names[p] = named
         return named
 
     # -- operations ---------------------------------------------------------------------
     def plan_put(self, rec: Record, now: int) -> Plan[None]:
         p, field = self.locate(rec.digest)
-        named = self._names.get(p) or self._named(p, rec.digest)
-        key = named[0]
+        named = self._names.get(p)
+        if named is None and len(self._names) < _REPLACE_KEYS_MAX:
+            named = self._named(p, rec.digest)
+        key = self.hash_key(p) if named is None else named[0]
         value = pack_record(rec, rec.payload)
         limit = self.limits.hash_max_listpack_value
         steps: list[Command] = []
@@ -205,7 +208,7 @@ class PartitionedLayout(Layout):
             if placement(len(value), bare, limit, self.splits) == SPLIT:
                 first = limit - bare - 1
                 value = pack_record(rec, CONTINUED + rec.payload[:first])
-                cont = named[2]
+                cont = self.cont_key(p) if named is None else named[2]
                 steps.append(Command(("HSET", cont, field, rec.payload[first:]), (cont,)))
             else:
                 value = pack_record(rec, MARKER)
@@ -236,18 +239,20 @@ class PartitionedLayout(Layout):
         whose rest was not asked for comes back without it, and the store reads the rest
         next (plan_fetch_outside)."""
         p, field = self.locate(digest)
-        named = self._names.get(p) or self._named(p, digest)
-        key = named[0]
+        named = self._names.get(p)
+        if named is None and len(self._names) < _REPLACE_KEYS_MAX:
+            named = self._named(p, digest)
+        key = self.hash_key(p) if named is None else named[0]
         if not outside:
             return command("HGET", key, field, keys=(key,), decode=self._decode(digest, key))
         steps: tuple[Command, ...] = (Command(("HGET", key, field), (key,)),)
         at_cont = at_ool = 0
         if outside is True or outside == "split":
-            cont = named[2]
+            cont = self.cont_key(p) if named is None else named[2]
             at_cont = len(steps)
             steps += (Command(("HGET", cont, field), (cont,)),)
         if outside is True or outside == "ool":
-            ool = named[1] + digest
+            ool = self.ool_key(digest) if named is None else named[1] + digest
             at_ool = len(steps)
             steps += (Command(("GET", ool), (ool,)),)
 
