@@ -23,6 +23,11 @@ from densekv.server.process import ServerProcess
 SMALL = {"small_sets": {"keys": 2, "top": 600, "structures": ("hash",)}}
 
 
+#: `python -m densekv.lab ...` with Ctrl-C raising KeyboardInterrupt, whatever the suite inherited
+LAB_WITH_CTRL_C = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                   "runpy.run_module('densekv.lab', run_name='__main__')")
+
+
 def _flushes(client: redis.Redis) -> int:
     return int(client.info("commandstats").get("cmdstat_flushdb", {}).get("calls", 0))
 
@@ -33,7 +38,9 @@ def test_ctrl_c_writes_a_partial_report_removes_the_labs_keys_and_exits_130(
     proc = fresh_server("valkey-9.1")
     url = proc.url.rsplit("/", 1)[0] + "/7"
     watch = proc.client()
-    lab = subprocess.Popen([sys.executable, "-m", "densekv.lab", "--url", url, "--n", "2000", "--only", "sessions",
+    # Ctrl-C as in a terminal: a suite started in the background of a non-interactive shell
+    # (`pytest &`, nohup) ignores SIGINT, and a child inherits that and never hears it
+    lab = subprocess.Popen([sys.executable, "-c", LAB_WITH_CTRL_C, "--url", url, "--n", "2000", "--only", "sessions",
                             "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     # each session layout starts with a flush of the lab's database: the second flush means
