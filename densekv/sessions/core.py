@@ -18,8 +18,9 @@ drift. Invariants:
     and loses it after the session is gone, so destroy_all() never misses a live one.
 Beside it: meta.py decides (server facts, the layout choice, the store's metadata),
 payload_flows.py carries payloads in and out (out-of-line parts, dictionaries), sweep.py
-works over every partition (sweep, repartition, sizes, counts); SessionCore keeps the
-single-session flows and the metadata it shares with every process.
+works over every partition (sweep, repartition, sizes, counts), metadata.py keeps the
+metadata every process shares (open, refresh, recover after a loss), identities.py the
+flows over an identity's sessions; SessionCore keeps the single-session flows.
 """
 
 from __future__ import annotations
@@ -33,8 +34,7 @@ from typing import Any, TypeVar
 from densekv.errors import DecodeError, DensekvError, InvalidArgument, WrongType
 from densekv.flows import MAX_CAS_TRIES, RETRY_RUNS, Flow, cas_pause, gather
 from densekv.keys import partition_count
-from densekv.maps.dictionaries import plan_store, plan_stored
-from densekv.plan import Plan, command
+from densekv.plan import Plan
 from densekv.sessions import payload_flows as payloads
 from densekv.sessions import sweep as whole
 from densekv.sessions.identities import IdentityFlows
@@ -52,6 +52,7 @@ from densekv.sessions.meta import (
     meta_key,
     plan_meta,
 )
+from densekv.sessions.metadata import MetadataFlows
 from densekv.sessions.model import (
     Identity,
     Record,
@@ -79,7 +80,7 @@ OUTSIDE_WEIGHT = 0.05  # moving averages of reads that found a split / out-of-li
 OUTSIDE_SPECULATE = 0.2  # ... above which a get reads that part in the same round trip (only that one)
 
 
-class SessionCore(IdentityFlows):
+class SessionCore(MetadataFlows, IdentityFlows):
     """The flows; no I/O. Both stores hold one and drive its flows."""
 
     def __init__(
@@ -137,89 +138,6 @@ class SessionCore(IdentityFlows):
 
     def now(self) -> int:
         return int(self.clock())
-
-    # -- the store's metadata (shared by every process) -----------------------------------
-    def plan_open(self) -> Plan[StoreMeta | None]:
-        """store_meta.lua's open: the metadata as this store would make it, if missing."""
-        layout = self.layout
-        return plan_meta(self.namespace, "open", layout.name, layout.partitions, int(self.index is not None))
-
-    def open(self) -> Flow[None]:
-        """Create the metadata if this is the namespace's first store, then adopt it."""
-        meta = (yield [self.plan_open()])[0]
-        self.adopt(meta)
-        self.asked_partitions = None  # checked once, at open: later changes are repartitions
-        yield from payloads.use_dictionary(self)
-
-    def refresh(self) -> Flow[bool]:
-        """Re-read the metadata; True if it changed (a repartition began or ended). Metadata
-        gone from a server that had it (a restart without persistence, a flush) is written
-        again, with the dictionary this store writes with (recover)."""
-        meta = (yield [plan_meta(self.namespace, "read")])[0]
-        if meta is None and self.meta is not None:
-            yield from self.recover()
-            return False
-        if meta is None or meta == self.meta:
-            self.meta_read_at = self.ticks()
-            return False
-        self.adopt(meta)
-        yield from payloads.use_dictionary(self)
-        return True
-
-    def plans_present(self) -> list[Plan[Any]]:
-        """What a create sends beside its records, in the same round trip: whether the
-        server still holds the metadata and the dictionary this store writes with."""
-        dict_id = self.codec.dictionary.id if self.codec.dictionary is not None else None
-        made = self._present
-        if made is None or made[0] != dict_id:  # plans hold no state: made once per dictionary
-            plans: list[Plan[Any]] = [command("EXISTS", meta_key(self.namespace), keys=(meta_key(self.namespace),),
-                                              decode=bool)]
-            if dict_id is not None:
-                plans.append(plan_stored(self.namespace, dict_id))
-            made = self._present = (dict_id, tuple(plans))
-        return list(made[1])
-
-    def recover(self) -> Flow[None]:
-        """The server lost the metadata or the dictionary (restart without persistence,
-        flush, failover to an empty replica): write them again, so that what this store
-        wrote (payloads naming its dictionary) reads in every process, and `densekv sweep`
-        finds the store. Storing a dictionary again is harmless: its id is its content's
-        (codec.content_id), so no other process can hold other bytes under it."""
-        meta = (yield [self.plan_open()])[0]
-        d = self.codec.dictionary
-        if d is not None:
-            yield [plan_store(self.namespace, d.data)]
-            if meta is not None and meta.dictionary is None:
-                meta = (yield [plan_meta(self.namespace, "dict", d.id)])[0]
-        self.adopt(meta)
-        yield from payloads.use_dictionary(self)
-
-    def adopt(self, meta: StoreMeta | None) -> None:
-        self.meta_read_at = self.ticks()
-        if meta is None:
-            return
-        if meta.index is not None and meta.index != (self.index is not None):
-            said = "keep" if meta.index else "do not keep"
-            raise DensekvError(
-                f"namespace {self.namespace!r} is used by stores that {said} the identity index: "
-                f"open it with index_identities={meta.index} (a store that disagrees would let "
-                "destroy_all miss sessions), or use another namespace"
-            )
-        if meta.layout != self.layout.name:
-            if self.asked_layout != "auto":
-                raise DensekvError(
-                    f"namespace {self.namespace!r} holds a {meta.layout!r} session store; open it "
-                    f"with layout={meta.layout!r} (or 'auto'), or use another namespace"
-                )
-            self.choice = Choice(meta.layout, "the layout this namespace already holds")
-        if self.asked_partitions and meta.partitions and self.asked_partitions != meta.partitions:
-            raise DensekvError(
-                f"namespace {self.namespace!r} holds {meta.partitions} partitions, not "
-                f"{self.asked_partitions}: repartition it (densekv repartition) instead"
-            )
-        self.meta = meta
-        self.layout = make_layout(self.choice.layout, self.namespace, self.facts, self.expected_sessions,
-                                  None, meta)
 
     def guarded(self, make: Callable[[SessionCore], Flow[T]]) -> Flow[T]:
         """The flow `make(self)`, as both shells run every operation: the metadata is

