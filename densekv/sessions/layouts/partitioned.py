@@ -49,7 +49,7 @@ from densekv.plan import Command, Plan, ScriptCall, command, script_call
 from densekv.sessions.layouts.base import Layout, LayoutLimits
 from densekv.sessions.model import Record, SessionDataTooLarge
 from densekv.sessions.payload import CONTINUED, MARKER
-from densekv.sessions.record import identity_section, pack_record, unpack_record
+from densekv.sessions.record import identity_section, pack_record, unpack_record, with_rest
 
 INLINE, SPLIT, OUT_OF_LINE = "inline", "split", "out of line"
 
@@ -193,12 +193,18 @@ class PartitionedLayout(Layout):
                 self._names[p] = named
         return named
 
+    def _cached(self, p: int, digest: bytes) -> tuple[bytes, bytes, bytes, tuple[bytes, ...]] | None:
+        """_named while the cache has room for p, else None: the caller formats only the
+        names it needs (plan_get, plan_put)."""
+        named = self._names.get(p)
+        if named is None and len(self._names) < _REPLACE_KEYS_MAX:
+            named = self._named(p, digest)
+        return named
+
     # -- operations ---------------------------------------------------------------------
     def plan_put(self, rec: Record, now: int) -> Plan[None]:
         p, field = self.locate(rec.digest)
-        named = self._names.get(p)
-        if named is None and len(self._names) < _REPLACE_KEYS_MAX:
-            named = self._named(p, rec.digest)
+        named = self._cached(p, rec.digest)
         key = self.hash_key(p) if named is None else named[0]
         value = pack_record(rec, rec.payload)
         limit = self.limits.hash_max_listpack_value
@@ -239,9 +245,7 @@ class PartitionedLayout(Layout):
         whose rest was not asked for comes back without it, and the store reads the rest
         next (plan_fetch_outside)."""
         p, field = self.locate(digest)
-        named = self._names.get(p)
-        if named is None and len(self._names) < _REPLACE_KEYS_MAX:
-            named = self._named(p, digest)
+        named = self._cached(p, digest)
         key = self.hash_key(p) if named is None else named[0]
         if not outside:
             return command("HGET", key, field, keys=(key,), decode=self._decode(digest, key))
@@ -416,16 +420,3 @@ _REPLACE_KEYS_MAX = 4096
 def _first_int(replies: list[Any]) -> int:
     """plan_replace's reply: script_call(..., int) without a closure per plan."""
     return int(replies[0])
-
-
-def with_rest(rec: Record, rest: bytes | None) -> Record:
-    """A record whose payload is not all inline, completed with what was read for it
-    (`ool` keeps that value: apply compares it). None: the rest was not there."""
-    if rest is None:
-        return rec
-    new = object.__new__(Record)  # replaced(rec, payload=..., ool=rest) without its field check
-    fields = new.__dict__
-    fields.update(rec.__dict__)
-    fields["payload"] = rec.part + rest if rec.part is not None else rest
-    fields["ool"] = rest
-    return new
