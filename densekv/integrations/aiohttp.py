@@ -18,7 +18,7 @@ from densekv.integrations.decide import Held, carry, decide
 from densekv.integrations.drive import arun
 from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.tracked import TrackedDict
-from densekv.sessions.model import Identity, Session, check_identity, digest_of
+from densekv.sessions.model import Identity, Session, check_identity, well_formed
 from densekv.sessions.store import AsyncSessionStore
 
 __all__ = ["DenseSession", "Storage", "login", "logout_everywhere", "regenerate"]
@@ -125,7 +125,7 @@ class Storage(aiohttp_session.AbstractStorage):
 
     async def load_session(self, request: web.Request) -> DenseSession:
         token, store = self.load_cookie(request), await self.store()
-        if token is None or digest_of(token) is None:
+        if token is None or not well_formed(token):
             return DenseSession(store, None, self.max_age)
         found = await store.get(token, undecodable="none")
         if found is not None and store.due_for_touch(found):

@@ -73,7 +73,7 @@ from densekv.sessions.model import (
     SessionExists,
     SessionIdentityInvalid,
     check_identity,
-    digest_of,
+    well_formed,
 )
 from densekv.sessions.store import SessionStore
 
@@ -202,7 +202,7 @@ class SessionInterface(FlaskSessionInterface):
     # -- open ------------------------------------------------------------------------------
     def open_session(self, app: Flask, request: Request) -> DensekvSession:
         token = request.cookies.get(self.get_cookie_name(app))
-        if not token or digest_of(token) is None:  # no cookie, or junk: no server call
+        if not token or not well_formed(token):  # no cookie, or junk: no server call
             return DensekvSession()
         session = DensekvSession(loader=lambda s: self._load(app, s, token))
         if not _LAZY:

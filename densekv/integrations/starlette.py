@@ -103,7 +103,7 @@ from densekv.sessions.model import (
     SessionDataInvalid,
     SessionDataTooLarge,
     SessionExists,
-    digest_of,
+    well_formed,
 )
 from densekv.sessions.store import AsyncSessionStore
 
@@ -491,7 +491,7 @@ class SessionMiddleware:
     async def load(self, store: AsyncSessionStore, token: str | None) -> DenseSession:
         """The session a cookie names; empty (and no server call) for a junk cookie. A
         load that raises gives a session that raises the same error when first used."""
-        if token is None or digest_of(token) is None:
+        if token is None or not well_formed(token):
             return DenseSession(store, max_age=self.max_age)
         try:
             found = await store.get(token, undecodable="none")

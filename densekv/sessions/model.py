@@ -18,14 +18,14 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from densekv.errors import DensekvError, InvalidArgument
 from densekv.sessions.payload import SessionDataInvalid, SessionDataTooLarge
 
 __all__ = ["MAX_STR_IDENTITY", "Identity", "Record", "Session", "SessionDataInvalid", "SessionDataTooLarge", "SessionExists",
            "SessionIdentityInvalid",
-           "check_identity", "check_owner", "digest_of", "identity_bytes", "new_token"]
+           "check_identity", "check_owner", "digest_of", "identity_bytes", "new_token", "well_formed"]
 TOKEN_BYTES = 24
 TOKEN_CHARS = 32  # base64url of 24 bytes, no padding
 TOKEN_MIN, TOKEN_MAX = 22, 86  # what a store accepts (moved-in sessions keep their cookie)
@@ -39,9 +39,15 @@ def new_token() -> str:
     return secrets.token_urlsafe(TOKEN_BYTES)
 
 
+def well_formed(token: object) -> TypeGuard[str]:
+    """Whether `token` could name a session (its shape, no hash): the web backends ask
+    this before any server call, so a junk cookie costs none."""
+    return isinstance(token, str) and TOKEN_MIN <= len(token) <= TOKEN_MAX and _TOKEN_RE.match(token) is not None
+
+
 def digest_of(token: object) -> bytes | None:
     """The stored digest of a well-formed token, or None for anything else."""
-    if not isinstance(token, str) or not TOKEN_MIN <= len(token) <= TOKEN_MAX or not _TOKEN_RE.match(token):
+    if not well_formed(token):
         return None
     return hashlib.sha256(token.encode("ascii")).digest()[:DIGEST_BYTES]
 

@@ -25,7 +25,7 @@ from densekv.integrations.django.movein import Previous
 from densekv.integrations.django.values import EXPIRY_KEY, Data, Stored, copied, identity_of, same
 from densekv.sessions import Session, SessionDataInvalid, SessionExists
 from densekv.sessions import SessionStore as DenseStore
-from densekv.sessions.model import digest_of, new_token
+from densekv.sessions.model import new_token, well_formed
 from densekv.sessions.payload import pack_data
 
 __all__ = ["SessionStore"]
@@ -127,9 +127,9 @@ class SessionStore(SessionBase):  # type: ignore[misc]
     def _load_flow(self) -> Flow[Data]:
         token = self.session_key
         session: Session | None = None
-        if digest_of(token) is not None:  # a junk cookie costs no server call
+        if well_formed(token):  # a junk cookie costs no server call
             session = yield _get(token)
-        if session is None and self._backend().fallback is not None and digest_of(token) is not None:
+        if session is None and self._backend().fallback is not None and well_formed(token):
             session = yield from self._move_in_flow(token)
         data: Data = dict(session.data or {}) if session is not None else {}
         if session is not None and self._past_expiry(data):
@@ -139,7 +139,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             # no session for this request: a new one if anything is saved. A key that is
             # stored but does not decode is ended by this session's cycle_key or flush (a
             # login or logout replaces it), never on a read alone.
-            self._unread = token if digest_of(token) is not None else None
+            self._unread = token if well_formed(token) else None
             self._session_key = None
             self._stored = None
             return {}
@@ -170,7 +170,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             self._session_key = token or new_token()
             self._stored = None
             return
-        if token is not None and digest_of(token) is None:
+        if token is not None and not well_formed(token):
             raise CreateError
         identity = identity_of(data)
         try:  # a given token is stored only if no live session holds it (one atomic step)
@@ -255,13 +255,13 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             if session_key is None:
                 yield from self._end_unread_flow()
                 return
-        if digest_of(session_key) is not None:
+        if well_formed(session_key):
             yield Call("destroy", (session_key,))
         if session_key == self.session_key:
             self._stored = None
 
     def _exists_flow(self, session_key: str | None) -> Flow[bool]:
-        if not session_key or digest_of(session_key) is None:
+        if not session_key or not well_formed(session_key):
             return False
         return (yield _get(session_key)) is not None
 
