@@ -17,6 +17,10 @@ for four apps:
                 the integration and a round trip, no densekv read path and no decode
   +decode       transport plus PayloadCodec.decode of that session's own framed payload
                 (inflate with the 4 KiB dictionary, msgpack with the ext hook)
+  +zstd         transport plus the decode of the same packed payload framed by the store's
+                zstd codec with the same dictionary instead (which densekv's writes pick
+                only where it is smaller): what the other codec would cost to read, beside
+                its bytes (`payload_bytes`)
 
 So densekv - peer splits into (transport - peer) the integration, (+decode - transport) the
 payload decode, and (densekv - +decode) densekv's read path beyond a plain HGET. Each step
@@ -49,6 +53,8 @@ from werkzeug.test import EnvironBuilder
 
 import densekv
 from densekv import SessionStore
+from densekv.codec import BYTES, Codec
+from densekv.codec import decode as codec_decode
 from densekv.integrations.flask import SessionInterface
 from densekv.lab.session_profiles import session
 from densekv.sessions.model import digest_of
@@ -142,7 +148,22 @@ def measure(server: str, rounds: int, requests: int) -> dict[str, Any]:
             codec.decode(payload, key=None)
             return found[token]
 
-        gets = {"densekv": real_get, "transport": transport, "+decode": with_decode}
+        assert codec.dictionary is not None, "the store adopted the trained dictionary"
+        zstd = Codec("raw", "zstd", level=9, dictionary=codec.dictionary)
+        deflate = Codec("raw", "zlib", level=9, dictionary=codec.dictionary)
+        packed = {t: codec_decode(parts[t][2], key=None, dictionaries=codec.known) for t in ours_cookies}
+        # each codec's own framing, even where it is longer than the other or than no compression
+        zstd_framed = {t: zstd._compress(BYTES, packed[t]) for t in ours_cookies}  # noqa: SLF001
+        payload_bytes = {"deflate": round(median(len(deflate._compress(BYTES, p)) for p in packed.values()), 1),  # noqa: SLF001
+                         "zstd": round(median(len(z) for z in zstd_framed.values()), 1)}
+
+        def with_zstd(token: str, undecodable: str = "raise") -> Any:
+            key, field, _, _ = parts[token]
+            plain.hget(key, field)
+            codec_decode(zstd_framed[token], key=None, dictionaries=codec.known)
+            return found[token]
+
+        gets = {"densekv": real_get, "transport": transport, "+decode": with_decode, "+zstd": with_zstd}
         apps = {"peer": Timed(peer, peer_cookies), **{name: Timed(ours, ours_cookies) for name in gets}}
 
         def turn(name: str, n: int) -> float:
@@ -199,6 +220,8 @@ def measure(server: str, rounds: int, requests: int) -> dict[str, Any]:
             "integration_us": round(med["transport"] - med["peer"], 1),
             "decode_us": round(med["+decode"] - med["transport"], 1),
             "read_path_us": round(med["densekv"] - med["+decode"], 1),
+            "zstd_decode_us": round(med["+zstd"] - med["transport"], 1),
+            "payload_bytes_median": payload_bytes,
             "tight_us": tmed, "load_average_1m": round(os.getloadavg()[0], 2),
         }
 
