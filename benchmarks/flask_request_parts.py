@@ -17,6 +17,8 @@ for four apps:
                 the integration and a round trip, no densekv read path and no decode
   +decode       transport plus PayloadCodec.decode of that session's own framed payload
                 (inflate with the 4 KiB dictionary, msgpack with the ext hook)
+  +decode x2    +decode with the same decode run twice: what a decode costs once the
+                first has warmed the caches, inside the same request
   +zstd         transport plus the decode of the same packed payload framed by the store's
                 zstd codec with the same dictionary instead (which densekv's writes pick
                 only where it is smaller): what the other codec would cost to read, beside
@@ -157,13 +159,21 @@ def measure(server: str, rounds: int, requests: int) -> dict[str, Any]:
         payload_bytes = {"deflate": round(median(len(deflate._compress(BYTES, p)) for p in packed.values()), 1),  # noqa: SLF001
                          "zstd": round(median(len(z) for z in zstd_framed.values()), 1)}
 
+        def decode_twice(token: str, undecodable: str = "raise") -> Any:
+            key, field, payload, _ = parts[token]
+            plain.hget(key, field)
+            codec.decode(payload, key=None)
+            codec.decode(payload, key=None)
+            return found[token]
+
         def with_zstd(token: str, undecodable: str = "raise") -> Any:
             key, field, _, _ = parts[token]
             plain.hget(key, field)
             codec_decode(zstd_framed[token], key=None, dictionaries=codec.known)
             return found[token]
 
-        gets = {"densekv": real_get, "transport": transport, "+decode": with_decode, "+zstd": with_zstd}
+        gets = {"densekv": real_get, "transport": transport, "+decode": with_decode,
+                "+decode x2": decode_twice, "+zstd": with_zstd}
         apps = {"peer": Timed(peer, peer_cookies), **{name: Timed(ours, ours_cookies) for name in gets}}
 
         def turn(name: str, n: int) -> float:
@@ -220,6 +230,7 @@ def measure(server: str, rounds: int, requests: int) -> dict[str, Any]:
             "integration_us": round(med["transport"] - med["peer"], 1),
             "decode_us": round(med["+decode"] - med["transport"], 1),
             "read_path_us": round(med["densekv"] - med["+decode"], 1),
+            "second_decode_us": round(med["+decode x2"] - med["+decode"], 1),
             "zstd_decode_us": round(med["+zstd"] - med["transport"], 1),
             "payload_bytes_median": payload_bytes,
             "tight_us": tmed, "load_average_1m": round(os.getloadavg()[0], 2),
