@@ -63,7 +63,6 @@ import argparse
 import atexit
 import gc
 import importlib
-import json
 import os
 import random
 import re
@@ -81,6 +80,7 @@ from statistics import median
 from typing import Any
 
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
+from records import emit  # benchmarks/records.py: print and append each record
 
 import densekv
 import densekv.lua
@@ -446,12 +446,7 @@ def main() -> None:
     ap.add_argument("--bit-items", type=int, default=10_000)
     args = ap.parse_args()
     for record in (bit_ops(args) if args.bit_ops else run(args)):
-        line = json.dumps(record)
-        print(line, flush=True)
-        if not args.no_save:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            with args.out.open("a") as fh:
-                fh.write(line + "\n")
+        emit(record, None if args.no_save else args.out)
 
 
 if __name__ == "__main__":

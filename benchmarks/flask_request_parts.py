@@ -39,7 +39,6 @@ Usage: python benchmarks/flask_request_parts.py [--servers valkey-9.1,redis-7.0]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import sys
@@ -51,6 +50,7 @@ from typing import Any
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 import redis
 import web_peers  # benchmarks/web_peers.py: the apps web_sessions.py serves
+from records import emit  # benchmarks/records.py: print and append each record
 from werkzeug.test import EnvironBuilder
 
 import densekv
@@ -102,19 +102,20 @@ def seed(app: Any, rng: random.Random) -> list[str]:
     return cookies
 
 
-def own_parts(client: redis.Redis, store: SessionStore, token: str) -> tuple[bytes, bytes, bytes, int]:
-    """(hash key, field, framed payload, partition) of a stored session, read with plain
-    commands."""
+def own_parts(client: redis.Redis, store: SessionStore, token: str) -> tuple[bytes, bytes, bytes, bool]:
+    """(hash key, field, framed payload, whether it is split) of a stored session, read
+    with plain commands."""
     layout = store._core_or_none().layout  # noqa: SLF001  # the benchmark reads the layout's own names
     digest = digest_of(token)
     assert digest is not None
     p, field = layout.locate(digest)
     key = layout.hash_key(p)
     rec = unpack_record(digest, client.hget(key, field))
-    if rec.outside and rec.part is not None:
+    split = rec.outside and rec.part is not None
+    if split:
         rec = with_rest(rec, client.hget(layout.cont_key(p), field))
     assert rec.payload is not None, "a seeded session has a payload"
-    return key, field, rec.payload, p
+    return key, field, rec.payload, split
 
 
 def measure(server: str, rounds: int, requests: int) -> dict[str, Any]:
@@ -134,8 +135,7 @@ def measure(server: str, rounds: int, requests: int) -> dict[str, Any]:
         found = {t: real_get(t, undecodable="none") for t in ours_cookies}
         parts = {t: own_parts(client, store, t) for t in ours_cookies}
         core = store._core_or_none()  # noqa: SLF001  # the benchmark reads the store's own codec
-        splits = sum(1 for t in ours_cookies if client.exists(core.layout.cont_key(parts[t][3])) and
-                     client.hexists(core.layout.cont_key(parts[t][3]), parts[t][1]))
+        splits = sum(1 for t in ours_cookies if parts[t][3])
         codec = core.codec
         plain = redis.Redis.from_url(url)
 
@@ -246,12 +246,7 @@ def main() -> None:
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
     for server in args.servers.split(","):
-        rec = measure(server, args.rounds, args.requests)
-        line = json.dumps(rec)
-        print(line, flush=True)
-        if not args.no_save:
-            with open(args.out, "a") as f:
-                f.write(line + "\n")
+        emit(measure(server, args.rounds, args.requests), None if args.no_save else args.out)
 
 
 if __name__ == "__main__":

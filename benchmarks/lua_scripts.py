@@ -75,6 +75,7 @@ from typing import Any
 
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 import redis
+from records import emit  # benchmarks/records.py: print and append each record
 
 import densekv
 import densekv.plan
@@ -571,12 +572,7 @@ def main() -> None:
     started = time.perf_counter()
     for server, cases in plan:
         for rec in measure(server, cases, args, baseline):
-            line = json.dumps(rec)
-            print(line, flush=True)
-            if not args.no_save:
-                args.out.parent.mkdir(parents=True, exist_ok=True)
-                with args.out.open("a") as fh:
-                    fh.write(line + "\n")
+            emit(rec, None if args.no_save else args.out)
     print(f"lua_scripts: {time.perf_counter() - started:.0f} s", file=sys.stderr)
 
 

@@ -72,6 +72,7 @@ from typing import Any
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 import redis
 import web_peers
+from records import emit  # benchmarks/records.py: print and append each record
 from web_peers import Item, Sample
 
 from densekv.lab.session_profiles import NAMES, PROFILES, session
@@ -536,13 +537,6 @@ def spawn(argv: list[str]) -> dict[str, Any]:
         if line.startswith("{"):
             return dict(json.loads(line))
     return {"benchmark": "web_sessions", "error": f"child {argv} exited {proc.returncode}"}
-
-
-def emit(rec: dict[str, Any], out: str | None) -> None:
-    print(json.dumps(rec), flush=True)
-    if out:
-        with open(out, "a") as fh:
-            fh.write(json.dumps(rec) + "\n")
 
 
 def main() -> None:
