@@ -10,6 +10,8 @@ Header bytes (a retired number is never reused):
   0x01 BYTES    raw bytes follow
   0x02 STR      UTF-8 text follows
   0x03 MSGPACK  a msgpack document follows (dict, list, float, bool, None, big ints)
+  0x0C CONTINUED_HERE  sessions only: as 0x0D, the rest in the session's continuation
+                field of its own partition hash (densekv/sessions/payload.py)
   0x0D CONTINUED  sessions only: the first part of a framed value follows, the rest is
                 stored elsewhere (densekv/sessions/payload.py); never a value's own header
   0x0E EXPIRES  per-item expiry: 4-byte big-endian unix seconds, then a framed value

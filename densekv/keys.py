@@ -98,11 +98,12 @@ CODES: dict[str, str] = {
           "(sessions/layouts/perkey.py JsonLayout)",
     "sp": "one session as a msgpack string, `{ns}:sp:{<byte>}<rest>` (perkey.py PackedLayout)",
     "sh": "one session as a hash of its fields, `{ns}:sh:{<byte>}<rest>` (perkey.py HashLayout)",
-    "sd": "a partition's hash of session records, field = digest less the partition bits "
+    "sd": "a partition's hash of session records, field = digest less the partition bits, "
+          "and of split payloads' rests, field = a session's field + one 0x00 byte "
           "(sessions/layouts/partitioned.py: dense, zset, fieldttl)",
     "sz": "a partition's ZSET of field -> expires_at, for sweep (partitioned.py ZsetLayout)",
-    "sc": "a partition's continuation hash: the rest of the payloads of split records "
-          "(partitioned.py)",
+    "sc": "a partition's continuation hash: the rest of the payloads of split records, as "
+          "0.1 kept them (partitioned.py: read, and emptied as they are rewritten)",
     "so": "one session's out-of-line payload string, `{ns}:so:{<base partition>}:<digest>` "
           "(partitioned.py)",
     "si": "a partition of the identity index: hash of identity + session ref -> expiry day "

@@ -1,7 +1,7 @@
 -- hrec_rename: move a live session to a new field in one step (token regeneration, and
 -- login: the same move with a new identity). The old field stops working and the new one
--- works atomically; a continuation entry or out-of-line payload moves with it. KEYS share
--- one slot.
+-- works atomically; a continuation (the field .. '\0' in the same hash, or the entry of
+-- the separate continuation hash) or out-of-line payload moves with it. KEYS share one slot.
 -- Record format: densekv/sessions/record.py.
 -- KEYS[1]  old partition hash   KEYS[2] new partition hash
 -- KEYS[3]  old out-of-line key  KEYS[4] new out-of-line key
@@ -26,8 +26,28 @@ if ARGV[5] ~= '' then
   rec = string.char(flags - flags % 32 + string.byte(ARGV[5], 1)) .. string.sub(rec, 2, head_end)
         .. string.sub(ARGV[5], 2) .. string.sub(rec, head_end + sec + 1)
 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('HSET', KEYS[2], ARGV[2], rec)
+-- the payload's marker (record.py: after the header and identity) says where its rest is
+local f = string.byte(rec, 1)
+local tail
+if f >= 128 then
+  local pos = 6
+  if f % 64 >= 32 then pos = 10 end
+  local len = f % 16
+  if len == 15 then len = string.byte(rec, pos); pos = pos + 1 end
+  tail = string.byte(rec, pos + len)
+end
+if tail == 12 then
+  local cont = redis.call('HGET', KEYS[1], ARGV[1] .. '\0')
+  redis.call('HDEL', KEYS[1], ARGV[1], ARGV[1] .. '\0')
+  if cont then
+    redis.call('HSET', KEYS[2], ARGV[2], rec, ARGV[2] .. '\0', cont)
+  else
+    redis.call('HSET', KEYS[2], ARGV[2], rec)
+  end
+else
+  redis.call('HDEL', KEYS[1], ARGV[1])
+  redis.call('HSET', KEYS[2], ARGV[2], rec)
+end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   redis.call('RENAME', KEYS[3], KEYS[4])
 end

@@ -11,9 +11,14 @@
 -- ARGV[1]  s, the number of extra partition bits (1..8)   ARGV[2] rest_o = old bits % 8
 -- ARGV[3]  drop = whole bytes the new field loses          ARGV[4] rest_n = new bits % 8
 -- ARGV[5]  mode: "plain" | "zset" | "fieldttl"             ARGV[6] the tombstone text
+-- ARGV[7]  the length of a session's field in the old partition (a continuation field,
+--          the field .. '\0', is one byte longer and moves with its session)
+-- ARGV[8]  "1": a split payload whose rest is in the old continuation hash (marker 13)
+--          moves into the new partition hash as a continuation field (marker 12)
 -- Reply:   the number of sessions moved
 local s, rest_o = tonumber(ARGV[1]), tonumber(ARGV[2])
 local drop, rest_n, mode = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
+local flen, here = tonumber(ARGV[7]), ARGV[8] == '1'
 local n = 2 ^ s
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'string' then return 0 end
@@ -29,17 +34,32 @@ if kind == 'hash' then
     local j = math.floor((b0 * 256 + b1) / 2 ^ (16 - rest_o - s)) % n
     local rest = string.sub(f, drop + 1)
     local nf = string.char(string.byte(rest, 1) % 2 ^ (8 - rest_n)) .. string.sub(rest, 2)
-    redis.call('HSET', KEYS[3 + j], nf, rec)
-    local rest = redis.call('HGET', KEYS[cbase + 1], f)
-    if rest then redis.call('HSET', KEYS[cbase + 2 + j], nf, rest) end
-    if mode == 'zset' then
-      local score = redis.call('ZSCORE', KEYS[2], f)
-      if score then redis.call('ZADD', KEYS[zbase + 1 + j], score, nf) end
-    elseif mode == 'fieldttl' then
-      local at = redis.call('HPEXPIRETIME', KEYS[1], 'FIELDS', 1, f)[1]
-      if at and at > 0 then redis.call('HPEXPIREAT', KEYS[3 + j], at, 'FIELDS', 1, nf) end
+    if #f ~= flen then  -- a continuation field: nf is its session's new field .. '\0'
+      redis.call('HSET', KEYS[3 + j], nf, rec)
+    else
+      local old = redis.call('HGET', KEYS[cbase + 1], f)
+      local pos = 6  -- record.py: the payload's marker follows the header and the identity
+      local fl = string.byte(rec, 1)
+      if fl % 64 >= 32 then pos = 10 end
+      local len = fl % 16
+      if len == 15 then len = string.byte(rec, pos); pos = pos + 1 end
+      pos = pos + len
+      if old and here and fl >= 128 and string.byte(rec, pos) == 13 then
+        redis.call('HSET', KEYS[3 + j], nf, string.sub(rec, 1, pos - 1) .. '\12' .. string.sub(rec, pos + 1),
+                   nf .. '\0', old)
+      else
+        redis.call('HSET', KEYS[3 + j], nf, rec)
+        if old then redis.call('HSET', KEYS[cbase + 2 + j], nf, old) end
+      end
+      if mode == 'zset' then
+        local score = redis.call('ZSCORE', KEYS[2], f)
+        if score then redis.call('ZADD', KEYS[zbase + 1 + j], score, nf) end
+      elseif mode == 'fieldttl' then
+        local at = redis.call('HPEXPIRETIME', KEYS[1], 'FIELDS', 1, f)[1]
+        if at and at > 0 then redis.call('HPEXPIREAT', KEYS[3 + j], at, 'FIELDS', 1, nf) end
+      end
+      moved = moved + 1
     end
-    moved = moved + 1
   end
 elseif kind ~= 'none' then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is not a session partition')

@@ -1,13 +1,18 @@
 -- hrec_sweep: remove the expired sessions of one partition, atomically.
 -- A session whose expires_at is in the future is never touched; a removed session's
--- continuation entry goes with it (its out-of-line key, if any, is the caller's to delete).
+-- continuation (its field .. '\0' in the same hash, or its entry of the separate
+-- continuation hash) goes with it (its out-of-line key, if any, is the caller's to delete).
+-- A continuation field whose session is gone (none should be) is removed too.
 -- KEYS[1]  the partition hash   KEYS[2] its continuation hash
 -- KEYS[3]  its expiry zset (mode "zset" only)
 -- ARGV[1]  now (unix s)   ARGV[2] at most this many removals
 -- ARGV[3]  mode: "plain" (scan the listpack) | "zset" (ZRANGEBYSCORE the index)
+-- ARGV[4]  the length of a session's field in this partition (a continuation field is
+--          one byte longer)
 -- Reply:   flat list field1, record1, field2, record2, ... of what was removed
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
+local flen = tonumber(ARGV[4])
 local out = {}
 local function u32(s, i)
   local a, b, c, d = string.byte(s, i, i + 3)
@@ -19,7 +24,7 @@ if ARGV[3] == 'zset' then
     local rec = redis.call('HGET', KEYS[1], field)
     redis.call('ZREM', KEYS[3], field)
     if rec and u32(rec, 2) <= now then
-      redis.call('HDEL', KEYS[1], field)
+      redis.call('HDEL', KEYS[1], field, field .. '\0')
       redis.call('HDEL', KEYS[2], field)
       out[#out + 1] = field
       out[#out + 1] = rec
@@ -30,13 +35,22 @@ if ARGV[3] == 'zset' then
   return out
 end
 local all = redis.call('HGETALL', KEYS[1])
+local cont = {}  -- the continuation fields, by their session's field
 for i = 1, #all, 2 do
-  if #out >= 2 * limit then break end
-  if u32(all[i + 1], 2) <= now then
-    redis.call('HDEL', KEYS[1], all[i])
-    redis.call('HDEL', KEYS[2], all[i])
-    out[#out + 1] = all[i]
-    out[#out + 1] = all[i + 1]
+  if #all[i] ~= flen then cont[string.sub(all[i], 1, flen)] = all[i] end
+end
+for i = 1, #all, 2 do
+  local field = all[i]
+  if #field == flen then
+    local c = cont[field]
+    cont[field] = nil
+    if #out < 2 * limit and u32(all[i + 1], 2) <= now then
+      if c then redis.call('HDEL', KEYS[1], field, c) else redis.call('HDEL', KEYS[1], field) end
+      redis.call('HDEL', KEYS[2], field)
+      out[#out + 1] = field
+      out[#out + 1] = all[i + 1]
+    end
   end
 end
+for _, c in pairs(cont) do redis.call('HDEL', KEYS[1], c) end  -- continuations of no session
 return out

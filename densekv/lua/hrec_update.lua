@@ -1,7 +1,9 @@
 -- hrec_update: replace a live session's payload, keeping owner and expiry. The payload
 -- goes inline if the record fits hash-max-listpack-value, else split over the record and
--- one entry of the partition's continuation hash (same field), else out of line (its own
--- key); whatever the old payload left elsewhere is removed.
+-- its continuation field in the same hash (the field .. '\0'; ARGV[10] "1") or one entry
+-- of the partition's separate continuation hash (same field; ARGV[10] "0", and 0.1's
+-- format), else out of line (its own key); whatever the old payload left elsewhere is
+-- removed, in any of the three places.
 -- Record format: densekv/sessions/record.py; payload framing: densekv/sessions/payload.py.
 -- KEYS[1]  the partition hash   KEYS[2] the session's out-of-line key
 -- KEYS[3]  the partition's continuation hash   KEYS[4] its expiry zset (with ARGV[8], mode "zset")
@@ -11,11 +13,13 @@
 --          no split: a continuation entry would have no TTL of its own)
 -- ARGV[6]  compare-and-set: the record as the caller read it ("" = write unconditionally)
 -- ARGV[7]  compare-and-set: the continuation or out-of-line value the caller read with it
--- ARGV[8]  optional, with ARGV[9] (set_ttl): the new expires_at and absolute_at (unix s);
+-- ARGV[8]  with ARGV[9] (set_ttl): the new expires_at and absolute_at (unix s);
 --          the record's header is rebuilt with them (it may grow or shrink by the 4 bytes
 --          of absolute_at, so the payload is placed again under the limit like any
 --          update), a zset's score (KEYS[4], mode "zset") and an out-of-line key's EXAT
---          follow. "" or absent: both expiries stay as they are
+--          follow. "": both expiries stay as they are
+-- ARGV[10] "1": a split payload's rest goes in the continuation field (marker 12);
+--          "0": in the continuation hash KEYS[3] (marker 13)
 -- Reply:   1 updated, 0 missing or expired, -2 changed since the caller read it
 --          (nothing written in the last two cases)
 -- Server time (benchmarks/lua_scripts.py): the script call and its redis.calls (HGET and
@@ -36,19 +40,22 @@ end
 local len = f % 16
 if len == 15 then len = string.byte(rec, pos); pos = pos + 1 end
 pos = pos + len
--- where the old payload's rest is: 13 a continuation entry, 15 the out-of-line key,
--- anything else nowhere (inline): only a rest that exists is removed below
+-- where the old payload's rest is: 12 the continuation field, 13 the continuation hash,
+-- 15 the out-of-line key, anything else nowhere (inline): only a rest that exists is
+-- removed below
 local tail
+local cfield = ARGV[1] .. '\0'
 if f >= 128 then tail = string.byte(rec, pos) end
 if ARGV[6] ~= '' then
   if rec ~= ARGV[6] then return -2 end
+  if tail == 12 and redis.call('HGET', KEYS[1], cfield) ~= ARGV[7] then return -2 end
   if tail == 13 and redis.call('HGET', KEYS[3], ARGV[1]) ~= ARGV[7] then return -2 end
   if tail == 15 and redis.call('GET', KEYS[2]) ~= ARGV[7] then return -2 end
 end
 local flags = f % 64
 if ARGV[3] ~= '' then flags = flags + 128 end
 local pre, mid -- the new record's head is pre .. mid
-if ARGV[8] and ARGV[8] ~= '' then
+if ARGV[8] ~= '' then
   local function be32(n)
     return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
                        math.floor(n / 256) % 256, n % 256)
@@ -74,14 +81,27 @@ local payload = ARGV[3]
 local hlen = #pre + #mid
 local first = limit - hlen - 1
 if hlen + #payload <= limit then
+  if tail == 12 then
+    redis.call('HDEL', KEYS[1], cfield)
+  elseif tail == 13 then
+    redis.call('HDEL', KEYS[3], ARGV[1])
+  elseif tail == 15 then
+    redis.call('DEL', KEYS[2])
+  end
   redis.call('HSET', KEYS[1], ARGV[1], pre .. mid .. payload)
-  if tail == 13 then redis.call('HDEL', KEYS[3], ARGV[1]) end
-  if tail == 15 then redis.call('DEL', KEYS[2]) end
 elseif ARGV[5] ~= 'fieldttl' and first > 0 and #payload - first <= limit then
-  redis.call('HSET', KEYS[1], ARGV[1], pre .. mid .. '\13' .. string.sub(payload, 1, first))
-  redis.call('HSET', KEYS[3], ARGV[1], string.sub(payload, first + 1))
+  if ARGV[10] == '1' then
+    redis.call('HSET', KEYS[1], ARGV[1], pre .. mid .. '\12' .. string.sub(payload, 1, first),
+               cfield, string.sub(payload, first + 1))
+    if tail == 13 then redis.call('HDEL', KEYS[3], ARGV[1]) end
+  else
+    redis.call('HSET', KEYS[1], ARGV[1], pre .. mid .. '\13' .. string.sub(payload, 1, first))
+    redis.call('HSET', KEYS[3], ARGV[1], string.sub(payload, first + 1))
+    if tail == 12 then redis.call('HDEL', KEYS[1], cfield) end
+  end
   if tail == 15 then redis.call('DEL', KEYS[2]) end
 else
+  if tail == 12 then redis.call('HDEL', KEYS[1], cfield) end
   redis.call('HSET', KEYS[1], ARGV[1], pre .. mid .. '\15')
   redis.call('SET', KEYS[2], payload, 'EXAT', abs)
   if tail == 13 then redis.call('HDEL', KEYS[3], ARGV[1]) end

@@ -5,7 +5,8 @@
 -- KEYS[1]  where the session would live: its partition hash (ARGV[1] "field") or its own
 --          key (ARGV[1] "key")
 -- KEYS[2]  "field" only: the partition's continuation hash   KEYS[3] the session's
---          out-of-line key (a dead record's parts there are removed before the writes)
+--          out-of-line key (a dead record, its continuation field ARGV[2] .. '\0' and
+--          its parts there are removed before the writes)
 -- KEYS[..] every other key the commands write (declared for the cluster slot check)
 -- ARGV[1]  "field" | "key"   ARGV[2] the field ("field" only)   ARGV[3] now (unix s)
 -- ARGV[4]  n: commands, then per command its argument count and its arguments
@@ -15,7 +16,8 @@ if ARGV[1] == 'field' then
   if rec then
     local a, b, c, d = string.byte(rec, 2, 5)
     if ((a * 256 + b) * 256 + c) * 256 + d > tonumber(ARGV[3]) then return 0 end
-    redis.call('HDEL', KEYS[2], ARGV[2]) -- a dead record's payload parts
+    redis.call('HDEL', KEYS[1], ARGV[2], ARGV[2] .. '\0') -- a dead record and its payload parts
+    redis.call('HDEL', KEYS[2], ARGV[2])
     redis.call('DEL', KEYS[3])
   end
 elseif redis.call('EXISTS', KEYS[1]) == 1 then

@@ -77,6 +77,9 @@ class LayoutSpec:
     entry_bytes: Callable[[int, int, int], int] | None = None
     #: the seed's key-per-session baselines: measured by the lab, never advised
     baseline: bool = False
+    #: listpack entries a session may take in its partition hash: 2 where a split payload's
+    #: rest is a continuation field beside the record (partitions are sized for that)
+    hash_entries: int = 1
     #: constructor options this layout takes from the server's facts
     options: Callable[[ServerFacts], dict[str, Any]] = field(default=lambda facts: {})
 
@@ -94,7 +97,8 @@ class LayoutSpec:
         """Sessions a partition may hold on a server of these limits (None: no partitions)."""
         if not self.sized_by:
             return None
-        return min(int(getattr(limits, f"{s}_max_listpack_entries")) for s in self.sized_by)
+        return min(int(getattr(limits, f"{s}_max_listpack_entries")) // (self.hash_entries if s == "hash" else 1)
+                   for s in self.sized_by)
 
     def missing(self, have: Iterable[str]) -> list[str]:
         """The capabilities this layout needs that are not in `have`."""
@@ -141,9 +145,9 @@ SPECS: tuple[LayoutSpec, ...] = (
     LayoutSpec("packed", PackedLayout, "a msgpack string key per session, binary key name", baseline=True),
     LayoutSpec("hash", HashLayout, "a HASH per session (identity, expiry, data) + EXPIREAT", baseline=True),
     LayoutSpec("zset", ZsetLayout, "partition HASHes of compact records + a ZSET of their expiries",
-               sized_by=("hash", "zset"), entry_bytes=_hash_and_zset_entries),
+               sized_by=("hash", "zset"), entry_bytes=_hash_and_zset_entries, hash_entries=2),
     LayoutSpec("dense", DenseLayout, "partition HASHes of compact records, each with its expiry inside",
-               sized_by=("hash",), entry_bytes=_hash_entries),
+               sized_by=("hash",), entry_bytes=_hash_entries, hash_entries=2),
     LayoutSpec("fieldttl", FieldTtlLayout, "partition HASHes of compact records, the server's field TTL on each",
                needs=("field_ttl",), sized_by=("hash",),
                options=lambda facts: {"hsetex": facts.field_ttl == "hsetex"}),
@@ -194,7 +198,7 @@ def make_layout(name: str, namespace: str, facts: ServerFacts, expected: int, pa
     extra: dict[str, Any] = {}
     if meta is not None and meta.partitions:
         p = meta.partitions
-        extra = {"base_partitions": meta.base, "from_partitions": meta.from_}
+        extra = {"base_partitions": meta.base, "from_partitions": meta.from_, "here": meta.here}
     why = spec.unavailable(facts)
     if why is not None:
         raise LayoutUnavailable(why)
@@ -212,6 +216,9 @@ class StoreMeta:
     from_: int | None = None
     dictionary: int | None = None  # the zstd dictionary new payloads are written with
     index: bool | None = None  # the stores keep the identity index (None: not recorded)
+    #: split payloads keep their rest in the partition hash ("cont" = "here": a store made,
+    #: or repartitioned, by 0.2 or later, its partitions sized for two entries a session)
+    here: bool = False
 
     @classmethod
     def from_reply(cls, reply: Any) -> StoreMeta | None:
@@ -222,7 +229,8 @@ class StoreMeta:
             meta = cls(fields["layout"], int(fields["partitions"]), int(fields["base"]),
                        int(fields["from"]) if "from" in fields else None,
                        int(fields["dict"]) if "dict" in fields else None,
-                       fields["index"] == "1" if "index" in fields else None)
+                       fields["index"] == "1" if "index" in fields else None,
+                       fields.get("cont") == "here")
         except (KeyError, ValueError, UnicodeDecodeError, AttributeError, IndexError) as exc:
             raise DecodeError("the namespace's metadata hash was not written by densekv: "
                               "use another namespace, or delete that key") from exc

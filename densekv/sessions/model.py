@@ -124,7 +124,8 @@ class Record:
 
     `data` is the payload as a dict once decoded; the partitioned layouts read `payload`
     (the framed bytes, densekv/sessions/payload.py) and the store decodes it. `outside`:
-    the payload is not all inline (split, `part` holding its first part, or out of line);
+    the payload is not all inline (split, `part` holding its first part, `here` saying where
+    its rest is, or out of line);
     `raw` is the stored record exactly as read (compare-and-set in `apply`), `ool` the
     continuation or out-of-line value read with it."""
 
@@ -138,6 +139,9 @@ class Record:
     raw: bytes = b""
     ool: bytes | None = None
     part: bytes | None = None  # a split payload's first part (the rest: the continuation)
+    #: a split payload's rest is in the continuation field of the record's own partition
+    #: hash (one HMGET reads both); False: in the separate continuation hash (0.1's layout)
+    here: bool = False
 
     def live(self, now: int) -> bool:
         return self.expires_at > now

@@ -18,8 +18,12 @@ Bytes, for the partitioned layouts (record flag F_FRAMED, densekv/sessions/recor
               0x21 + varint dictionary id + zstd frame with the dictionary
     marker  = the single byte 0x0F (codec.OUT_OF_LINE): the framed payload is in the
               session's own key (too large for hash-max-listpack-value), or
-              0x0D (CONTINUED) + the framed payload's first part: the rest is in the
-              partition's continuation hash (densekv/sessions/layouts/partitioned.py)
+              0x0C (CONTINUED_HERE) + the framed payload's first part: the rest is
+              the value of the session's continuation field in its own partition
+              hash (the field with CONT_SUFFIX appended), so one HMGET reads both, or
+              0x0D (CONTINUED) + the first part, the rest in the partition's separate
+              continuation hash: what releases before 0.2 wrote (still read and
+              rewritten; densekv/sessions/layouts/partitioned.py)
 
     packed  = msgpack (bin type on) where a str value that is text of one of these kinds
               becomes an ext value holding its bytes, when that is shorter:
@@ -57,6 +61,7 @@ EXT_B64URL = 3
 EXT_UUID = 4
 MARKER = bytes([OUT_OF_LINE])
 CONTINUED = b"\x0d"  # codec.py reserves 0x0D for it: never a codec header
+CONTINUED_HERE = b"\x0c"  # and 0x0C for this one
 DEFAULT_MAX_DATA_BYTES = 64 * 1024
 _MIN_PACKED = 8  # shorter text gains nothing from an ext header
 # hex: fullmatch of an even-length text (0.19 us for 64 characters; \A(?:[0-9a-f]{2})+\Z took 0.63)
@@ -267,6 +272,6 @@ class PayloadCodec:
 
 
 __all__ = [
-    "DEFAULT_MAX_DATA_BYTES", "MAX_NESTING", "PayloadCodec", "SessionDataInvalid",
+    "CONTINUED", "CONTINUED_HERE", "DEFAULT_MAX_DATA_BYTES", "MAX_NESTING", "PayloadCodec", "SessionDataInvalid",
     "SessionDataTooLarge", "pack_data", "unpack_data"
 ]

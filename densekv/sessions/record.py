@@ -30,7 +30,7 @@ import msgpack
 
 from densekv.errors import DecodeError
 from densekv.sessions.model import Identity, Record
-from densekv.sessions.payload import CONTINUED, MARKER
+from densekv.sessions.payload import CONTINUED, CONTINUED_HERE, MARKER
 
 F_LEN_MASK = 0x0F
 F_LEN_ESCAPE = 0x0F
@@ -121,9 +121,12 @@ def unpack_record(digest: bytes, raw: bytes, *, where: str = "", key: bytes | No
             key=digest,
         ) from exc
     part = None
-    outside = False
+    outside = here = False
     if payload is not None and payload[0] in _OUTSIDE_HEADS:
-        if payload[0] == _CONTINUED:
+        if payload[0] == _CONTINUED_HERE:
+            part = payload[1:]
+            outside = here = True
+        elif payload[0] == _CONTINUED:
             part = payload[1:]
             outside = True
         elif len(payload) == 1:  # the out-of-line marker
@@ -133,12 +136,13 @@ def unpack_record(digest: bytes, raw: bytes, *, where: str = "", key: bytes | No
     new = object.__new__(Record)
     new.__dict__.update(digest=digest, identity=identity, expires_at=expires_at, absolute_at=absolute_at,
                         data=data, payload=None if outside else payload, outside=outside,
-                        raw=raw if type(raw) is bytes else bytes(raw), ool=None, part=part)
+                        raw=raw if type(raw) is bytes else bytes(raw), ool=None, part=part, here=here)
     return new
 
 
 _CONTINUED = CONTINUED[0]
-_OUTSIDE_HEADS = frozenset((CONTINUED[0], MARKER[0]))
+_CONTINUED_HERE = CONTINUED_HERE[0]
+_OUTSIDE_HEADS = frozenset((CONTINUED[0], CONTINUED_HERE[0], MARKER[0]))
 
 
 def _with(rec: Record, changes: dict[str, Any]) -> Record:

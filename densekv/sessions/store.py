@@ -248,11 +248,13 @@ class SessionStore(_Options):
         inline (split, out of line: a SCAN of the database), refusals, and warnings."""
         out: dict[str, Any] = {**self.explain(), "refused_too_large": self._core.refused_too_large}
         if self._core.layout.partitions:
-            sizes = self._run(lambda c: c.partition_sizes())
-            split, outside = self._run(lambda c: c.outside_counts())
+            counts = self._run(lambda c: c.partition_counts())
+            split, outside = self._run(lambda c: c.outside_counts(counts))
+            sizes = [e - c for e, c in counts]
             out.update(sessions=sum(sizes), fullest_partition=max(sizes, default=0),
+                       fullest_partition_entries=max((e for e, _ in counts), default=0),
                        split_sessions=split, out_of_line_sessions=outside,
-                       warnings=self._core.fill_warnings(sizes))
+                       warnings=self._core.fill_warnings([e for e, _ in counts]))
         else:
             out.update(sessions=self.count(), warnings=[])
         return out
@@ -356,11 +358,13 @@ class AsyncSessionStore(_Options):
         core = await self.ready()
         out: dict[str, Any] = {**core.explain(), "refused_too_large": core.refused_too_large}
         if core.layout.partitions:
-            sizes = await self._run(lambda c: c.partition_sizes())
-            split, outside = await self._run(lambda c: c.outside_counts())
+            counts = await self._run(lambda c: c.partition_counts())
+            split, outside = await self._run(lambda c: c.outside_counts(counts))
+            sizes = [e - c for e, c in counts]
             out.update(sessions=sum(sizes), fullest_partition=max(sizes, default=0),
+                       fullest_partition_entries=max((e for e, _ in counts), default=0),
                        split_sessions=split, out_of_line_sessions=outside,
-                       warnings=core.fill_warnings(sizes))
+                       warnings=core.fill_warnings([e for e, _ in counts]))
         else:
             out.update(sessions=await self.count(), warnings=[])
         return out

@@ -8,7 +8,8 @@ as meta.StoreCore: core.py imports this module, never the other way):
     entries of what it removed, then index entries past their absolute expiry;
   * repartition grows the partition count online (one split script per old partition,
     resumable) between the metadata's "begin" and "finish";
-  * partition_sizes / count read HLEN per partition (while a repartition runs, the old
+  * partition_counts / partition_sizes / count count each partition's entries and
+    continuation fields (lua/part_len.lua; while a repartition runs, the old
     partitions' leftovers are added to their first child); count_keys counts a
     one-key-per-session layout's keys with a SCAN (flows.Scan: every primary of a
     cluster), its namespace escaped for the MATCH pattern.
@@ -135,39 +136,51 @@ def hash_lengths(keys: list[bytes]) -> Flow[list[int]]:
     return out
 
 
-def partition_sizes(core: StoreCore) -> Flow[list[int]]:
-    """Sessions in every partition (expired-but-unswept ones included); while a
-    repartition runs, each new partition counts the sessions its parent still holds
-    for it only once the parent is split, so the parents' counts are added to the
-    first child."""
+def partition_counts(core: StoreCore) -> Flow[list[tuple[int, int]]]:
+    """(listpack entries, continuation fields) of every partition hash (lua/part_len.lua:
+    expired-but-unswept sessions included; sessions = entries - continuations); while a
+    repartition runs, each new partition counts what its parent still holds for it only
+    once the parent is split, so the parents' counts are added to the first child."""
     layout = partitioned(core)
-    keys = [layout.hash_key(p) for p in range(layout.partitions)]
-    if layout.from_bits is None:
-        return (yield from hash_lengths(keys))
-    olds = [layout.key_at("sd", p, layout.from_bits) for p in range(layout.from_partitions or 0)]
-    counted: list[int] = []
-    every = keys + olds
+    levels = [(layout.bits, layout.partitions)]
+    if layout.from_bits is not None:
+        levels.append((layout.from_bits, layout.from_partitions or 0))
+    every = [(layout.key_at("sd", p, bits), 17 - bits // 8) for bits, n in levels for p in range(n)]
+    counted: list[tuple[int, int]] = []
     for i in range(0, len(every), 512):
-        batch = every[i : i + 512]
-        counted += (yield [script_call(script("part_len"), (k,), (), int) for k in batch])
-    sizes = counted[: len(keys)]
-    shift = layout.bits - layout.from_bits
-    for p, n in enumerate(counted[len(keys):]):
-        sizes[p << shift] += n
+        counted += (yield [script_call(script("part_len"), (k, ), (clen,), _pair) for k, clen in every[i : i + 512]])
+    sizes = counted[: layout.partitions]
+    if layout.from_bits is not None:
+        shift = layout.bits - layout.from_bits
+        for p, (entries, conts) in enumerate(counted[layout.partitions :]):
+            e, c = sizes[p << shift]
+            sizes[p << shift] = (e + entries, c + conts)
     return sizes
 
 
-def outside_counts(core: StoreCore) -> Flow[tuple[int, int]]:
+def _pair(reply: Any) -> tuple[int, int]:
+    return int(reply[0]), int(reply[1])
+
+
+def partition_sizes(core: StoreCore) -> Flow[list[int]]:
+    """Sessions in every partition (partition_counts: entries less continuation fields)."""
+    return [e - c for e, c in (yield from partition_counts(core))]
+
+
+def outside_counts(core: StoreCore, counts: list[tuple[int, int]] | None = None) -> Flow[tuple[int, int]]:
     """(split, out of line): sessions of a partitioned store whose payload did not fit
-    hash-max-listpack-value, counted as continuation entries (HLEN of each partition's
-    continuation hash, old and new levels while a repartition runs) and out-of-line keys
-    (a SCAN under the namespace's prefix: every key of the database is visited once, as
-    count() does for the key-per-session layouts). Expired-but-unswept ones included."""
+    hash-max-listpack-value, counted as continuation fields (partition_counts) and entries
+    of the separate continuation hashes of 0.1's layout (HLEN, old and new levels while a
+    repartition runs), and out-of-line keys (a SCAN under the namespace's prefix: every
+    key of the database is visited once, as count() does for the key-per-session
+    layouts). Expired-but-unswept ones included. `counts`: partition_counts, if read."""
     layout = partitioned(core)
     conts = [layout.cont_key(p) for p in range(layout.partitions)]
     if layout.from_bits is not None:
         conts += [layout.key_at("sc", p, layout.from_bits) for p in range(layout.from_partitions or 0)]
-    split = sum((yield from hash_lengths(conts)))
+    if counts is None:
+        counts = yield from partition_counts(core)
+    split = sum((yield from hash_lengths(conts))) + sum(c for _, c in counts)
     scan = Scan(glob_escape(key(core.namespace, "so") + b":") + b"*", batch=1000)
     out_of_line = 0
     while chunk := (yield scan):
@@ -195,13 +208,16 @@ def count(core: StoreCore) -> Flow[int]:
     return sum((yield from partition_sizes(core)))
 
 
-def fill_warnings(core: StoreCore, sizes: list[int]) -> list[str]:
+def fill_warnings(core: StoreCore, entries: list[int]) -> list[str]:
+    """Warnings for partitions near the listpack entry limit (`entries`: each partition's
+    entries, partition_counts; a split session takes two)."""
     limit = core.facts.limits.hash_max_listpack_entries
-    fullest = max(sizes, default=0)
+    fullest = max(entries, default=0)
     if fullest > 0.9 * limit:
         return [
-            (f"the fullest partition holds {fullest} sessions of the {limit} a listpack may "
-            "hold: partitions are about to convert to hashtables (several times the memory); "
+            (f"the fullest partition holds {fullest} entries of the {limit} a listpack may "
+            "hold (a session takes one, two when its payload is split): partitions are about "
+            "to convert to hashtables (several times the memory); "
             "grow the store online: `densekv repartition --partitions N` (or "
             "store.repartition(N)) with N twice the current count or more")
         ]

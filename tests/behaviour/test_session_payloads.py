@@ -206,9 +206,13 @@ def test_stats_count_the_payloads_that_did_not_fit_inline(client: redis.Redis, s
     planner's advice to raise hash-max-listpack-value is about), as the server holds them."""
     store = SessionStore(client, layout=layout, expected_sessions=100, auto_train=None)
     tokens = [store.create(i, {"b": os.urandom(n)}) for i, n in enumerate([4, 8, 70, 72, 74, 300, 900] * 3)]
-    split = sum(client.hlen(k) for k in client.scan_iter(match=b"sess:sc:*"))
+    layout_ = store._core.layout
+    assert isinstance(layout_, PartitionedLayout)
+    clen = 17 - layout_.bits // 8  # a continuation field: a session's field and one byte
+    split = sum(len(f) == clen for k in client.scan_iter(match=b"sess:sd:*") for f in client.hkeys(k))
     outside = len(list(client.scan_iter(match=b"sess:so:*")))
     assert split > 0 and outside > 0  # the sizes above make both kinds
+    assert not list(client.scan_iter(match=b"sess:sc:*"))  # 0.1's continuation hashes: none
     stats = store.stats()
     assert (stats["split_sessions"], stats["out_of_line_sessions"]) == (split, outside)
     assert stats["sessions"] == len(tokens)

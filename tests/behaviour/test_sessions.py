@@ -29,7 +29,7 @@ from densekv.sessions import (
     SessionDataTooLarge,
     SessionStore,
 )
-from densekv.sessions.layouts.partitioned import PartitionedLayout
+from densekv.sessions.layouts.partitioned import CONT_SUFFIX, PartitionedLayout
 from densekv.sessions.model import digest_of
 
 
@@ -352,35 +352,84 @@ def test_large_data_goes_out_of_line_and_partitions_stay_listpacks(client: redis
         store.create("i" * 200, small)
 
 
-def test_mid_sized_data_is_split_over_a_continuation_entry(client: redis.Redis) -> None:
+def _continuations(client: redis.Redis, layout: PartitionedLayout) -> tuple[int, int]:
+    """(continuation fields in the partition hashes, entries of 0.1's continuation hashes)."""
+    clen = 17 - layout.bits // 8
+    here = sum(len(f) == clen for q in range(layout.partitions) for f in client.hkeys(layout.hash_key(q)))
+    return here, sum(client.hlen(layout.cont_key(q)) for q in range(layout.partitions))
+
+
+@pytest.mark.parametrize("made_by", ["0.2", "0.1"])
+def test_mid_sized_data_is_split_over_a_continuation_entry(client: redis.Redis, made_by: str) -> None:
+    """A split payload's rest is a continuation field beside its record (0.1's stores, whose
+    metadata has no `cont`, keep the separate continuation hash until a repartition)."""
     clock = Clock()
     store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, ttl=100, clock=clock)
+    if made_by == "0.1":
+        client.hdel("sess:meta", "cont")
+        store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, ttl=100, clock=clock)
     mid = {"blob": "q." * 40}  # ~90 bytes: too long for the record, short enough for two entries
     big, small = {"blob": "q." * 200}, {"ok": True}
     t = store.create(1, mid)
     layout = store._core.layout
-    assert isinstance(layout, PartitionedLayout)
+    assert isinstance(layout, PartitionedLayout) and layout.here == (made_by == "0.2")
     digest = digest_of(t)
     assert digest is not None
     p, field = layout.locate(digest)
-    assert client.hexists(layout.cont_key(p), field) and not client.exists(layout.ool_key(digest))
+
+    def split_here() -> bool:
+        return bool(client.hexists(layout.hash_key(p), field + CONT_SUFFIX))
+
+    def split_apart() -> bool:
+        return bool(client.hexists(layout.cont_key(p), field))
+
+    split = split_here if layout.here else split_apart
+    assert split() and not (split_apart() if layout.here else split_here())
+    assert not client.exists(layout.ool_key(digest))
     assert store.get(t).data == mid  # type: ignore[union-attr]
     # updates move between inline, split and out of line, leaving nothing behind
-    assert store.update(t, big) and not client.hexists(layout.cont_key(p), field) and client.exists(layout.ool_key(digest))
-    assert store.update(t, mid) and client.hexists(layout.cont_key(p), field) and not client.exists(layout.ool_key(digest))
+    assert store.update(t, big) and not split() and client.exists(layout.ool_key(digest))
+    assert store.update(t, mid) and split() and not client.exists(layout.ool_key(digest))
     assert store.apply(t, {"x": 1}) == {**mid, "x": 1}
-    assert store.update(t, small) and not client.hexists(layout.cont_key(p), field)
+    assert store.update(t, small) and not split()
     assert store.update(t, mid)
     # login moves the continuation with the record; destroy and sweep remove it
     t2 = store.login(t, 5)
     assert t2 and store.get(t2).data == mid and store.sessions_of(5)[0].data == mid  # type: ignore[union-attr]
-    assert client.hlen(layout.cont_key(p)) == 0 or not client.hexists(layout.cont_key(p), field)
-    assert store.destroy(t2) and sum(client.hlen(layout.cont_key(q)) for q in range(layout.partitions)) == 0
+    assert not split() and sum(_continuations(client, layout)) == 1
+    assert store.count() == 1 and store.stats()["split_sessions"] == 1
+    assert store.destroy(t2) and _continuations(client, layout) == (0, 0)
     doomed = [store.create(2, mid, ttl=10) for _ in range(5)]
-    assert sum(client.hlen(layout.cont_key(q)) for q in range(layout.partitions)) == 5
+    assert sum(_continuations(client, layout)) == 5 and store.count() == 5
     clock.now += 20
     assert store.sweep() == 5 and all(store.get(d) is None for d in doomed)
-    assert sum(client.hlen(layout.cont_key(q)) for q in range(layout.partitions)) == 0
+    assert _continuations(client, layout) == (0, 0) and store.count() == 0
+    if made_by == "0.1":  # a 0.1-format split session, rewritten by a store that writes 0.2's
+        t3 = store.create(3, mid)
+        assert _continuations(client, layout) == (0, 1)
+        client.hset("sess:meta", "cont", "here")
+        now = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, ttl=100, clock=clock)
+        assert now.get(t3).data == mid  # type: ignore[union-attr]
+        assert now.apply(t3, {"y": 2}) == {**mid, "y": 2} and _continuations(client, layout) == (1, 0)
+        assert not client.exists(layout.cont_key(p))  # the emptied continuation hash is gone
+
+
+def test_a_split_session_is_read_with_one_command(client: redis.Redis) -> None:
+    """Once recent reads found split payloads, a get is one HMGET on one key (MONITOR)."""
+    store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None)
+    tokens = [store.create(i, {"blob": "q." * 40}) for i in range(30)]
+    for t in tokens:
+        store.get(t)  # the store learns that its sessions are split
+    with client.monitor() as m:
+        assert store.get(tokens[0]).data == {"blob": "q." * 40}  # type: ignore[union-attr]
+        client.set("densekv-test-monitor-end", 1)
+        seen = []
+        for line in m.listen():
+            if "densekv-test-monitor-end" in line["command"]:
+                break
+            seen.append(line["command"])
+    reads = [c for c in seen if "sess:" in c]
+    assert len(reads) == 1 and reads[0].startswith("HMGET"), reads
 
 
 def test_a_repartition_carries_split_and_out_of_line_payloads(client: redis.Redis) -> None:

@@ -138,8 +138,8 @@ CASES = [
          session(HUGE, None, NOW + 3600)),
     Case("get-out-of-line-gone", lambda c: c.get(TOKEN),  # moved between reads: read whole, then give up
          [hget(OUT[HASH]), [(("GET", OOL), None)],
-          [(("HGET", HASH, FIELD), OUT[HASH]), (("HGET", CONT), None), (("GET", OOL), None)],
-          [(("HGET", HASH, FIELD), OUT[HASH]), (("HGET", CONT), None), (("GET", OOL), None)]],
+          [(("HMGET", HASH, FIELD), [OUT[HASH], None]), (("HGET", CONT), None), (("GET", OOL), None)],
+          [(("HMGET", HASH, FIELD), [OUT[HASH], None]), (("HGET", CONT), None), (("GET", OOL), None)]],
          Raises(DecodeError, "out-of-line payload that is not stored")),
     Case("get-undecodable", lambda c: c.get(TOKEN), [hget(pack_record(Record(D, 1, NOW + 9, NOW + 9), b"\x01\xc1"))],
          Raises(DecodeError)),
@@ -341,7 +341,7 @@ def test_guarded_retries_on_the_new_partition_count_after_a_repartition_tombston
 
 
 def test_regenerate_lists_the_new_digest_renames_in_one_script_then_unlists_the_old() -> None:
-    read = [(("HGET", HASH, FIELD), RAW), (("HGET", CONT, FIELD), None), (("GET", OOL), None)]
+    read = [(("HMGET", HASH, FIELD), [RAW, None]), (("HGET", CONT, FIELD), None), (("GET", OOL), None)]
     rename = ("hrec_rename", (HASH, ANY, OOL, ANY, CONT, ANY), FIELD, ANY, NOW, "plain", b"")
     run_ = check(make().regenerate(TOKEN), [read, [(("HSET", IX), 1)], [(rename, RAW)], [(("HDEL", IX, IX_FIELD), 1)]])
     new = digest_of(run_.result)
@@ -353,6 +353,37 @@ def test_regenerate_lists_the_new_digest_renames_in_one_script_then_unlists_the_
 
 
 def test_regenerate_of_a_missing_session_writes_nothing() -> None:
-    check(make().regenerate(TOKEN), [[("HGET", None), ("HGET", None), ("GET", None)]], None)
+    check(make().regenerate(TOKEN), [[("HMGET", [None, None]), ("HGET", None), ("GET", None)]], None)
     check(make(index_identities=False).regenerate(TOKEN), [[(("hrec_rename", (HASH, ANY, OOL, ANY, CONT, ANY), FIELD), None)]], None)
     check(make().regenerate("bad token"), [], None)
+
+
+def make_here() -> SessionCore:
+    """A core opened on a store made by 0.2 (its metadata says cont=here)."""
+    core = fresh()
+    run(core.open(), Scripted([[("store_meta", [*META_REPLY, b"cont", b"here"])]]))
+    return core
+
+
+def test_a_split_session_of_a_0_2_store_is_one_hmget() -> None:
+    """A 0.2 store writes a split payload's rest as the continuation field beside the
+    record (one HSET of both); a get that finds it split reads both with one HMGET, and
+    once split reads are common (OUTSIDE_SPECULATE) every get is that one HMGET, an inline
+    record among them read by the same command."""
+    core = make_here()
+    cfield = FIELD + b"\x00"
+    ex = Scripted(answer=lambda s: 1)
+    run(core.put_records([core.new_record(None, BIG, None, TOKEN)]), ex)
+    (put,) = [s for s in ex.trips[0] if s.name == "HSET"]
+    assert put.args[0] == HASH and put.args[1] == FIELD and put.args[3] == cfield
+    rec, rest = put.args[2], put.args[4]
+    both = [(("HMGET", HASH, FIELD, cfield), [rec, rest])]
+    check(core.get(TOKEN), [hget(rec), both], session(BIG, None, NOW + 3600))
+    core.split_rate = 1.0
+    check(core.get(TOKEN), [both], session(BIG, None, NOW + 3600))
+    check(core.get(TOKEN), [[(("HMGET", HASH, FIELD, cfield), [RAW, None])]], session({"a": 1}))
+    # a record of 0.1's format in that store is completed from the continuation hash
+    old = SPLIT[HASH]
+    check(core.get(TOKEN), [[(("HMGET", HASH, FIELD, cfield), [old, None])],
+                            [(("HGET", HASH, FIELD), old), (("HGET", CONT, FIELD), SPLIT[CONT])]],
+          session(BIG, None, NOW + 3600))

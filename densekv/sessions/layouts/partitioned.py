@@ -21,19 +21,30 @@ partition's key overhead shared by a few hundred sessions.
 
 A record whose framed payload would take it past hash-max-listpack-value is
   split      when the payload fits the record plus one more listpack value: the record
-             ends with the marker 0x0D and the payload's first part, and the rest is the
-             value of the same field in the partition's continuation hash `{ns}:sc:{P}`
-             (a listpack of its own, so the partition's entry budget is untouched): about
-             20 bytes more than inline (a field entry and a value header);
+             ends with the marker 0x0C and the payload's first part, and the rest is the
+             value of the session's continuation field in the same partition hash (its
+             field with CONT_SUFFIX appended: one byte longer than any session's field,
+             so nothing mistakes one for the other). One HMGET reads both parts, from one
+             version; a split session takes two of the partition's listpack entries, so
+             partitions are sized for two entries a session (meta.py, make_layout). The
+             entries cost about 21 bytes more than inline (a 16-byte field, a value
+             header and the first part's marker);
   out of line otherwise (and always in the fieldttl layout): the record ends with the
              marker 0x0F and the payload is the session's own string key
              `{ns}:so:{R}:<16-byte digest>` (R: the digest's base partition, so the key
              keeps its name through repartitions), with the session's absolute expiry
              (EXAT) as a backstop: a key's overhead, 50-70 bytes, on top of the payload.
+Releases before 0.2 kept a split payload's rest in a separate continuation hash
+`{ns}:sc:{P}` (marker 0x0D; a MULTI of two HGETs to read): such records are still read
+and are rewritten with the rest in the partition on their next write, or by a repartition
+(lua/hrec_split.lua). A layout whose partitions were sized for one entry a session (a
+store made by those releases, until it is repartitioned) keeps writing that way (`here`
+False), so that its partitions stay listpacks.
 `placement` is that rule, in one place for Python (the planner's notes ask it too);
-lua/hrec_update.lua applies the same rule to an update. All of them share the partition's slot; destroy, sweep, rename and repartition move or
-delete the parts with the record. A get sends one HGET, or, while recent reads found
-payloads outside (core.py), HGET + HGET of the continuation + GET, pipelined.
+lua/hrec_update.lua applies the same rule to an update. All of them share the partition's
+slot; destroy, sweep, rename and repartition move or delete the parts with the record. A
+get sends one HGET, or, while recent reads found split payloads (core.py), one HMGET of
+the field and its continuation field; out-of-line payloads take a GET beside it.
 """
 
 from __future__ import annotations
@@ -48,10 +59,11 @@ from densekv.lua import script
 from densekv.plan import Command, Plan, ScriptCall, command, script_call
 from densekv.sessions.layouts.base import Layout, LayoutLimits
 from densekv.sessions.model import Record, SessionDataTooLarge
-from densekv.sessions.payload import CONTINUED, MARKER
+from densekv.sessions.payload import CONTINUED, CONTINUED_HERE, MARKER
 from densekv.sessions.record import identity_section, pack_record, unpack_record, with_rest
 
 INLINE, SPLIT, OUT_OF_LINE = "inline", "split", "out of line"
+CONT_SUFFIX = b"\x00"  # a session's continuation field is its field + this byte (the Lua scripts say '\0')
 
 
 def placement(record: int, bare: int, limit: int, splits: bool = True) -> str:
@@ -74,8 +86,12 @@ class PartitionedLayout(Layout):
     splits = True
 
     def __init__(self, namespace: str, partitions: int, limits: LayoutLimits, *,
-                 base_partitions: int | None = None, from_partitions: int | None = None) -> None:
+                 base_partitions: int | None = None, from_partitions: int | None = None,
+                 here: bool = True) -> None:
         super().__init__(namespace)
+        #: split payloads keep their rest in the partition hash (False: in the separate
+        #: continuation hash, for partitions sized for one entry a session)
+        self.here = here
         self.partitions = partitions
         self.bits = partition_bits(partitions)
         self.base_bits = partition_bits(base_partitions or partitions)
@@ -134,7 +150,7 @@ class PartitionedLayout(Layout):
         keys += [k for c in children for k in self._keys(c)[1:]]  # the zsets, in the zset layout
         keys += [self.key_at("sc", old, self.from_bits), *(self.cont_key(c) for c in children)]
         args = (s, self.from_bits % 8, self.bits // 8 - self.from_bits // 8, self.bits % 8, self.mode,
-                self.TOMBSTONE)
+                self.TOMBSTONE, 16 - self.from_bits // 8, int(self.here))
         return script_call(script("hrec_split"), tuple(keys), args, int)
 
     def partitioning(self) -> PartitionedLayout:
@@ -213,6 +229,12 @@ class PartitionedLayout(Layout):
             bare = len(pack_record(rec, b""))
             if placement(len(value), bare, limit, self.splits) == SPLIT:
                 first = limit - bare - 1
+                if self.here:  # the rest beside the record: one HSET of both fields
+                    value = pack_record(rec, CONTINUED_HERE + rec.payload[:first])
+                    if len(value) <= limit:
+                        more = (field + CONT_SUFFIX, rec.payload[first:])
+                        return Plan(tuple(self._put_steps(key, p, field, value, rec, more)), _none,
+                                    atomic=self.mode == "zset")
                 value = pack_record(rec, CONTINUED + rec.payload[:first])
                 cont = self.cont_key(p) if named is None else named[2]
                 steps.append(Command(("HSET", cont, field, rec.payload[first:]), (cont,)))
@@ -228,8 +250,11 @@ class PartitionedLayout(Layout):
         steps += self._put_steps(key, p, field, value, rec)
         return Plan(tuple(steps), lambda r: None, atomic=len(steps) > 1)
 
-    def _put_steps(self, key: bytes, p: int, field: bytes, value: bytes, rec: Record) -> list[Command]:
-        return [Command(("HSET", key, field, value), (key,)), *self._put_extra(p, field, rec)]
+    def _put_steps(self, key: bytes, p: int, field: bytes, value: bytes, rec: Record,
+                   more: tuple[bytes, ...] = ()) -> list[Command]:
+        """The commands that store a record (`more`: the continuation field and its value,
+        set in the same HSET)."""
+        return [Command(("HSET", key, field, value, *more), (key,)), *self._put_extra(p, field, rec)]
 
     def _put_extra(self, p: int, field: bytes, rec: Record) -> list[Command]:
         return []
@@ -239,19 +264,27 @@ class PartitionedLayout(Layout):
         return (self.hash_key(p), self.cont_key(p), self.ool_key(digest)), ("field", field)
 
     def plan_get(self, digest: bytes, outside: bool | str = True) -> Plan[Record | None]:
-        """HGET, and with `outside` the rest of a payload that is not all inline, in one
-        MULTI (a split payload's two parts must come from one version of the session):
-        "split" the continuation entry, "ool" the out-of-line key, True both. A record
-        whose rest was not asked for comes back without it, and the store reads the rest
-        next (plan_fetch_outside)."""
+        """HGET of the record, and with `outside` the rest of a payload that is not all
+        inline: "split" the continuation this layout writes (`here`: the continuation
+        field, read with the record in one HMGET; else the separate continuation hash),
+        "here" / "cont" that one, "ool" the out-of-line key, True all of them. Parts from
+        more than one key are read in one MULTI (a split payload's two parts must come
+        from one version of the session). A record whose rest was not asked for comes
+        back without it, and the store reads the rest next (plan_fetch_outside)."""
         p, field = self.locate(digest)
         named = self._cached(p, digest)
         key = self.hash_key(p) if named is None else named[0]
         if not outside:
             return command("HGET", key, field, keys=(key,), decode=self._decode(digest, key))
-        steps: tuple[Command, ...] = (Command(("HGET", key, field), (key,)),)
+        if outside == "split":
+            outside = "here" if self.here else "cont"
+        here = outside is True or outside == "here"
+        if here and outside == "here":  # the one-command read of a split session
+            return command("HMGET", key, field, field + CONT_SUFFIX, keys=(key,), decode=self._decode_here(digest, key))
+        steps: tuple[Command, ...] = (Command(("HMGET", key, field, field + CONT_SUFFIX) if here else ("HGET", key, field),
+                                              (key,)),)
         at_cont = at_ool = 0
-        if outside is True or outside == "split":
+        if outside is True or outside == "cont":
             cont = self.cont_key(p) if named is None else named[2]
             at_cont = len(steps)
             steps += (Command(("HGET", cont, field), (cont,)),)
@@ -261,11 +294,14 @@ class PartitionedLayout(Layout):
             steps += (Command(("GET", ool), (ool,)),)
 
         def all_parts(replies: list[Any]) -> Record | None:
-            raw = replies[0]
+            first = replies[0]
+            raw = first[0] if here else first
             if raw is None:
                 return None
             rec = unpack_record(digest, raw, key=key)
             if rec.outside:
+                if rec.here:
+                    return with_rest(rec, first[1]) if here else rec
                 at = at_cont if rec.part is not None else at_ool
                 if at:
                     return with_rest(rec, replies[at])
@@ -273,13 +309,24 @@ class PartitionedLayout(Layout):
 
         return Plan(steps, all_parts, atomic=True)
 
+    def _decode_here(self, digest: bytes, where: bytes) -> Any:
+        def decode(reply: Any) -> Record | None:
+            raw, rest = reply
+            if raw is None:
+                return None
+            rec = unpack_record(digest, raw, key=where)
+            return with_rest(rec, rest) if rec.here else rec
+
+        return decode
+
     def plan_fetch_outside(self, rec: Record) -> Plan[Record | None]:
         """The rest of a record read without it (HSCAN, a get without `outside`). A split
-        payload is read again whole, record and continuation in one MULTI: the record may
-        have changed since it was read, and parts of two versions must never be joined.
-        An out-of-line value read alone is a whole payload (of this version or a later one)."""
+        payload is read again whole, record and continuation in one step (one HMGET, or
+        one MULTI for the separate continuation hash): the record may have changed since
+        it was read, and parts of two versions must never be joined. An out-of-line value
+        read alone is a whole payload (of this version or a later one)."""
         if rec.part is not None:
-            return self.plan_get(rec.digest, outside="split")
+            return self.plan_get(rec.digest, outside="here" if rec.here else "cont")
         ool = self.ool_key(rec.digest)
         return command("GET", ool, keys=(ool,), decode=lambda r: with_rest(rec, r))
 
@@ -320,14 +367,14 @@ class PartitionedLayout(Layout):
         if times is not None:
             keys += named[3]  # the zset, in the zset layout
         args = (field, now, framed or b"", self.limits.hash_max_listpack_value, self.mode, *expected,
-                *(times or ()))
+                *(times or _NO_TIMES), _HERE[self.here])
         return Plan((ScriptCall(script("hrec_update"), keys, args),), _first_int)
 
     def plan_delete(self, digest: bytes) -> Plan[Record | None]:
         p, field = self.locate(digest)
         key = self.hash_key(p)
         ool, cont = self.ool_key(digest), self.cont_key(p)
-        steps = [Command(("HGET", key, field), (key,)), Command(("HDEL", key, field), (key,)),
+        steps = [Command(("HGET", key, field), (key,)), Command(("HDEL", key, field, field + CONT_SUFFIX), (key,)),
                  Command(("HDEL", cont, field), (cont,)), Command(("DEL", ool), (ool,))]
         steps += self._delete_extra(p, field)
         decode = self._decode(digest, key)
@@ -363,7 +410,7 @@ class PartitionedLayout(Layout):
             ]
 
         keys = (self.hash_key(unit), self.cont_key(unit), *self._keys(unit)[1:])
-        return script_call(script("hrec_sweep"), keys, (now, limit, self.mode), decode)
+        return script_call(script("hrec_sweep"), keys, (now, limit, self.mode, 16 - self.bits // 8), decode)
 
 
 class DenseLayout(PartitionedLayout):
@@ -401,7 +448,9 @@ class FieldTtlLayout(PartitionedLayout):
         super().__init__(namespace, partitions, limits, **kwargs)
         self.hsetex = hsetex
 
-    def _put_steps(self, key: bytes, p: int, field: bytes, value: bytes, rec: Record) -> list[Command]:
+    def _put_steps(self, key: bytes, p: int, field: bytes, value: bytes, rec: Record,
+                   more: tuple[bytes, ...] = ()) -> list[Command]:
+        assert not more, "the fieldttl layout never splits"
         if self.hsetex:
             return [Command(("HSETEX", key, "EXAT", rec.expires_at, "FIELDS", 1, field, value), (key,))]
         return super()._put_steps(key, p, field, value, rec)
@@ -415,6 +464,12 @@ class FieldTtlLayout(PartitionedLayout):
 
 
 _REPLACE_KEYS_MAX = 4096
+_NO_TIMES = (b"", b"")  # lua/hrec_update.lua's ARGV[8..9] when the expiries stay
+_HERE = {True: b"1", False: b"0"}  # its ARGV[10]
+
+
+def _none(replies: list[Any]) -> None:
+    return None
 
 
 def _first_int(replies: list[Any]) -> int:
