@@ -59,7 +59,7 @@ from densekv.codec import BYTES, Codec
 from densekv.codec import decode as codec_decode
 from densekv.integrations.flask import SessionInterface
 from densekv.lab.session_profiles import session
-from densekv.sessions.layouts.partitioned import CONT_SUFFIX
+from densekv.sessions.layouts.partitioned import cont_field
 from densekv.sessions.model import digest_of
 from densekv.sessions.record import unpack_record, with_rest
 
@@ -114,7 +114,7 @@ def own_parts(client: redis.Redis, store: SessionStore, token: str) -> tuple[byt
     rec = unpack_record(digest, client.hget(key, field))
     split = rec.outside and rec.part is not None
     if split:  # the continuation field beside the record (0.1: the continuation hash)
-        rest = client.hget(key, field + CONT_SUFFIX) if rec.here else client.hget(layout.cont_key(p), field)
+        rest = client.hget(key, cont_field(field, layout.bits)) if rec.here else client.hget(layout.cont_key(p), field)
         rec = with_rest(rec, rest)
     assert rec.payload is not None, "a seeded session has a payload"
     return key, field, rec.payload, split

@@ -18,6 +18,13 @@ at exit), one client process, these operations, each a pair of sides:
   map_set         overwrite   CompactMap.set(key, 20-char str)     SET
   bloom_add       new         BloomFilter.add(new item)            BF.ADD    (with RedisBloom)
   bloom_contains  present     BloomFilter.contains(stored item)    BF.EXISTS (with RedisBloom)
+  login_get       P1k, P2     store.get(token)                     GET + json.loads
+  login_touch     P1k, P2     store.touch(token)                   EXPIRE key idle_ttl
+  login_rmw       P1k, P2     store.get + store.apply(t, {"n": v}, read=session), both timed
+                                                                   GET + json.loads + SET EX
+                  (issue 30: the login sessions a web request reads and writes; P1k is a
+                  Django login plus one small key "n", P2 Flask-Login; the server's process
+                  CPU per call is bounded too: server_cpu_target / server_cpu_ok)
 
 Data: session stores (namespace "inl": 10k P1 sessions; "splP2": 10k sessions of P2, or
 "splP3" of P3 if P2 stays inline: the profile whose `SessionStore.stats()` reports split;
@@ -64,7 +71,10 @@ cProfile over --calls calls each (wall clock: recv_into holds the wait for the r
 densekv's own functions, the top 15 by cumulative and by self time, and the top 8 others
 by self time.
 
-Usage: python benchmarks/hot_path.py [--quick] [--servers valkey-9.1,redis-7.0]
+--pin CLIENT,SERVER pins this process and the server to one core each (the issue 30 figures:
+--pin 0,1 on the 2-core machine).
+
+Usage: python benchmarks/hot_path.py [--quick] [--pin 0,1] [--servers valkey-9.1,redis-7.0]
        [--bloom-server redis-7.4 | --bloom-server ''] [--ops session_get,...] [--rounds 16]
        [--calls 1000] [--sessions 10000] [--out FILE | --no-save]
        python benchmarks/hot_path.py --profile [--servers valkey-9.1] [--calls 3000]
@@ -128,7 +138,12 @@ TARGETS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("map_set", "overwrite"): (1.3, None),
     ("bloom_add", "new"): (None, None),
     ("bloom_contains", "present"): (None, None),
+    # issue 30: the login profiles' read, touch and read-modify-write (server: process CPU)
+    **{(op, prof): (1.3, None) for op in ("login_get", "login_touch", "login_rmw") for prof in ("P1k", "P2")},
 }
+#: issue 30's bounds on the server process's CPU per call, densekv / plain
+SERVER_CPU_TARGETS = {"login_get": 1.3, "login_touch": 2.5, "login_rmw": 1.6}
+LOGIN_PROFILES = ("P1k", "P2")
 OPS = tuple(dict.fromkeys(op for op, _ in TARGETS))
 
 Call = Callable[[int], Any]  # one operation on input i
@@ -271,13 +286,22 @@ def turn(stats_client: redis.Redis, side: Side, start: int, n: int) -> None:
 
 
 # -- the cases ------------------------------------------------------------------------------------
+def login_session(profile: str, i: int) -> tuple[int | None, dict[str, Any]]:
+    """Session i of a lab profile, or of "P1k": a Django login (P1) plus one small key,
+    the "n" a request's one-key write sets (login_rmw)."""
+    if profile == "P1k":
+        uid, data = session("P1", i)
+        return uid, {**data, "n": i % 100}
+    return session(profile, i)
+
+
 def sessions_store(url: str, namespace: str, profile: str, n: int,
                    expected: int | None = None) -> tuple[Any, list[str], list[dict[str, Any]]]:
     """A store of n sessions of `profile`, sized for `expected` (default n)."""
     store = densekv.SessionStore(redis.Redis.from_url(url), namespace=namespace, ttl=TTL,
                                  idle_ttl=IDLE_TTL, expected_sessions=expected or n)
-    store.train_dictionary([session(profile, i)[1] for i in range(TRAIN_N)])
-    items = [session(profile, i) for i in range(n)]
+    store.train_dictionary([login_session(profile, i)[1] for i in range(TRAIN_N)])
+    items = [login_session(profile, i) for i in range(n)]
     tokens = store.create_each(items, batch=1000)
     return store, tokens, [data for _, data in items]
 
@@ -446,8 +470,48 @@ def build_cases(url: str, binary: Any, ops: list[str], n_sessions: int,
                           Side("densekv", lambda i: bf.contains(present[i])),
                           bf_has if has_bf else None,
                           "module-free BloomFilter.contains / BF.EXISTS" + note))
+    if want & {"login_get", "login_touch", "login_rmw"}:
+        for prof in LOGIN_PROFILES:
+            cases += login_cases(url, plain, prof, n_sessions, total_calls, order, want, facts)
     cases = [c for c in cases if c.op in want]
     return cases, facts
+
+
+def login_cases(url: str, plain: redis.Redis, prof: str, n_sessions: int, total_calls: int,
+                order: Callable[[int], list[int]], want: set[str], facts: dict[str, Any]) -> list[Case]:
+    """Issue 30's per-call cases on a store of login sessions of `prof`: get / GET +
+    json.loads, touch / EXPIRE, and a read-modify-write of one small key as the web
+    backends do it (get, then apply(read=)) / GET + json.loads + SET EX, both timed whole."""
+    store, tokens, datas = sessions_store(url, f"lg{prof}", prof, n_sessions)
+    keys = plain_sessions(plain, f"plain:lg{prof}", datas)
+    st = store.stats()
+    facts[f"{prof}_split_sessions"] = st.get("split_sessions")
+    facts[f"{prof}_out_of_line_sessions"] = st.get("out_of_line_sessions")
+    pick = order(n_sessions)
+    tok = [tokens[pick[i % n_sessions]] for i in range(total_calls)]
+    key = [keys[pick[i % n_sessions]] for i in range(total_calls)]
+    out = []
+    if "login_get" in want:
+        out.append(Case("login_get", prof, Side("densekv", lambda i: store.get(tok[i])),
+                        Side("plain", lambda i: json.loads(plain.get(key[i]))),
+                        f"{prof} session: store.get / GET + json.loads"))
+    if "login_touch" in want:
+        out.append(Case("login_touch", prof, Side("densekv", lambda i: store.touch(tok[i])),
+                        Side("plain", lambda i: plain.expire(key[i], IDLE_TTL)),
+                        f"{prof} session: store.touch (idle_ttl {IDLE_TTL}) / EXPIRE"))
+    if "login_rmw" in want:
+        def rmw(i: int) -> Any:
+            return store.apply(tok[i], {"n": i % 100}, read=store.get(tok[i]))
+
+        def plain_rmw(i: int) -> Any:
+            data = json.loads(plain.get(key[i]))
+            data["n"] = i % 100
+            return plain.set(key[i], json.dumps(data), ex=TTL)
+
+        out.append(Case("login_rmw", prof, Side("densekv", rmw), Side("plain", plain_rmw),
+                        f"{prof} session, one small key: store.get + store.apply(read=) / GET + "
+                        "json.loads + SET EX"))
+    return out
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -456,6 +520,10 @@ def measure(server: str, ops: list[str], args: argparse.Namespace) -> list[dict[
     total = args.probe + 2 + args.rounds * args.calls  # inputs: probe, warm-up, rounds
     t0 = time.perf_counter()
     with ServerProcess(binary, options={"slowlog-log-slower-than": "-1"}) as proc:
+        if args.pin:  # the server on one core, this client on the other
+            assert proc.proc is not None
+            os.sched_setaffinity(proc.proc.pid, {args.pin[1]})
+            os.sched_setaffinity(0, {args.pin[0]})
         stats_client = proc.client()
         cases, facts = build_cases(proc.url, binary, ops, args.sessions, total)
         info = stats_client.info("server")
@@ -514,6 +582,12 @@ def record(case: Case, server: str, version: str, facts: dict[str, Any],
             rec[f"{what}_ok"] = None if target is None or ratio is None else ratio <= target
         rec["server_cpu_ratio"] = round(median(d.server_cpu_us) / median(p.server_cpu_us), 2) \
             if median(p.server_cpu_us) else None
+        rec["server_cpu_ratio_paired"] = round(median([x / y for x, y in zip(d.server_cpu_us, p.server_cpu_us)
+                                                       if y]), 2) if any(p.server_cpu_us) else None
+        cpu_target = SERVER_CPU_TARGETS.get(case.op)
+        if cpu_target is not None:
+            rec["server_cpu_target"] = cpu_target
+            rec["server_cpu_ok"] = None if rec["server_cpu_ratio"] is None else rec["server_cpu_ratio"] <= cpu_target
     else:
         rec.update(client_ratio=None, server_ratio=None)
     for side in (d, p):
@@ -522,6 +596,7 @@ def record(case: Case, server: str, version: str, facts: dict[str, Any],
             rec[f"{side.name}_server_us_rounds"] = [round(x, 2) for x in side.server_us]
     rec.update(facts)
     rec["load_average_1m"] = round(os.getloadavg()[0], 2)
+    rec["pinned"] = list(args.pin) if args.pin else None
     return rec
 
 
@@ -589,6 +664,8 @@ def main() -> None:
     ap.add_argument("--probe", type=int, default=200,
                     help="calls per side counting the commands sent")
     ap.add_argument("--sessions", type=int, default=10_000)
+    ap.add_argument("--pin", type=lambda v: tuple(int(x) for x in v.split(",")), default=None,
+                    metavar="CLIENT,SERVER", help="pin this process and the server to these CPUs (e.g. 0,1)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--no-save", action="store_true", help="print the records only")
     ap.add_argument("--profile", action="store_true", help="cProfile session get, apply and create instead")

@@ -196,7 +196,8 @@ def census(client: redis.Redis | redis.RedisCluster) -> tuple[dict[str, int], di
     entries by code); `data_memory` is used_memory less the BUFFERS.
 
     Read-only and script-free (an EVAL would add to the server's script cache): SCAN, then
-    TYPE of each key whose fields are counted, then HLEN of the hashes among them; a string
+    TYPE of each key whose fields are counted, then HLEN of the hashes among them (HKEYS of
+    the partition hashes: their continuation fields are counted apart); a string
     where a partition or continuation hash belongs is a repartition tombstone.
 
     On one server the HLENs run in one MULTI/EXEC, so the counts are one moment's (a session
@@ -232,11 +233,29 @@ def census(client: redis.Redis | redis.RedisCluster) -> tuple[dict[str, int], di
         keys["tombstones"] += sum(1 for (code, _), t in zip(listed, types)
                                   if code in ("sd", "sc") and t in (b"string", "string"))
         counts = node.pipeline(transaction=atomic)
-        for _, k in hashes:
-            counts.hlen(k)
+        for code, k in hashes:
+            if code == "sd":  # a split session's continuation field is not a session
+                counts.hkeys(k)
+            else:
+                counts.hlen(k)
         for (code, _), n in zip(hashes, counts.execute() if hashes else []):
+            if code == "sd":
+                conts = continuation_fields(n)
+                keys["continuation_fields"] = keys.get("continuation_fields", 0) + conts
+                n = len(n) - conts
             keys[ENTRIES[code]] += int(n)
     return mem, keys
+
+
+def continuation_fields(fields: list[bytes]) -> int:
+    """How many of a partition hash's fields are continuation fields (partitioned.py
+    cont_field: a session's field with the top bit of its first byte set, or with one 0x00
+    byte appended): those whose session's field is there too (a continuation is written and
+    removed with its record, atomically; a session field that is another's with one bit
+    flipped is a 1 in 2**120 chance)."""
+    have = set(fields)
+    return sum(1 for f in fields if (f[0] >= 0x80 and bytes((f[0] & 0x7F,)) + f[1:] in have)
+               or (f.endswith(b"\x00") and f[:-1] in have))
 
 
 def server_version(node: redis.Redis) -> str:

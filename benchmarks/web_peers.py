@@ -579,11 +579,11 @@ def http_get(port: str | int, path: str, cookie: str) -> Any:
         return json.loads(resp.read())
 
 
-def wait_up(port: int, proc: Any, cookie: str) -> Any:
+def wait_up(port: int, proc: Any, cookie: str, key: str = "_auth_user_id") -> Any:
     deadline = time.monotonic() + 60
     while True:
         try:
-            return http_get(port, "/get/_auth_user_id", cookie)["value"]
+            return http_get(port, f"/get/{key}", cookie)["value"]
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the app on port {port} did not come up") from None

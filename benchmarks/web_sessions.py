@@ -26,7 +26,8 @@ machine). "flask-norefresh" is Flask with SESSION_REFRESH_EACH_REQUEST=False in 
 (Flask-Session then stops re-writing the session on every read). A framework whose densekv
 integration does not import yet is skipped with the reason in the record.
 
-End to end (issue 22): per framework and server, --e2e-sessions P1 sessions per store (the
+End to end (issue 22): per framework and server, --e2e-sessions sessions of --e2e-profile
+(P1 Django logins by default; P2 Flask-Login, reading `_user_id`) per store (the
 loaders), both apps served (web_peers.SERVE: gunicorn or uvicorn, 2 workers) and wrk
 (scripts/get-components) on one at a time in interleaved rounds: 90% GET /get/_auth_user_id,
 10% POST /seed {"n": ...}, each with a random stored session's cookie, from 4 connections
@@ -89,6 +90,8 @@ WARM_N = 200  # sessions written (then flushed) before the baseline
 SAMPLES = 25  # sessions read back through each store's own load path
 SEEDED = 256  # sessions per app the timed requests cycle through
 READ_KEY = "_auth_user_id"
+#: the key an e2e GET reads, by --e2e-profile (P1 a Django login, P2 Flask-Login)
+E2E_READ_KEY = {"P1": "_auth_user_id", "P2": "_user_id", "P3": "_auth_user_id"}
 SCRATCH = {"slowlog-log-slower-than": "-1"}
 #: wrk's connections per framework (e2e): a sync gunicorn worker serves one request at a
 #: time, so 4 keep both busy; a uvicorn worker keeps the keep-alive connections the kernel
@@ -349,7 +352,7 @@ function init(args)
 end
 function request()
   local h = {["Cookie"] = "session=" .. cookies[math.random(#cookies)]}
-  if math.random(100) > writes then return wrk.format("GET", "/get/_auth_user_id", h) end
+  if math.random(100) > writes then return wrk.format("GET", "/get/READ_KEY", h) end
   h["Content-Type"] = "application/json"
   return wrk.format("POST", "/seed", h, '{"n": ' .. math.random(1000000) .. '}')
 end
@@ -403,7 +406,7 @@ def wrk_run(wrk: str, script: Path, port: int, jar: Path, seconds: int, connecti
 
 
 def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
-                connections: int, ttl: int) -> dict[str, Any]:
+                connections: int, ttl: int, profile: str = "P1") -> dict[str, Any]:
     """One framework on one server: both apps up at once, wrk on one at a time, the order
     alternating per round (densekv first in even rounds)."""
     from densekv.lab.containers.components import find_component
@@ -412,14 +415,14 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
     peer = web_peers.PEER_OF[framework]
     record: dict[str, Any] = {
         "benchmark": "web_sessions", "part": "e2e", "commit": gitstamp.commit(), "server": server,
-        "framework": framework, "peer": peer, "profile": "P1", "sessions": n,
-        "mix": "90% GET /get/_auth_user_id, 10% POST /seed {n} (a one-key write), random cookie",
+        "framework": framework, "peer": peer, "profile": profile, "profile_name": NAMES[profile], "sessions": n,
+        "mix": f"90% GET /get/{E2E_READ_KEY[profile]}, 10% POST /seed {{n}} (a one-key write), random cookie",
         "served": " ".join(web_peers.SERVE[framework.removesuffix("-norefresh")][:-1]),
         "load": f"wrk {wrk.version} -t1 -c{connections} -d{seconds}s", "rounds": rounds,
         "refresh_each_request": not framework.endswith("-norefresh"),
         "table_row": ["framework", "peer"]}
     work = Path(tempfile.mkdtemp(prefix="web_e2e_"))
-    (script := work / "mix.lua").write_text(WRK_LUA)
+    (script := work / "mix.lua").write_text(WRK_LUA.replace("READ_KEY", E2E_READ_KEY[profile]))
     procs: list[Any] = []
     try:
         with ServerProcess(find_servers()[server], options=SCRATCH) as proc:
@@ -428,7 +431,7 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
             ports, jars, groups = {}, {}, {}
             for label, ours in (("densekv", True), (peer, False)):
                 loader = DensekvLoader(proc.url, n, ttl) if ours else make_loader(peer, proc.url, n, ttl)
-                samples = loader.load(items("P1", 0, n), lambda _: True)
+                samples = loader.load(items(profile, 0, n), lambda _: True)
                 loader.close()
                 jars[label] = work / f"{label}.cookies"
                 jars[label].write_text("".join(sid + "\n" for sid, _ in samples))
@@ -436,8 +439,8 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
                 procs.append(web_peers.serve(framework, ours, proc.url, ttl, n, ports[label]))
                 groups[label] = procs[-1].pid  # its own process group (start_new_session)
                 for sid, data in samples[:: max(1, n // SAMPLES)]:  # the timed reads really read
-                    got = web_peers.wait_up(ports[label], procs[-1], sid)
-                    if got != data[READ_KEY]:
+                    got = web_peers.wait_up(ports[label], procs[-1], sid, E2E_READ_KEY[profile])
+                    if got != data[E2E_READ_KEY[profile]]:
                         raise AssertionError(f"{label}: a stored session reads back {got!r}")
             runs: dict[str, list[dict[str, Any]]] = {(order := ["densekv", peer])[0]: [], peer: []}
             stats = proc.client()
@@ -486,7 +489,7 @@ def child(args: argparse.Namespace) -> None:
             rec = measure_memory(args.server, args.store, args.profile, args.n[0], args.ttl)
         elif args.child == "e2e":
             rec = measure_e2e(args.server, args.framework, args.e2e_sessions, args.rounds,
-                              args.seconds, args.connections, args.ttl)
+                              args.seconds, args.connections, args.ttl, args.e2e_profile)
         else:
             rec = measure_timing(args.server, args.framework, args.timing_sessions,
                                  args.requests, args.rounds, args.ttl)
@@ -554,6 +557,8 @@ def main() -> None:
     ap.add_argument("--ttl", type=int, default=TTL)
     ap.add_argument("--out", default=None, help="also append the records to this JSONL file")
     ap.add_argument("--e2e-sessions", type=int, default=10_000, help="stored per app (e2e)")
+    ap.add_argument("--e2e-profile", default="P1", choices=sorted(E2E_READ_KEY),
+                    help="the stored sessions (e2e): P1 Django logins, P2 Flask-Login")
     ap.add_argument("--seconds", type=int, default=6, help="wrk run per app per round (e2e)")
     ap.add_argument("--connections", type=int, default=None,
                     help="wrk connections (e2e; default: 4 for gunicorn's sync workers, which take "
@@ -608,7 +613,8 @@ def main() -> None:
                     emit(spawn(["--child", "e2e", "--server", server, "--framework", framework,
                                 "--rounds", str(args.rounds), "--seconds", str(args.seconds),
                                 "--connections", str(args.connections or CONNECTIONS[framework]),
-                                "--e2e-sessions", str(args.e2e_sessions), *common]), args.out)
+                                "--e2e-sessions", str(args.e2e_sessions),
+                                "--e2e-profile", args.e2e_profile, *common]), args.out)
     finally:
         shutil.rmtree(FROZEN[0], ignore_errors=True)
     print(f"web_sessions: {time.perf_counter() - started:.0f} s", file=sys.stderr)

@@ -1,7 +1,8 @@
 -- hrec_rename: move a live session to a new field in one step (token regeneration, and
 -- login: the same move with a new identity). The old field stops working and the new one
--- works atomically; a continuation (the field .. '\0' in the same hash, or the entry of
--- the separate continuation hash) or out-of-line payload moves with it. KEYS share one slot.
+-- works atomically; a continuation (the continuation field in the same hash, or the entry
+-- of the separate continuation hash) or out-of-line payload moves with it. KEYS share one
+-- slot.
 -- Record format: densekv/sessions/record.py.
 -- KEYS[1]  old partition hash   KEYS[2] new partition hash
 -- KEYS[3]  old out-of-line key  KEYS[4] new out-of-line key
@@ -11,6 +12,8 @@
 -- ARGV[4]  mode: "plain" | "zset" | "fieldttl"
 -- ARGV[5]  "" to keep the identity, or the new one: one byte of flag bits 0-4, then the
 --          identity section (length byte if escaped, identity bytes)
+-- ARGV[6]  the old field's continuation field   ARGV[7] the new field's (partitioned.py
+--          cont_field)
 -- Reply:   the moved record, or false if the old session is missing or expired
 local rec = redis.call('HGET', KEYS[1], ARGV[1])
 if not rec then return false end
@@ -37,10 +40,10 @@ if f >= 128 then
   tail = string.byte(rec, pos + len)
 end
 if tail == 12 then
-  local cont = redis.call('HGET', KEYS[1], ARGV[1] .. '\0')
-  redis.call('HDEL', KEYS[1], ARGV[1], ARGV[1] .. '\0')
+  local cont = redis.call('HGET', KEYS[1], ARGV[6])
+  redis.call('HDEL', KEYS[1], ARGV[1], ARGV[6])
   if cont then
-    redis.call('HSET', KEYS[2], ARGV[2], rec, ARGV[2] .. '\0', cont)
+    redis.call('HSET', KEYS[2], ARGV[2], rec, ARGV[7], cont)
   else
     redis.call('HSET', KEYS[2], ARGV[2], rec)
   end

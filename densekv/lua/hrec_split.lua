@@ -11,14 +11,21 @@
 -- ARGV[1]  s, the number of extra partition bits (1..8)   ARGV[2] rest_o = old bits % 8
 -- ARGV[3]  drop = whole bytes the new field loses          ARGV[4] rest_n = new bits % 8
 -- ARGV[5]  mode: "plain" | "zset" | "fieldttl"             ARGV[6] the tombstone text
--- ARGV[7]  the length of a session's field in the old partition (a continuation field,
---          the field .. '\0', is one byte longer and moves with its session)
+-- ARGV[7]  the length of a session's field in the old partition. A continuation field
+--          (partitioned.py cont_field: the field with the top bit of its first byte set,
+--          or where the partition bits are whole bytes, the field and one 0x00 byte)
+--          moves with its session, named for the new field the same way
 -- ARGV[8]  "1": a split payload whose rest is in the old continuation hash (marker 13)
 --          moves into the new partition hash as a continuation field (marker 12)
 -- Reply:   the number of sessions moved
 local s, rest_o = tonumber(ARGV[1]), tonumber(ARGV[2])
 local drop, rest_n, mode = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local flen, here = tonumber(ARGV[7]), ARGV[8] == '1'
+-- a new field's continuation field
+local function cont_n(nf)
+  if rest_n > 0 then return string.char(string.byte(nf, 1) + 128) .. string.sub(nf, 2) end
+  return nf .. '\0'
+end
 local n = 2 ^ s
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'string' then return 0 end
@@ -30,12 +37,19 @@ if kind == 'hash' then
   local all = redis.call('HGETALL', KEYS[1])
   for i = 1, #all, 2 do
     local f, rec = all[i], all[i + 1]
+    local is_cont = false  -- a continuation field: f becomes its session's field
+    if rest_o > 0 then
+      local b = string.byte(f, 1)
+      if b >= 128 then f, is_cont = string.char(b - 128) .. string.sub(f, 2), true end
+    elseif #f ~= flen then
+      f, is_cont = string.sub(f, 1, flen), true
+    end
     local b0, b1 = string.byte(f, 1, 2)
     local j = math.floor((b0 * 256 + b1) / 2 ^ (16 - rest_o - s)) % n
     local rest = string.sub(f, drop + 1)
     local nf = string.char(string.byte(rest, 1) % 2 ^ (8 - rest_n)) .. string.sub(rest, 2)
-    if #f ~= flen then  -- a continuation field: nf is its session's new field .. '\0'
-      redis.call('HSET', KEYS[3 + j], nf, rec)
+    if is_cont then
+      redis.call('HSET', KEYS[3 + j], cont_n(nf), rec)
     else
       local old = redis.call('HGET', KEYS[cbase + 1], f)
       local pos = 6  -- record.py: the payload's marker follows the header and the identity
@@ -46,7 +60,7 @@ if kind == 'hash' then
       pos = pos + len
       if old and here and fl >= 128 and string.byte(rec, pos) == 13 then
         redis.call('HSET', KEYS[3 + j], nf, string.sub(rec, 1, pos - 1) .. '\12' .. string.sub(rec, pos + 1),
-                   nf .. '\0', old)
+                   cont_n(nf), old)
       else
         redis.call('HSET', KEYS[3 + j], nf, rec)
         if old then redis.call('HSET', KEYS[cbase + 2 + j], nf, old) end

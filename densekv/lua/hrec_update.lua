@@ -1,9 +1,9 @@
 -- hrec_update: replace a live session's payload, keeping owner and expiry. The payload
 -- goes inline if the record fits hash-max-listpack-value, else split over the record and
--- its continuation field in the same hash (the field .. '\0'; ARGV[10] "1") or one entry
--- of the partition's separate continuation hash (same field; ARGV[10] "0", and 0.1's
--- format), else out of line (its own key); whatever the old payload left elsewhere is
--- removed, in any of the three places.
+-- its continuation field in the same hash (ARGV[10]) or one entry of the partition's
+-- separate continuation hash (same field; ARGV[11] "0", 0.1.0's format), else out of line
+-- (its own key); whatever the old payload left elsewhere is removed, in any of the three
+-- places.
 -- Record format: densekv/sessions/record.py; payload framing: densekv/sessions/payload.py.
 -- KEYS[1]  the partition hash   KEYS[2] the session's out-of-line key
 -- KEYS[3]  the partition's continuation hash   KEYS[4] its expiry zset (with ARGV[8], mode "zset")
@@ -18,8 +18,10 @@
 --          of absolute_at, so the payload is placed again under the limit like any
 --          update), a zset's score (KEYS[4], mode "zset") and an out-of-line key's EXAT
 --          follow. "": both expiries stay as they are
--- ARGV[10] "1": a split payload's rest goes in the continuation field (marker 12);
---          "0": in the continuation hash KEYS[3] (marker 13)
+-- ARGV[10] the session's continuation field (partitioned.py cont_field), where a rest
+--          beside the record (marker 12) is compared and removed
+-- ARGV[11] "1": a split payload's rest goes in that field (marker 12); "0": in the
+--          continuation hash KEYS[3] (marker 13), for partitions sized for one entry
 -- Reply:   1 updated, 0 missing or expired, -2 changed since the caller read it
 --          (nothing written in the last two cases)
 -- Server time (benchmarks/lua_scripts.py): the script call and its redis.calls (HGET and
@@ -44,7 +46,7 @@ pos = pos + len
 -- 15 the out-of-line key, anything else nowhere (inline): only a rest that exists is
 -- removed below
 local tail
-local cfield = ARGV[1] .. '\0'
+local cfield = ARGV[10]
 if f >= 128 then tail = string.byte(rec, pos) end
 if ARGV[6] ~= '' then
   if rec ~= ARGV[6] then return -2 end
@@ -90,7 +92,7 @@ if hlen + #payload <= limit then
   end
   redis.call('HSET', KEYS[1], ARGV[1], pre .. mid .. payload)
 elseif ARGV[5] ~= 'fieldttl' and first > 0 and #payload - first <= limit then
-  if ARGV[10] == '1' then
+  if ARGV[11] == '1' then
     redis.call('HSET', KEYS[1], ARGV[1], pre .. mid .. '\12' .. string.sub(payload, 1, first),
                cfield, string.sub(payload, first + 1))
     if tail == 13 then redis.call('HDEL', KEYS[3], ARGV[1]) end

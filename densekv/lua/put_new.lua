@@ -5,26 +5,27 @@
 -- KEYS[1]  where the session would live: its partition hash (ARGV[1] "field") or its own
 --          key (ARGV[1] "key")
 -- KEYS[2]  "field" only: the partition's continuation hash   KEYS[3] the session's
---          out-of-line key (a dead record, its continuation field ARGV[2] .. '\0' and
---          its parts there are removed before the writes)
+--          out-of-line key (a dead record, its continuation field ARGV[3] and its parts
+--          there are removed before the writes)
 -- KEYS[..] every other key the commands write (declared for the cluster slot check)
--- ARGV[1]  "field" | "key"   ARGV[2] the field ("field" only)   ARGV[3] now (unix s)
--- ARGV[4]  n: commands, then per command its argument count and its arguments
+-- ARGV[1]  "field" | "key"   ARGV[2] the field, ARGV[3] its continuation field ("field" only)
+-- ARGV[4]  now (unix s)   ARGV[5] n: commands, then per command its argument count and its
+--          arguments
 -- Reply:   1 stored; 0 a live session holds the token (nothing written)
 if ARGV[1] == 'field' then
   local rec = redis.call('HGET', KEYS[1], ARGV[2])
   if rec then
     local a, b, c, d = string.byte(rec, 2, 5)
-    if ((a * 256 + b) * 256 + c) * 256 + d > tonumber(ARGV[3]) then return 0 end
-    redis.call('HDEL', KEYS[1], ARGV[2], ARGV[2] .. '\0') -- a dead record and its payload parts
+    if ((a * 256 + b) * 256 + c) * 256 + d > tonumber(ARGV[4]) then return 0 end
+    redis.call('HDEL', KEYS[1], ARGV[2], ARGV[3]) -- a dead record and its payload parts
     redis.call('HDEL', KEYS[2], ARGV[2])
     redis.call('DEL', KEYS[3])
   end
 elseif redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
-local at = 5
-for _ = 1, tonumber(ARGV[4]) do
+local at = 6
+for _ = 1, tonumber(ARGV[5]) do
   local n = tonumber(ARGV[at])
   redis.call(unpack(ARGV, at + 1, at + n))
   at = at + n + 1

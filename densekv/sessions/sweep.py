@@ -145,10 +145,11 @@ def partition_counts(core: StoreCore) -> Flow[list[tuple[int, int]]]:
     levels = [(layout.bits, layout.partitions)]
     if layout.from_bits is not None:
         levels.append((layout.from_bits, layout.from_partitions or 0))
-    every = [(layout.key_at("sd", p, bits), 17 - bits // 8) for bits, n in levels for p in range(n)]
+    every = [(layout.key_at("sd", p, bits), bits % 8, 16 - bits // 8) for bits, n in levels for p in range(n)]
     counted: list[tuple[int, int]] = []
     for i in range(0, len(every), 512):
-        counted += (yield [script_call(script("part_len"), (k, ), (clen,), _pair) for k, clen in every[i : i + 512]])
+        counted += (yield [script_call(script("part_len"), (k,), (rest, flen), _pair)
+                           for k, rest, flen in every[i : i + 512]])
     sizes = counted[: layout.partitions]
     if layout.from_bits is not None:
         shift = layout.bits - layout.from_bits

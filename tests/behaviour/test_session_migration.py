@@ -25,7 +25,7 @@ import pytest
 import redis
 
 from densekv.sessions import SessionStore
-from densekv.sessions.layouts.partitioned import CONT_SUFFIX, PartitionedLayout
+from densekv.sessions.layouts.partitioned import PartitionedLayout, cont_field, is_cont_field
 from densekv.sessions.model import digest_of
 
 REFERENCE = "85afc8b"  # 0.1's session layout, the commit before the continuation field
@@ -81,11 +81,10 @@ def _write_with_0_1(tree: Path, port: int) -> dict[str, Any]:
 
 def _where(client: redis.Redis, layout: PartitionedLayout) -> tuple[int, int]:
     """(continuation fields in the partition hashes, entries of 0.1's continuation hashes)."""
-    clen = 17 - layout.bits // 8
     here = old = 0
     for k in client.scan_iter(match=f"{NS}:sd:*"):
         if client.type(k) == b"hash":
-            here += sum(len(f) == clen for f in client.hkeys(k))
+            here += sum(is_cont_field(f, layout.bits) for f in client.hkeys(k))
     for k in client.scan_iter(match=f"{NS}:sc:*"):
         if client.type(k) == b"hash":
             old += client.hlen(k)
@@ -186,7 +185,7 @@ def test_a_0_1_store_reads_whole_then_moves_to_the_continuation_field_under_traf
     assert old == 0 and here == fresh.stats()["split_sessions"] > 30
     # a split session of the moved store: its rest beside it, read by one command
     split = next(t for t in made if (d := digest_of(t)) is not None and client.hexists(
-        new_layout.hash_key(new_layout.locate(d)[0]), new_layout.locate(d)[1] + CONT_SUFFIX))
+        new_layout.hash_key(new_layout.locate(d)[0]), cont_field(new_layout.locate(d)[1], new_layout.bits)))
     fresh._core.split_rate, fresh._core.ool_rate = 1.0, 0.0  # as after reads of split sessions
     with client.monitor() as m:
         assert fresh.get(split) is not None

@@ -29,7 +29,7 @@ from densekv.sessions import (
     SessionDataTooLarge,
     SessionStore,
 )
-from densekv.sessions.layouts.partitioned import CONT_SUFFIX, PartitionedLayout
+from densekv.sessions.layouts.partitioned import PartitionedLayout, cont_field, is_cont_field
 from densekv.sessions.model import digest_of
 
 
@@ -354,8 +354,7 @@ def test_large_data_goes_out_of_line_and_partitions_stay_listpacks(client: redis
 
 def _continuations(client: redis.Redis, layout: PartitionedLayout) -> tuple[int, int]:
     """(continuation fields in the partition hashes, entries of 0.1's continuation hashes)."""
-    clen = 17 - layout.bits // 8
-    here = sum(len(f) == clen for q in range(layout.partitions) for f in client.hkeys(layout.hash_key(q)))
+    here = sum(is_cont_field(f, layout.bits) for q in range(layout.partitions) for f in client.hkeys(layout.hash_key(q)))
     return here, sum(client.hlen(layout.cont_key(q)) for q in range(layout.partitions))
 
 
@@ -378,7 +377,7 @@ def test_mid_sized_data_is_split_over_a_continuation_entry(client: redis.Redis, 
     p, field = layout.locate(digest)
 
     def split_here() -> bool:
-        return bool(client.hexists(layout.hash_key(p), field + CONT_SUFFIX))
+        return bool(client.hexists(layout.hash_key(p), cont_field(field, layout.bits)))
 
     def split_apart() -> bool:
         return bool(client.hexists(layout.cont_key(p), field))

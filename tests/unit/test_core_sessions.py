@@ -23,6 +23,7 @@ from densekv.keys import split_digest
 from densekv.sessions.core import ServerFacts, SessionCore
 from densekv.sessions.index import expiry_day
 from densekv.sessions.layouts.base import LayoutLimits
+from densekv.sessions.layouts.partitioned import cont_field
 from densekv.sessions.model import (
     Record,
     Session,
@@ -273,7 +274,7 @@ def test_create_on_a_server_that_lost_the_metadata_writes_it_again() -> None:
 
 
 def test_create_with_a_given_token_is_one_check_and_put_script() -> None:
-    put_new = ("put_new", (HASH, CONT, OOL), "field", FIELD, NOW)
+    put_new = ("put_new", (HASH, CONT, OOL), "field", FIELD, cont_field(FIELD, 4), NOW)
     check(make().create(None, None, None, TOKEN), [[(put_new, 1), ("EXISTS", 1)]], TOKEN)
     check(make().create(None, None, None, TOKEN), [[(put_new, 0), ("EXISTS", 1)]], Raises(SessionExists))
 
@@ -371,7 +372,7 @@ def test_a_split_session_of_a_0_2_store_is_one_hmget() -> None:
     once split reads are common (OUTSIDE_SPECULATE) every get is that one HMGET, an inline
     record among them read by the same command."""
     core = make_here()
-    cfield = FIELD + b"\x00"
+    cfield = cont_field(FIELD, 4)  # 16 partitions: the field's top 4 bits are 0; the top one set
     ex = Scripted(answer=lambda s: 1)
     run(core.put_records([core.new_record(None, BIG, None, TOKEN)]), ex)
     (put,) = [s for s in ex.trips[0] if s.name == "HSET"]

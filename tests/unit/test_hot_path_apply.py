@@ -6,9 +6,9 @@ leader), records, and the commands plan_put / plan_replace send must be equal, b
 byte. Skipped where the checkout has no git history (an sdist).
 
 Since 0.2 a split payload's rest is a continuation field beside its record (issue 30): the
-commands are compared for layouts made with here=False, the 0.1 format that 0.2 still
-writes for stores made by 0.1, and hrec_update's ARGV as 0.1 sent them (0.2 always sends
-ARGV[8..9], "" for no new expiries, and adds ARGV[10]). The stored bytes of records and
+commands are compared for layouts made with here=False, the 0.1.0 format still written for
+stores made by 0.1.0, and hrec_update's ARGV as 0.1.0 sent them (today's always sends
+ARGV[8..9], "" for no new expiries, and adds ARGV[10..11]). The stored bytes of records and
 payloads are unchanged; the continuation field's commands are tested against a server
 (tests/behaviour/test_sessions.py)."""
 
@@ -47,7 +47,7 @@ def compute(datas, dict_bytes):
                 # the script by name: its text may be trimmed (benchmarks/lua_scripts.py);
                 # its KEYS/ARGV contract is what the stored bytes depend on
                 args = tuple(s.args)
-                if s.script.name == "hrec_update" and len(args) == 10:  # 0.2's ARGV, as 0.1 sent it
+                if s.script.name == "hrec_update" and len(args) == 11:  # today's ARGV, as 0.1.0 sent it
                     args = args[:7] + (args[7:9] if args[7:9] != (b"", b"") else ())
                 out.append(("script", s.script.name, tuple(s.keys), args))
             else:

@@ -22,13 +22,15 @@ partition's key overhead shared by a few hundred sessions.
 A record whose framed payload would take it past hash-max-listpack-value is
   split      when the payload fits the record plus one more listpack value: the record
              ends with the marker 0x0C and the payload's first part, and the rest is the
-             value of the session's continuation field in the same partition hash (its
-             field with CONT_SUFFIX appended: one byte longer than any session's field,
-             so nothing mistakes one for the other). One HMGET reads both parts, from one
+             value of the session's continuation field in the same partition hash
+             (`cont_field`: its field with the top bit of the first byte set, a bit that
+             the partition number leaves 0 in every session's field; where the partition
+             bits fill whole bytes (256, 65536 partitions) no bit is free, and the
+             continuation field is the field and one 0x00 byte). One HMGET reads both parts, from one
              version; a split session takes two of the partition's listpack entries, so
              partitions are sized for two entries a session (meta.py, make_layout). The
-             entries cost about 21 bytes more than inline (a 16-byte field, a value
-             header and the first part's marker);
+             entries cost about 20 bytes more than inline (a field as long as the
+             session's, a value header and the first part's marker);
   out of line otherwise (and always in the fieldttl layout): the record ends with the
              marker 0x0F and the payload is the session's own string key
              `{ns}:so:{R}:<16-byte digest>` (R: the digest's base partition, so the key
@@ -63,7 +65,23 @@ from densekv.sessions.payload import CONTINUED, CONTINUED_HERE, MARKER
 from densekv.sessions.record import identity_section, pack_record, unpack_record, with_rest
 
 INLINE, SPLIT, OUT_OF_LINE = "inline", "split", "out of line"
-CONT_SUFFIX = b"\x00"  # a session's continuation field is its field + this byte (the Lua scripts say '\0')
+CONT_SUFFIX = b"\x00"  # cont_field where the partition bits fill whole bytes (the Lua scripts say '\0')
+
+
+def cont_field(field: bytes, bits: int) -> bytes:
+    """The continuation field of a session's `field` in a partition of `bits` partition
+    bits: the top bit of its first byte set (split_digest leaves bits % 8 top bits of it 0),
+    or, where bits % 8 == 0, the field and CONT_SUFFIX."""
+    if bits % 8:
+        return bytes((field[0] | 0x80,)) + field[1:]
+    return field + CONT_SUFFIX
+
+
+def is_cont_field(field: bytes, bits: int) -> bool:
+    """Whether a field of a partition hash of `bits` partition bits is a continuation field."""
+    if bits % 8:
+        return field[0] >= 0x80
+    return len(field) == 17 - bits // 8
 
 
 def placement(record: int, bare: int, limit: int, splits: bool = True) -> str:
@@ -232,7 +250,7 @@ class PartitionedLayout(Layout):
                 if self.here:  # the rest beside the record: one HSET of both fields
                     value = pack_record(rec, CONTINUED_HERE + rec.payload[:first])
                     if len(value) <= limit:
-                        more = (field + CONT_SUFFIX, rec.payload[first:])
+                        more = (cont_field(field, self.bits), rec.payload[first:])
                         return Plan(tuple(self._put_steps(key, p, field, value, rec, more)), _none,
                                     atomic=self.mode == "zset")
                 value = pack_record(rec, CONTINUED + rec.payload[:first])
@@ -261,7 +279,7 @@ class PartitionedLayout(Layout):
 
     def put_guard(self, digest: bytes) -> tuple[tuple[bytes, ...], tuple[Any, ...]]:
         p, field = self.locate(digest)
-        return (self.hash_key(p), self.cont_key(p), self.ool_key(digest)), ("field", field)
+        return (self.hash_key(p), self.cont_key(p), self.ool_key(digest)), ("field", field, cont_field(field, self.bits))
 
     def plan_get(self, digest: bytes, outside: bool | str = True) -> Plan[Record | None]:
         """HGET of the record, and with `outside` the rest of a payload that is not all
@@ -280,8 +298,10 @@ class PartitionedLayout(Layout):
             outside = "here" if self.here else "cont"
         here = outside is True or outside == "here"
         if here and outside == "here":  # the one-command read of a split session
-            return command("HMGET", key, field, field + CONT_SUFFIX, keys=(key,), decode=self._decode_here(digest, key))
-        steps: tuple[Command, ...] = (Command(("HMGET", key, field, field + CONT_SUFFIX) if here else ("HGET", key, field),
+            return command("HMGET", key, field, cont_field(field, self.bits), keys=(key,),
+                           decode=self._decode_here(digest, key))
+        steps: tuple[Command, ...] = (Command(("HMGET", key, field, cont_field(field, self.bits)) if here else
+                                               ("HGET", key, field),
                                               (key,)),)
         at_cont = at_ool = 0
         if outside is True or outside == "cont":
@@ -367,14 +387,14 @@ class PartitionedLayout(Layout):
         if times is not None:
             keys += named[3]  # the zset, in the zset layout
         args = (field, now, framed or b"", self.limits.hash_max_listpack_value, self.mode, *expected,
-                *(times or _NO_TIMES), _HERE[self.here])
+                *(times or _NO_TIMES), cont_field(field, self.bits), _HERE[self.here])
         return Plan((ScriptCall(script("hrec_update"), keys, args),), _first_int)
 
     def plan_delete(self, digest: bytes) -> Plan[Record | None]:
         p, field = self.locate(digest)
         key = self.hash_key(p)
         ool, cont = self.ool_key(digest), self.cont_key(p)
-        steps = [Command(("HGET", key, field), (key,)), Command(("HDEL", key, field, field + CONT_SUFFIX), (key,)),
+        steps = [Command(("HGET", key, field), (key,)), Command(("HDEL", key, field, cont_field(field, self.bits)), (key,)),
                  Command(("HDEL", cont, field), (cont,)), Command(("DEL", ool), (ool,))]
         steps += self._delete_extra(p, field)
         decode = self._decode(digest, key)
@@ -395,7 +415,8 @@ class PartitionedLayout(Layout):
             flags, ident = identity_section(identity)
             section = bytes([flags]) + ident
         return Plan(
-            (ScriptCall(script("hrec_rename"), keys, (f_old, f_new, now, self.mode, section)),),
+            (ScriptCall(script("hrec_rename"), keys, (f_old, f_new, now, self.mode, section,
+                                                      cont_field(f_old, self.bits), cont_field(f_new, self.bits))),),
             lambda r: None if r[0] is None else unpack_record(new, r[0]), revokes=True,
         )
 
@@ -410,7 +431,7 @@ class PartitionedLayout(Layout):
             ]
 
         keys = (self.hash_key(unit), self.cont_key(unit), *self._keys(unit)[1:])
-        return script_call(script("hrec_sweep"), keys, (now, limit, self.mode, 16 - self.bits // 8), decode)
+        return script_call(script("hrec_sweep"), keys, (now, limit, self.mode, self.bits % 8, 16 - self.bits // 8), decode)
 
 
 class DenseLayout(PartitionedLayout):
@@ -465,7 +486,7 @@ class FieldTtlLayout(PartitionedLayout):
 
 _REPLACE_KEYS_MAX = 4096
 _NO_TIMES = (b"", b"")  # lua/hrec_update.lua's ARGV[8..9] when the expiries stay
-_HERE = {True: b"1", False: b"0"}  # its ARGV[10]
+_HERE = {True: b"1", False: b"0"}  # its ARGV[11]
 
 
 def _none(replies: list[Any]) -> None:

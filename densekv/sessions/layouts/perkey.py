@@ -101,7 +101,7 @@ class KeyPerSessionLayout(Layout):
         return Plan((Command(("SET", key, self.encode(rec), "EXAT", rec.expires_at), (key,)),), lambda r: None)
 
     def put_guard(self, digest: bytes) -> tuple[tuple[bytes, ...], tuple[Any, ...]]:
-        return (self.key(digest),), ("key", b"")
+        return (self.key(digest),), ("key", b"", b"")
 
     def plan_get(self, digest: bytes, outside: bool | str = True) -> Plan[Record | None]:
         key = self.key(digest)
