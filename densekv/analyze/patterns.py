@@ -44,6 +44,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 #: Placeholders, as they appear in pattern names.
@@ -102,15 +103,17 @@ def random_looking(text: str) -> bool:
 #: The letter pairs that make up 97% of the pairs inside words of English prose (counted
 #: in the Vim manual's text: 257 of the 676). A random letter pair is one of them 38% of
 #: the time, a pair inside an English word 97%: the strongest single sign of a token.
-COMMON_PAIRS = frozenset("""
-ab ac ad af ag ai ak al am an ap ar as at au av ax ay ba be bi bl bo br bu by ca ce ch ci ck cl cm
-co cr ct cu da dd de di dl do ds du ea ec ed ee ef eg ei el em en ep er es et ev ew ex ey fa fe ff
-fi fl fo fr ft fu ga ge gh gi gl gn gr gs gu ha he hi hl ho ht ia ib ic id ie if ig ik il im in io
-ip ir is it iv ix iz ju ke ki ks la ld le li ll lo ls lt lu ly ma mb md me mi mm mo mp ms mu na nc
-nd ne nf ng ni nl nn no ns nt nu nv ny oa ob oc od oe of og oi ol om on oo op or os ot ou ov ow pa
-pe pi pl po pp pr ps pt pu py qu ra rc rd re rg ri rk rl rm rn ro rr rs rt ru rw ry sa sc se sh si
-sl sn so sp sr ss st su sy ta tc td te th ti tl to tr ts tt tu tw tx ty ua ub uc ue uf ug ui ul um
-un up ur us ut va ve vi wa we wh wi wo wr ws xa xe xi xp xt yn yo yp ys yt ze""".split())
+_PAIRS_TEXT = """
+ab ac ad af ag ai ak al am an ap ar as at au av ax ay ba be bi bl bo br bu by ca ce ch ci ck cl
+cm co cr ct cu da dd de di dl do ds du ea ec ed ee ef eg ei el em en ep er es et ev ew ex ey fa
+fe ff fi fl fo fr ft fu ga ge gh gi gl gn gr gs gu ha he hi hl ho ht ia ib ic id ie if ig ik il
+im in io ip ir is it iv ix iz ju ke ki ks la ld le li ll lo ls lt lu ly ma mb md me mi mm mo mp
+ms mu na nc nd ne nf ng ni nl nn no ns nt nu nv ny oa ob oc od oe of og oi ol om on oo op or os
+ot ou ov ow pa pe pi pl po pp pr ps pt pu py qu ra rc rd re rg ri rk rl rm rn ro rr rs rt ru rw
+ry sa sc se sh si sl sn so sp sr ss st su sy ta tc td te th ti tl to tr ts tt tu tw tx ty ua ub
+uc ue uf ug ui ul um un up ur us ut va ve vi wa we wh wi wo wr ws xa xe xi xp xt yn yo yp ys yt
+ze"""
+COMMON_PAIRS = frozenset(_PAIRS_TEXT.split())
 TOKEN_MIN = 16  # shorter pieces stay literal (or {n}, {hex}): ids this short are not secrets
 TOKEN_EVIDENCE = 0.2  # signs of randomness per character at which a piece is a token
 _PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+|[_-]+")
@@ -136,7 +139,7 @@ def randomness(text: str) -> int:
             signs += glued_before or glued_after
         else:
             low = part.lower()
-            signs += sum(a + b not in COMMON_PAIRS for a, b in zip(low, low[1:]))
+            signs += sum(a + b not in COMMON_PAIRS for a, b in pairwise(low))
     return signs
 
 
