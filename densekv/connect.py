@@ -102,9 +102,9 @@ def connect(url: str, *, cluster: bool = False, **kwargs: Any) -> redis.Redis | 
         # first the node named, on a plain connection with the short FIRST_REPLY timeouts: a
         # port that never answers fails fast, and RedisCluster would leave its socket open
         # when the node is no cluster, and say so only as "cannot be connected"
-        shared = ("password", "username", "ssl_cert_reqs")
-        node = redis.Redis.from_url(plain, socket_connect_timeout=first, socket_timeout=first,
-                                    **{k: v for k, v in options.items() if k in shared})
+        node_options = {k: v for k, v in options.items() if k not in TOOL_TIMEOUTS and (
+            not cluster or k in ("password", "username") or k.startswith("ssl"))}  # a node takes no cluster options
+        node = redis.Redis.from_url(plain, socket_connect_timeout=first, socket_timeout=first, **node_options)
         try:
             node.ping()
             enabled = int(node.info("cluster").get("cluster_enabled", 0)) if cluster else 1
