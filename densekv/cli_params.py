@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import click
 import redis
 
-from densekv.connect import connect, redact
+from densekv.connect import connect, describe_failure, first_reply_timeout, redact
 from densekv.errors import ServerUnavailable
 
 URL_SCHEMES = ("redis", "rediss", "unix", "redis+cluster")
@@ -151,6 +151,8 @@ def connect_required(url: str) -> Any:
             cause, (redis.ConnectionError, redis.TimeoutError, OSError)
         ):
             raise
-        raise ServerUnavailable(
+        found = describe_failure(url, cause, first_reply_timeout(), hint=": start the server, or give --url "
+                                                                         "of one that runs")
+        raise (found or ServerUnavailable(
             f"nothing answers at {redact(url)}: start the server, or give --url of one that runs"
-        ) from exc.__cause__
+        )) from exc.__cause__

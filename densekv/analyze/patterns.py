@@ -5,9 +5,9 @@ RMA's idea (digit segments become `*`), with the identifiers real keyspaces use:
     {n}     an integer (`user:1001`, `-5`); also a number ending a word (`img77` -> `img{n}`)
     {hex}   8+ hex digits with both digits and letters, one case (`a3f9c2...`)
     {uuid}  a UUID in its 36-character form, anywhere in the key
-    {tok}   16+ URL-safe characters that look random: two or more of lower, upper and
-            digits, changing class often (base62 / base64url tokens: Flask-Session's
-            43-character ids, Django's 32-character keys)
+    {tok}   16+ URL-safe characters that look random (token_looking): base62 / base64url
+            tokens with or without digits (Flask-Session's 43-character ids, densekv's 32,
+            Django's 32-character keys), however their letters happen to fall
     {b64}   standard base64 text with `+` or `=` padding, 20+ characters
     {date}  an ISO date, with or without a time (`2024-06-01`, `2024-06-01T10:00:00Z`)
     {bin}   bytes that are not printable text
@@ -25,6 +25,17 @@ first rule whose regex matches a key gives its pattern name (and glob), with `\\
 splitting alone would render poorly (Django's cache session keys glue the session key to
 the word "cache").
 
+The analyzer never prints a secret: a session id in a key name is a bearer token, and
+reports are shared. So `{tok}` errs towards masking: a piece is a token when its words
+are not words (token_looking: letter pairs rare in English, one- and two-letter words cut
+out by case or digit changes, digit runs followed by letters), and some long identifiers
+of acronyms and digits (`AWSBatchPolicy15`, `XMLHttpRequestQueue`) are masked with them.
+In 300,000 draws of each (benchmarks/token_masking.py, seed 2), no Flask-Session id,
+densekv token or 22-character base62 id stayed literal; one Django key and one 27-character
+base62 id did, and 16-character base62 ids 43 times (1 in 7,000). It masks 4.5% of the
+Python standard library's 16+ character identifiers (real tokens and test data among them).
+tests/unit/test_analyze_tokens.py draws the issue's 700,000 among ordinary names.
+
 Cost: one regex search for the rare cases and a split per key, about 3-6 us per key in
 CPython; the result for a key is never stored, so memory does not grow with the keyspace.
 """
@@ -35,6 +46,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 #: Placeholders, as they appear in pattern names.
@@ -90,6 +102,62 @@ def random_looking(text: str) -> bool:
     return changes * 5 >= len(text)
 
 
+#: The letter pairs that make up 97% of the pairs inside words of English prose (counted
+#: in the Vim manual's text: 257 of the 676). A random letter pair is one of them 38% of
+#: the time, a pair inside an English word 97%: the strongest single sign of a token.
+_PAIRS_TEXT = """
+ab ac ad af ag ai ak al am an ap ar as at au av ax ay ba be bi bl bo br bu by ca ce ch ci ck cl
+cm co cr ct cu da dd de di dl do ds du ea ec ed ee ef eg ei el em en ep er es et ev ew ex ey fa
+fe ff fi fl fo fr ft fu ga ge gh gi gl gn gr gs gu ha he hi hl ho ht ia ib ic id ie if ig ik il
+im in io ip ir is it iv ix iz ju ke ki ks la ld le li ll lo ls lt lu ly ma mb md me mi mm mo mp
+ms mu na nc nd ne nf ng ni nl nn no ns nt nu nv ny oa ob oc od oe of og oi ol om on oo op or os
+ot ou ov ow pa pe pi pl po pp pr ps pt pu py qu ra rc rd re rg ri rk rl rm rn ro rr rs rt ru rw
+ry sa sc se sh si sl sn so sp sr ss st su sy ta tc td te th ti tl to tr ts tt tu tw tx ty ua ub
+uc ue uf ug ui ul um un up ur us ut va ve vi wa we wh wi wo wr ws xa xe xi xp xt yn yo yp ys yt
+ze"""
+COMMON_PAIRS = frozenset(_PAIRS_TEXT.split())
+TOKEN_MIN = 16  # shorter pieces stay literal (or {n}, {hex}): ids this short are not secrets
+TOKEN_EVIDENCE = 0.2  # signs of randomness per character at which a piece is a token
+_PARTS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+|[_-]+")
+
+
+def randomness(text: str) -> int:
+    """Signs that `text` is not made of words: letter pairs outside COMMON_PAIRS inside a
+    word (camelCase, snake_case and kebab-case words: `getHTTPResponse` is get, HTTP,
+    Response), words of one or two letters cut out by a case or digit change (`aZ9k`;
+    `v_2_x` has none), and digit runs followed by letters (`ab12cd`, `8WIB`; `sha256`,
+    `v2` have none)."""
+    parts = _PARTS.findall(text)
+    last = len(parts) - 1
+    signs = 0
+    for i, part in enumerate(parts):
+        if part[0] in "_-":
+            continue
+        glued_before = i > 0 and parts[i - 1][0] not in "_-"
+        glued_after = i < last and parts[i + 1][0] not in "_-"
+        if part.isdigit():
+            signs += glued_after
+        elif len(part) <= 2:
+            signs += glued_before or glued_after
+        else:
+            low = part.lower()
+            signs += sum(a + b not in COMMON_PAIRS for a, b in pairwise(low))
+    return signs
+
+
+def token_looking(text: str) -> bool:
+    """Whether a piece of URL-safe characters is a token (see the module docstring): at
+    least TOKEN_MIN characters, and random_looking with digits in it, or TOKEN_EVIDENCE
+    signs of randomness per character. Tokens with digits flip class too often for words;
+    tokens without (`xeUDsrXLHC...`, one in a few thousand Flask-Session ids) still have
+    letter pairs no word has."""
+    if len(text) < TOKEN_MIN:
+        return False
+    if any(c.isdigit() for c in text) and random_looking(text):
+        return True
+    return randomness(text) >= TOKEN_EVIDENCE * len(text)
+
+
 def classify(piece: str) -> str | None:
     """The placeholder a whole piece (no delimiters in it) stands for, or None (literal)."""
     if not piece:
@@ -104,7 +172,7 @@ def classify(piece: str) -> str | None:
     if size >= 8 and _HEXCH.match(piece) and (piece.islower() or piece.isupper()) \
             and any(c.isdigit() for c in piece):
         return HEX
-    if size >= 16 and _TOKCH.match(piece) and random_looking(piece):
+    if size >= TOKEN_MIN and _TOKCH.match(piece) and token_looking(piece):
         return TOK
     return None
 

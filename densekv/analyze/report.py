@@ -23,7 +23,8 @@ JSON (`densekv analyze --json`), one object:
       "leave as is"), reason str, command str ("-" when nothing is to run), sampled,
       type / types / encoding / encodings / ttl / ttl_share / sizes (MEMORY USAGE
       buckets) / memory_usage_mean / shapes / sessions (distributions seen in the
-      sample), overhead_per_key, replay {as_is {...}, densekv {...}} or {skipped}.
+      sample), overhead_per_key, replay {as_is {...}, densekv {...}}, {as_is {...}} alone
+      (a pattern densekv has no layout for, measured as it is) or {skipped}.
 
 HTML: one self-contained page in the lab report's style (its CSS), with a bar per pattern
 (bytes now and with densekv, to scale) and the same table and details.
@@ -153,10 +154,10 @@ def write_html(doc: dict[str, Any], out_dir: Path) -> Path:
                  "<th>encodings</th><th>TTL</th><th>MEMORY USAGE</th><th>values</th><th>replay</th></tr>")
     for row in rows:
         replay = row.get("replay", {})
-        if "as_is" in replay:
-            a, d = replay["as_is"], replay["densekv"]
-            how = (f"{a['keys']} keys as they are: {a['bytes_per_key']} B/key; {d['layout']}: "
-                   f"{d['bytes_per_item']} B/item")
+        if "as_is" in replay:  # "densekv" too only when densekv has a layout for the pattern
+            a, d = replay["as_is"], replay.get("densekv")
+            how = f"{a['keys']} keys as they are: {a['bytes_per_key']} B/key" + \
+                (f"; {d['layout']}: {d['bytes_per_item']} B/item" if d else "; no densekv layout to measure")
         else:
             how = replay.get("skipped", "-")
         parts.append(f"<tr><td>{_e(row['pattern'])}</td><td><code>{_e(row['glob'])}</code></td>"

@@ -6,6 +6,8 @@ makes it): the result is then a partial report of what was scanned, without the 
 and with `--resume FILE` the next run goes on from where this one stopped. The resume
 file is written after each batch (at most every RESUME_EVERY seconds, and at the end)
 by a write to a temporary file and a rename, so a crash leaves the previous one intact.
+Its key names (reservoirs, the keys a prefix sample took) are sealed with `FILE.key`
+(sealed.py): the file itself holds no key name that could be a session token.
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ from densekv.analyze.scan import (
     explain,
     open_target,
 )
+from densekv.analyze.sealed import resume_key, seal, unseal
 from densekv.analyze.table import PatternStats, PatternTable
 
-RESUME_VERSION = 2
+RESUME_VERSION = 3  # 3: key names sealed (sealed.py)
 RESUME_EVERY = 0.5  # seconds between resume-file writes
 MAX_REPLAYED = 25  # patterns replayed, largest first (the rest: "not measured")
 
@@ -83,6 +86,14 @@ def _load_resume(path: str, target: Target, options: Options, digest: str, rules
         doc = json.loads(text)
         if doc.get("version") != RESUME_VERSION:
             raise ValueError("version")
+    except (ValueError, KeyError, TypeError):
+        raise AnalyzeError(f"{path} is not a densekv analyze resume file (remove it to start over)") from None
+    key = resume_key(path, create=False)
+    try:
+        names = json.loads(unseal(doc["names"], key))
+        doc["state"]["seen"] = names["seen"]
+        for item in doc["table"]["patterns"]:
+            item["reservoir"] = names["reservoirs"][item["name"]]
         state = ScanState.from_json(doc["state"])
         table = PatternTable.from_json(doc["table"], rules)
     except (ValueError, KeyError, TypeError):
@@ -97,7 +108,11 @@ def _load_resume(path: str, target: Target, options: Options, digest: str, rules
 
 
 def _save_resume(path: str, state: ScanState, table: PatternTable, digest: str) -> None:
-    doc = {"version": RESUME_VERSION, "rules": digest, "state": state.to_json(), "table": table.to_json()}
+    state_doc, table_doc = state.to_json(), table.to_json()
+    names = {"seen": state_doc.pop("seen"),
+             "reservoirs": {item["name"]: item.pop("reservoir") for item in table_doc["patterns"]}}
+    doc = {"version": RESUME_VERSION, "rules": digest, "state": state_doc, "table": table_doc,
+           "names": seal(json.dumps(names).encode(), resume_key(path, create=True))}
     tmp = f"{path}.tmp"
     with open(tmp, "w") as fh:
         json.dump(doc, fh)

@@ -59,7 +59,7 @@ from densekv.analyze.estimate import allocate
 from densekv.analyze.shapes import MAX_DECODE, Shape, collection_shape, string_shape
 from densekv.analyze.table import KeyFacts, PatternStats, PatternTable
 from densekv.analyze.wire import READ_COMMANDS, command_name, denied, key_facts_replies, roundtrip
-from densekv.connect import redact
+from densekv.connect import describe_failure, first_reply_timeout, redact
 from densekv.errors import ServerUnavailable
 
 __all__ = ["READ_COMMANDS", "Node", "RateLimiter", "ScanState", "Scanner", "Target", "command_name", "open_target",
@@ -70,6 +70,7 @@ NAMES_COUNT = 1000  # SCAN COUNT hint of the names pass (names only: cheap per k
 NAMES_LIMIT = 50_000_000  # default bound of the names pass (keys); past it, a prefix sample
 BIG_VALUE = 1 << 20  # values whose MEMORY USAGE is over this are not read whole
 COLLECTION_READ = 64  # members read from a collection too big to read whole
+REPLY_TIMEOUT = 10.0  # seconds a reply of the analyzed server may take
 
 
 class RateLimiter:
@@ -124,8 +125,9 @@ class Target:
             n.client.close()
 
 
-def explain(exc: BaseException, label: str) -> AnalyzeError:
-    """A connection or reply error as one line naming the problem (never the password)."""
+def explain(exc: BaseException, label: str, seconds: float = REPLY_TIMEOUT) -> AnalyzeError:
+    """A connection or reply error as one line naming the problem (never the password);
+    `seconds`: the timeout that ran out, if one did."""
     text = str(exc)
     if isinstance(exc, redis.AuthenticationError) or "WRONGPASS" in text or "NOAUTH" in text \
             or "invalid username-password" in text:
@@ -139,7 +141,11 @@ def explain(exc: BaseException, label: str) -> AnalyzeError:
         return AnalyzeError(f"the user at {label} may not run a command the analyzer needs ({what}); "
                             "give it the commands of the minimal ACL in docs/analyzer.md")
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
-        return ServerUnavailableError(f"nothing answers at {label}: check the URL and that the server runs")
+        why = describe_failure(label, exc, seconds, hint=": check the URL and that the server runs")
+        return ServerUnavailableError(str(why) if why else
+                                      f"nothing answers at {label}: check the URL and that the server runs")
+    if isinstance(exc, redis.exceptions.InvalidResponse):
+        return ServerUnavailableError(str(describe_failure(label, exc, seconds)))
     return AnalyzeError(f"the server at {label} refused: {text}")
 
 
@@ -159,7 +165,7 @@ def _info(client: redis.Redis, section: str) -> dict[str, str]:
     return out
 
 
-def open_target(url: str, *, timeout: float = 10.0) -> Target:
+def open_target(url: str, *, timeout: float = REPLY_TIMEOUT) -> Target:
     """Connect, check the server answers, and find its nodes (every primary of a cluster)."""
     cluster_hint = url.startswith("redis+cluster://")
     if cluster_hint:
@@ -170,8 +176,8 @@ def open_target(url: str, *, timeout: float = 10.0) -> Target:
     try:
         # RESP2 (the replies roundtrip parses), and no HELLO or CLIENT SETINFO on connect: the
         # connection sends only READ_COMMANDS (AUTH aside), so the minimal ACL is exact
-        seed = redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=timeout, protocol=2,
-                                    **_quiet_handshake())
+        seed = redis.Redis.from_url(url, socket_connect_timeout=first_reply_timeout(), socket_timeout=timeout,
+                                    protocol=2, **_quiet_handshake())
     except ValueError as exc:
         raise AnalyzeError(f"{label!r} is not a usable URL: {str(exc).replace(url, label)}") from None
     try:
@@ -189,7 +195,7 @@ def open_target(url: str, *, timeout: float = 10.0) -> Target:
                                  f"{seed.connection_pool.connection_kwargs.get('port', '')}")]
     except (redis.RedisError, OSError) as exc:
         seed.close()
-        raise explain(exc, label) from None
+        raise explain(exc, label, timeout) from None
     return Target(label, flavor, version, len(nodes) > 1 or cluster_hint, nodes, db)
 
 

@@ -130,6 +130,17 @@ def _config(config: dict[str, str]) -> str:
     return ", ".join(f"{k} {v}" for k, v in config.items())
 
 
+def _use_lines(rec: Any) -> list[str]:
+    """One `use` line per call (every feature on first), each with its bytes and what it loses."""
+    out = []
+    for use in rec.use or [{"call": rec.usage, "bytes_per_item": rec.predicted_bytes_per_item, "plus": None,
+                            "loses": None}]:
+        bytes_ = f"{use['bytes_per_item']:.2f} B/item" + (f" + {use['plus']}" if use["plus"] else "")
+        what = f"loses: {use['loses']}" if use["loses"] else "every feature on"
+        out.append(f"use         {use['call']}  # {bytes_}; {what}")
+    return out
+
+
 def lines(rec: Any) -> list[str]:
     """The terminal report: the figure beside a configuration is the one with it."""
     needed = _config(rec.config)
@@ -139,7 +150,7 @@ def lines(rec: Any) -> list[str]:
         f"config      {needed + ' (needed by this layout)' if needed else 'none needed: the server as it is'}",
         (f"predicted   {rec.predicted_bytes_per_item:.2f} B/item, {rec.predicted_total_bytes / 2**20:,.1f} MiB "
          f"for {rec.items:,} items ({'with ' + needed if needed else 'the server as it is'})"),
-        f"use         {rec.usage}",
+        *_use_lines(rec),
         f"why         {rec.reason}",
     ]
     for advice in rec.config_advice:

@@ -48,10 +48,6 @@ WARM_ITEMS = 20_000  # items loaded (and flushed) before a baseline: the largest
 FULL_VERIFY = 1_000_000  # --verify loads the whole workload up to this many items
 WORTH = 0.05  # config advice only for a predicted saving of at least 5%
 MAX_ITEMS = 10**10
-#: the note beside a `use` line that turns the identity index off (what the figures assume)
-INDEX_OFF = ("index_identities=False (as measured) turns off the identity index: store.sessions_of() and "
-             "store.destroy_all() - log out everywhere - then refuse; leave it out to keep them, at a cost "
-             "per logged-in session that the figures above do not include")
 #: which listpack limit sizes the partitions of each layout (for the raise-the-limit advice)
 #: which structures' listpack entry limits bound one partition: the session layouts' from their
 #: registry (densekv/sessions/meta.SPECS), the sets' and maps' own
@@ -133,7 +129,7 @@ class Recommendation:
     predicted_bytes_per_item: float
     predicted_total_bytes: int
     reason: str
-    usage: str
+    usage: str  # the constructor call, every feature on
     candidates: list[dict[str, Any]]
     calibration: dict[str, Any]
     server: dict[str, Any]
@@ -143,6 +139,9 @@ class Recommendation:
     #: with masters= or a cluster target: partitions and bytes per master, imbalance
     #: (densekv/planner/cluster.py ClusterSpread.to_dict())
     cluster: dict[str, Any] | None = None
+    #: the calls to choose from (`usage` first): {call, bytes_per_item, plus (the bytes the
+    #: figure leaves out, or None), loses (what the call turns off, or None)}
+    use: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -423,6 +422,22 @@ def optional_advice(scored: list[tuple[float, Candidate]], best: Candidate, tota
             for t, c in sorted(better.values(), key=lambda tc: tc[0])]
 
 
+def use_lines(kp: Any, best: Candidate, wl: Workload, total: float) -> list[dict[str, Any]]:
+    """The `use` lines: the call with every feature on (what a user gets by default), then,
+    for a feature whose bytes the figures leave out (KINDS' `lighter`), the call with it off
+    at the predicted bytes and what that loses. Features stay on unless the user turns them
+    off; the plan only says what each costs."""
+    per_item = round(total / wl.items, 3)
+    lighter = kp.lighter(best, wl)
+    if not lighter:
+        return [{"call": kp.usage(best, wl), "bytes_per_item": per_item, "plus": None, "loses": None}]
+    plus = "; ".join(extra for _, _, extra in lighter)
+    out: list[dict[str, Any]] = [{"call": kp.usage(best, wl), "bytes_per_item": per_item, "plus": plus,
+                                  "loses": None}]
+    out += [{"call": call, "bytes_per_item": per_item, "plus": None, "loses": loses} for call, loses, _ in lighter]
+    return out
+
+
 def _options_text(options: dict[str, str]) -> str:
     return ", ".join(f"{k} {v}" for k, v in options.items())
 
@@ -478,8 +493,6 @@ def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: 
         more = entries_advice(kp, wl, caps, best, cal, total)
         if more is not None:
             advice.append({**more, "layout": best.layout})
-        if "index_identities=False" in kp.usage(best, wl):
-            notes.append(INDEX_OFF)
         if cal.measured_on.startswith("measured on an embedded") and not cal.cached:
             notes.append(cal.measured_on)  # a cached model's note names the target it was made for
         if verify:
@@ -504,7 +517,7 @@ def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: 
         kind=kind, items=wl.items, payload=wl.payload, ttl=wl.ttl, layout=best.layout,
         partitions=best.partitions, config=config,
         predicted_bytes_per_item=round(total / wl.items, 3), predicted_total_bytes=round(total),
-        reason=reason, usage=kp.usage(best, wl),
+        reason=reason, usage=kp.usage(best, wl), use=use_lines(kp, best, wl, total),
         candidates=[{"layout": c.layout, "partitions": c.partitions, "config": dict(c.options),
                      "predicted_bytes_per_item": round(t / wl.items, 3), "predicted_total_bytes": int(t),
                      "calibration_cached": k.cached} for t, c, k in others],

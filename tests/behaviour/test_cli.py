@@ -374,7 +374,8 @@ def test_plan_figures_belong_to_the_config_printed_beside_them(
         client: Any, server_name: str, monkeypatch: pytest.MonkeyPatch,
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """Was: `config hash-max-listpack-value 144` beside the figure without it; the use line
-    had index_identities=False without saying that turns off log out everywhere."""
+    had index_identities=False without saying that turns off log out everywhere (and then,
+    issue 32, turned it off by default)."""
     from densekv.planner import plan
     from densekv.planner.cli import lines
 
@@ -396,8 +397,13 @@ def test_plan_figures_belong_to_the_config_printed_beside_them(
     assert f"optional, set hash-max-listpack-value {value}: dense with " in line
     assert f"at {raised['predicted_bytes_per_item']:.2f} B/item instead of {rec.predicted_bytes_per_item:.2f}" in line
     assert f"({advice['saving_pct']}% smaller)" in line
-    assert "index_identities=False" in rec.usage and "destroy_all() (log out everywhere)" in rec.usage
-    assert any("log out everywhere" in note and "index_identities=False" in note for note in rec.notes)
+    # issue 32: the use line keeps every feature on; the lighter one beside it says what it loses
+    assert "index_identities" not in rec.usage
+    on, off = [line for line in text if line.startswith("use ")]
+    assert rec.usage in on and "every feature on" in on and "identity index, about 17 B per logged-in" in on
+    assert f"{rec.predicted_bytes_per_item:.2f} B/item" in on and f"{rec.predicted_bytes_per_item:.2f} B/item" in off
+    assert "index_identities=False)" in off and "loses: store.sessions_of() and store.destroy_all()" in off
+    assert [u["call"] for u in rec.use] == [rec.usage, off.split("  #")[0].split(None, 1)[1]]
 
 
 def test_server_start_refuses_an_unwritable_state_dir_before_starting(tmp_path: Path) -> None:
