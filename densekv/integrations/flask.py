@@ -106,11 +106,32 @@ def _vary_cookie(response: Response) -> None:
         response.headers["Vary"] = f"{vary}, Cookie"
 
 
+def _decode_flask_session(raw: bytes) -> Any:
+    """A value Flask-Session 0.8 wrote, without msgspec (which Flask-Session brings and the
+    flask extra does not): msgspec's msgpack is plain msgpack (its timestamps are msgpack's
+    extension -1, read back as aware datetimes, as msgspec reads them), tried first as
+    Flask-Session's own decoder does, then JSON; None if neither reads it."""
+    import json
+
+    import msgpack
+
+    try:
+        return msgpack.unpackb(raw, raw=False, timestamp=3, strict_map_key=False)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        pass
+    try:
+        return json.loads(raw)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+
+
 class FlaskSessionFallback:
     """Reads the sessions Flask-Session 0.8's RedisSessionInterface wrote: key
     `<key_prefix><sid>` (default "session:"), value `dict(session)` encoded by msgspec as
-    msgpack (default) or JSON, expiry = PERMANENT_SESSION_LIFETIME. Pickled values (before
-    0.7) are not read: unpickling what is in a database runs code."""
+    msgpack (default) or JSON, expiry = PERMANENT_SESSION_LIFETIME. Read with msgpack (a
+    densekv dependency) and json, so neither Flask-Session nor msgspec needs to stay
+    installed. Pickled values (before 0.7) are not read: unpickling what is in a database
+    runs code."""
 
     def __init__(self, client: redis.Redis, *, key_prefix: str = "session:") -> None:
         self.client = client
@@ -118,8 +139,6 @@ class FlaskSessionFallback:
 
     def read(self, sid: str) -> tuple[dict[str, Any], int | None] | None:
         """(data, remaining seconds or None for no expiry), or None if absent or unreadable."""
-        import msgspec
-
         key = self.key_prefix + sid
         with self.client.pipeline(transaction=True) as pipe:
             pipe.get(key)
@@ -127,13 +146,7 @@ class FlaskSessionFallback:
             raw, ms = pipe.execute()
         if raw is None:
             return None
-        data: Any = None
-        for decode in (msgspec.msgpack.decode, msgspec.json.decode):
-            try:
-                data = decode(raw)
-                break
-            except msgspec.DecodeError:
-                continue
+        data = _decode_flask_session(raw)
         if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
             return None
         ttl = None if ms < 0 else max(1, -(-int(ms) // 1000))

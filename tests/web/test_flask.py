@@ -657,6 +657,28 @@ def test_a_flask_login_user_moved_in_from_flask_session_is_listed(server: Server
         assert store.sessions_of("12") == [] and store.get(sid) is None
 
 
+@pytest.mark.parametrize("fmt", ["msgpack", "json"])
+def test_flask_session_fallback_reads_what_msgspec_wrote_without_msgspec(
+        server: ServerProcess, fmt: str) -> None:
+    """Flask-Session 0.8 encodes with msgspec; the fallback reads it with msgpack and json
+    (no msgspec in the flask extra), giving back what msgspec's own decoder gives."""
+    import msgspec
+
+    value = {"user": "ann", "n": 2**63, "f": 1.5, "flags": [True, None], "b": b"\x00\xff",
+             "at": dt.datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=dt.timezone.utc),
+             "cart": ({"sku": "A-1"},), "id": uuid.UUID(int=7)}
+    if fmt == "json":
+        del value["b"]  # msgspec's JSON has no bytes that come back as bytes
+    encode, decode = {"msgpack": (msgspec.msgpack.encode, msgspec.msgpack.decode),
+                      "json": (msgspec.json.encode, msgspec.json.decode)}[fmt]
+    sid = secrets.token_urlsafe(32)
+    with server.client() as client:
+        client.set(f"session:{sid}", encode(value), ex=600)
+        read = FlaskSessionFallback(client).read(sid)
+    assert read is not None and read[0] == decode(encode(value))
+    assert 590 <= (read[1] or 0) <= 600
+
+
 @pytest.mark.parametrize("stored", [None, b"\xc1 not msgpack nor json"], ids=["absent", "unreadable"])
 def test_flask_session_fallback_without_a_readable_session(server: ServerProcess,
                                                            store: densekv.SessionStore,
