@@ -83,6 +83,7 @@ from densekv.integrations.flask_session import (
     tag_value,
     untag_data,
 )
+from densekv.integrations.urls import check_url
 from densekv.sessions.model import (
     Identity,
     SessionExists,
@@ -206,7 +207,9 @@ class SessionInterface(FlaskSessionInterface):
         a gunicorn fork, even with --preload; never at import or app creation, so a server
         that is down fails only requests that use the session). `client_options` go to
         densekv.connect.from_url (connect and read timeouts, 5 s each by default),
-        `store_options` to SessionStore (ttl, idle_ttl, layout, ...)."""
+        `store_options` to SessionStore (ttl, idle_ttl, layout, ...). A URL no client can be
+        built from raises InvalidArgument here (densekv/integrations/urls.py)."""
+        check_url(url, "SessionInterface.from_url: url")
         options = dict(client_options or {})
 
         def build() -> SessionStore:

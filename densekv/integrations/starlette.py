@@ -13,7 +13,8 @@ Where the sessions live (one of three forms; docs/starlette.md):
     gets its own. `store_options` are AsyncSessionStore's keywords (namespace defaults to
     "starlette_sessions"); `client_options` go to densekv.connect.from_url (connect and
     read timeouts default to densekv.connect.TIMEOUTS, 5 s each). A "redis+cluster://"
-    URL makes a RedisCluster client.
+    URL makes a RedisCluster client. A URL no client can be built from raises
+    InvalidArgument when the middleware is made (integrations/urls.py).
   * store=<callable>: a function of no arguments returning an AsyncSessionStore, called
     once per running loop, in that loop; the client of the store it returns is closed
     with the loop.
@@ -97,6 +98,7 @@ from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.drive import arun
 from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.tracked import TrackedDict
+from densekv.integrations.urls import check_url
 from densekv.sessions.model import (
     Identity,
     Session,
@@ -390,6 +392,7 @@ class _PerLoop:
         self.given: AsyncSessionStore | None = None
         self.factory: StoreFactory | None = None
         if url is not None:
+            check_url(url, "SessionMiddleware: url")  # at setup, not on the first request
             options = {"namespace": DEFAULT_NAMESPACE, **store_options}
             self.factory = lambda: AsyncSessionStore(
                 from_url(url, asyncio=True, **client_options), **options)

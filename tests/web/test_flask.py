@@ -38,7 +38,7 @@ from densekv.maps.dictionaries import dictionary_key
 from densekv.server.process import ServerProcess, free_port
 from tests.web.app_server import wait_serving
 from tests.web.apps.flask_app import FlaskDriver, make_app, make_flask_login_app, make_store
-from tests.web.driver import COOKIE
+from tests.web.driver import COOKIE, UNREACHED_URLS, WRONG_URLS
 
 ROOT = Path(__file__).resolve().parents[2]
 OK = (200, {"ok": True})
@@ -319,6 +319,24 @@ def test_flask_login_costs_one_read_on_a_route_without_the_session(
         token = web.cookie()
         assert by_request == spent(lambda: app.session_interface.store.get(token))  # type: ignore[attr-defined]
         assert spent(lambda: web.new_browser().request("GET", "/noop")) == {}
+
+
+@pytest.mark.parametrize("url", WRONG_URLS)
+def test_a_wrong_url_fails_at_setup(url: str) -> None:
+    from densekv.integrations.flask import SessionInterface
+
+    with pytest.raises(densekv.InvalidArgument, match="SessionInterface.from_url") as raised:
+        SessionInterface.from_url(url)
+    assert "s3cret" not in str(raised.value)
+
+
+@pytest.mark.parametrize("url", UNREACHED_URLS)
+def test_a_url_that_names_no_server_is_set_up_without_connecting(url: str) -> None:
+    from densekv.integrations.flask import SessionInterface
+
+    app = make_app(None, interface=SessionInterface.from_url(
+        url, client_options={"socket_connect_timeout": 0.5}))
+    assert FlaskDriver(app).request("GET", "/noop") == OK
 
 
 def _ior(s: DensekvSession) -> None:
