@@ -149,7 +149,11 @@ class FlaskSessionFallback:
     msgpack (default) or JSON, expiry = PERMANENT_SESSION_LIFETIME. Read with msgpack (a
     densekv dependency) and json, so neither Flask-Session nor msgspec needs to stay
     installed. Pickled values (before 0.7) are not read: unpickling what is in a database
-    runs code."""
+    runs code.
+
+    client: a redis.Redis on the server Flask-Session used; key_prefix: its
+    SESSION_KEY_PREFIX.
+    """
 
     def __init__(self, client: redis.Redis, *, key_prefix: str = "session:") -> None:
         self.client = client
@@ -171,14 +175,22 @@ class FlaskSessionFallback:
         return data, ttl
 
     def forget(self, sid: str) -> None:
+        """Delete the old session once densekv holds it."""
         self.client.delete(self.key_prefix + sid)
 
 
 class SessionInterface(FlaskSessionInterface):
-    """Flask sessions in a densekv SessionStore (see the module docstring).
+    """Flask's session interface on a densekv SessionStore: `app.session_interface =
+    SessionInterface.from_url("redis://...")`. The cookie holds only a random token; a
+    request that never uses the session makes no server call, and a save writes only the
+    top-level keys the request changed.
 
+    store: a SessionStore, or a function of no arguments that builds one (called once per
+    process, again after a fork). cookie_name: instead of SESSION_COOKIE_NAME. fallback: a
+    FlaskSessionFallback to move sessions in from Flask-Session under the same cookie.
     identity_key: the session key whose value is the logged-in user (Flask-Login's
-    `_user_id`); None to follow only session.login() / destroy().
+    `_user_id`): setting it logs the session in as that user, removing it logs out; None
+    to follow only session.login() / destroy().
     """
 
     session_class = DensekvSession
@@ -208,7 +220,8 @@ class SessionInterface(FlaskSessionInterface):
         that is down fails only requests that use the session). `client_options` go to
         densekv.connect.from_url (connect and read timeouts, 5 s each by default),
         `store_options` to SessionStore (ttl, idle_ttl, layout, ...). A URL no client can be
-        built from raises InvalidArgument here (densekv/integrations/urls.py)."""
+        built from (another scheme, a port that is not a number, an option redis-py cannot
+        read) raises InvalidArgument here, at setup."""
         check_url(url, "SessionInterface.from_url: url")
         options = dict(client_options or {})
 

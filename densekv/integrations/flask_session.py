@@ -64,13 +64,12 @@ def untag_value(value: Any) -> Any:
 
 
 class DensekvSession(TrackedDict, SessionMixin):
-    """Flask's `session` for one request: a dict that knows what the request changed.
-
-    It is read from the store on its first use: any dict method, or Flask marking it
-    accessed. `stored` is the data as loaded (tagged form); at save time the changed
-    top-level keys are those set during the request or whose value now differs from
-    `stored`, and the removed keys are those of `stored` no longer present. login(),
-    regenerate(), logout_everywhere() and destroy() take effect when the response is saved.
+    """`flask.session` under densekv: a dict, read from the store on its first use, that
+    knows what the request changed. When the response is saved, only the top-level keys
+    set in the request or whose value differs from what was read are written, and the keys
+    removed are deleted (a value changed in place needs `session.modified = True`, as with
+    Flask's own session). login(), regenerate(), logout_everywhere() and destroy() take
+    effect then too.
     """
 
     # per-request state; the immutable defaults live on the class (a request builds one
@@ -79,6 +78,7 @@ class DensekvSession(TrackedDict, SessionMixin):
     token: str | None = None
     found: Session | None = None
     new = True
+    """True for a session not stored yet (Flask's own cookie session always says False)."""
     modified = False
     _accessed = False
     cleared = False
