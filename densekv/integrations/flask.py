@@ -69,7 +69,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
-from flask import Flask, Request, Response, after_this_request
+from flask import Flask, Request, Response, after_this_request, has_request_context
 from flask.sessions import SessionInterface as FlaskSessionInterface
 from flask.sessions import SessionMixin
 
@@ -252,7 +252,8 @@ class SessionInterface(FlaskSessionInterface):
             return DensekvSession()
         session = DensekvSession(loader=lambda s: self._load(app, s, token))
         if _LAZY:
-            after_this_request(session.view_returned)  # runs before the app's after_request
+            if has_request_context():  # Flask opens it in one; a caller outside needs no mark
+                after_this_request(session.view_returned)  # runs before the app's after_request
         else:
             session.read()
         return session
