@@ -53,10 +53,14 @@ class DenseSession(aiohttp_session.Session):
         self.stale = stale  # a token the store did not give a session for (gone, undecodable)
 
     def changed(self) -> None:
+        """Save every key of the session (for a value changed in place), as aiohttp_session's
+        Session.changed() asks."""
         self._changed = True
         self.tracked.ops.update(dict.fromkeys(self.tracked, True))
 
     def invalidate(self) -> None:
+        """Log out: the stored session ends when the response is saved and the cookie is
+        deleted; the session is empty."""
         self._mapping = self.tracked = _Tracked({})
         self._identity, self._changed, self.invalidated, self.ended = None, True, True, True
 
@@ -121,9 +125,13 @@ class Storage(aiohttp_session.AbstractStorage):
         return await self._per_loop.current()
 
     async def new_session(self) -> DenseSession:
+        """An empty session, not stored until something is put in it (aiohttp_session's
+        new_session())."""
         return DenseSession(await self.store(), None, self.max_age)
 
     async def load_session(self, request: web.Request) -> DenseSession:
+        """The session the request's cookie names (one read), or an empty one for no cookie,
+        a malformed one, or a session that ended. Called by aiohttp_session.get_session."""
         token, store = self.load_cookie(request), await self.store()
         if token is None or not well_formed(token):
             return DenseSession(store, None, self.max_age)
@@ -134,6 +142,8 @@ class Storage(aiohttp_session.AbstractStorage):
 
     async def save_session(self, request: web.Request, response: web.StreamResponse,
                            session: aiohttp_session.Session) -> None:
+        """Write what the request changed and set or delete the cookie (called by
+        aiohttp_session's middleware for a changed session)."""
         if not isinstance(session, DenseSession):
             raise TypeError("the session was not made by densekv's Storage")
         cookie = await session.write()

@@ -17,7 +17,14 @@ Flask-Login's own test suites in tests/peers/test_flask_suites.py):
   * a junk cookie is a new empty session, decided without a server call; a stored session
     that cannot be decoded is a new empty session too (`store.get(..., undecodable="none")`),
     and the first write, login or logout replaces it;
+  * a new session nothing was put in (no cookie, or one that loaded nothing) is not saved
+    and does not build the store, so a request without a cookie never reaches the server;
   * a server error propagates (Flask answers 500), never a fresh session in its place;
+    except for a load after the view returned (the view never used the session; an
+    after-request hook does, as Flask-Login's does on every request): a server that does
+    not answer, refuses the credentials or times out leaves the session empty for that
+    hook, logs a warning and writes nothing, so the response is served (a hook that then
+    changes the session makes it a 500);
   * the idle expiry rolls (`store.touch`) only when `store.due_for_touch` says so, so most
     reads cost no write.
 
@@ -37,7 +44,9 @@ Django's login() flushes), `session.destroy()`, `session.logout_everywhere()`. F
 needs no glue: the session follows its `_user_id` key (`identity_key=`): set or changed in a
 request, the session is logged in as that user at save (the previous user's data dropped,
 what the request set kept); removed (`logout_user()`), the stored session ends and what is
-left (say a flash message) goes on in a new anonymous session under a new cookie.
+left (say a flash message) goes on in a new anonymous session under a new cookie. Both take
+an identity through flask_session.identity_of: a decimal str is its int, so login(42) and
+Flask-Login's `_user_id = "42"` are one user, listed by `store.sessions_of(42)`.
 
 Values pass through Flask's own tags (`session_json_serializer.tag`, as in Flask's cookie
 session): tuples (flash() stores them), bytes, Markup, UUID and datetimes come back as
@@ -60,19 +69,25 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
-from flask import Flask, Request, Response
+from flask import Flask, Request, Response, after_this_request, has_request_context
 from flask.sessions import SessionInterface as FlaskSessionInterface
 from flask.sessions import SessionMixin
 
 from densekv.errors import DensekvError, ServerUnavailable
 from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.drive import run
-from densekv.integrations.flask_session import MISSING, DensekvSession, tag_value, untag_data
+from densekv.integrations.flask_session import (
+    MISSING,
+    DensekvSession,
+    identity_of,
+    tag_value,
+    untag_data,
+)
+from densekv.integrations.urls import check_url
 from densekv.sessions.model import (
     Identity,
     SessionExists,
     SessionIdentityInvalid,
-    check_identity,
     well_formed,
 )
 from densekv.sessions.store import SessionStore
@@ -80,6 +95,9 @@ from densekv.sessions.store import SessionStore
 __all__ = ["DensekvSession", "FlaskSessionFallback", "SessionInterface"]
 
 DEFAULT_NAMESPACE = "flask_sessions"  # of the stores built by SessionInterface.from_url
+#: what a load after the view (an after-request hook's) survives: the server not answering,
+#: refusing the credentials (AuthenticationError is a ConnectionError) or too slow
+UNAVAILABLE = (ServerUnavailable, redis.ConnectionError, redis.TimeoutError)
 #: a permanent session read (not written) is refreshed once this part of its lifetime passed
 REFRESH_GAIN = 0.25
 
@@ -106,11 +124,36 @@ def _vary_cookie(response: Response) -> None:
         response.headers["Vary"] = f"{vary}, Cookie"
 
 
+def _decode_flask_session(raw: bytes) -> Any:
+    """A value Flask-Session 0.8 wrote, without msgspec (which Flask-Session brings and the
+    flask extra does not): msgspec's msgpack is plain msgpack (its timestamps are msgpack's
+    extension -1, read back as aware datetimes, as msgspec reads them), tried first as
+    Flask-Session's own decoder does, then JSON; None if neither reads it."""
+    import json
+
+    import msgpack
+
+    try:
+        return msgpack.unpackb(raw, raw=False, timestamp=3, strict_map_key=False)
+    except (ValueError, TypeError, msgpack.UnpackException):
+        pass
+    try:
+        return json.loads(raw)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return None
+
+
 class FlaskSessionFallback:
     """Reads the sessions Flask-Session 0.8's RedisSessionInterface wrote: key
     `<key_prefix><sid>` (default "session:"), value `dict(session)` encoded by msgspec as
-    msgpack (default) or JSON, expiry = PERMANENT_SESSION_LIFETIME. Pickled values (before
-    0.7) are not read: unpickling what is in a database runs code."""
+    msgpack (default) or JSON, expiry = PERMANENT_SESSION_LIFETIME. Read with msgpack (a
+    densekv dependency) and json, so neither Flask-Session nor msgspec needs to stay
+    installed. Pickled values (before 0.7) are not read: unpickling what is in a database
+    runs code.
+
+    client: a redis.Redis on the server Flask-Session used; key_prefix: its
+    SESSION_KEY_PREFIX.
+    """
 
     def __init__(self, client: redis.Redis, *, key_prefix: str = "session:") -> None:
         self.client = client
@@ -118,8 +161,6 @@ class FlaskSessionFallback:
 
     def read(self, sid: str) -> tuple[dict[str, Any], int | None] | None:
         """(data, remaining seconds or None for no expiry), or None if absent or unreadable."""
-        import msgspec
-
         key = self.key_prefix + sid
         with self.client.pipeline(transaction=True) as pipe:
             pipe.get(key)
@@ -127,27 +168,29 @@ class FlaskSessionFallback:
             raw, ms = pipe.execute()
         if raw is None:
             return None
-        data: Any = None
-        for decode in (msgspec.msgpack.decode, msgspec.json.decode):
-            try:
-                data = decode(raw)
-                break
-            except msgspec.DecodeError:
-                continue
+        data = _decode_flask_session(raw)
         if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
             return None
         ttl = None if ms < 0 else max(1, -(-int(ms) // 1000))
         return data, ttl
 
     def forget(self, sid: str) -> None:
+        """Delete the old session once densekv holds it."""
         self.client.delete(self.key_prefix + sid)
 
 
 class SessionInterface(FlaskSessionInterface):
-    """Flask sessions in a densekv SessionStore (see the module docstring).
+    """Flask's session interface on a densekv SessionStore: `app.session_interface =
+    SessionInterface.from_url("redis://...")`. The cookie holds only a random token; a
+    request that never uses the session makes no server call, and a save writes only the
+    top-level keys the request changed.
 
+    store: a SessionStore, or a function of no arguments that builds one (called once per
+    process, again after a fork). cookie_name: instead of SESSION_COOKIE_NAME. fallback: a
+    FlaskSessionFallback to move sessions in from Flask-Session under the same cookie.
     identity_key: the session key whose value is the logged-in user (Flask-Login's
-    `_user_id`); None to follow only session.login() / destroy().
+    `_user_id`): setting it logs the session in as that user, removing it logs out; None
+    to follow only session.login() / destroy().
     """
 
     session_class = DensekvSession
@@ -176,7 +219,10 @@ class SessionInterface(FlaskSessionInterface):
         a gunicorn fork, even with --preload; never at import or app creation, so a server
         that is down fails only requests that use the session). `client_options` go to
         densekv.connect.from_url (connect and read timeouts, 5 s each by default),
-        `store_options` to SessionStore (ttl, idle_ttl, layout, ...)."""
+        `store_options` to SessionStore (ttl, idle_ttl, layout, ...). A URL no client can be
+        built from (another scheme, a port that is not a number, an option redis-py cannot
+        read) raises InvalidArgument here, at setup."""
+        check_url(url, "SessionInterface.from_url: url")
         options = dict(client_options or {})
 
         def build() -> SessionStore:
@@ -205,12 +251,27 @@ class SessionInterface(FlaskSessionInterface):
         if not token or not well_formed(token):  # no cookie, or junk: no server call
             return DensekvSession()
         session = DensekvSession(loader=lambda s: self._load(app, s, token))
-        if not _LAZY:
+        if _LAZY:
+            if has_request_context():  # Flask opens it in one; a caller outside needs no mark
+                after_this_request(session.view_returned)  # runs before the app's after_request
+        else:
             session.read()
         return session
 
     def _load(self, app: Flask, session: DensekvSession, token: str) -> None:
-        found = self.store.get(token, undecodable="none")
+        try:
+            found = self.store.get(token, undecodable="none")
+        except UNAVAILABLE as exc:
+            if not session.after_view:
+                raise
+            # the view did not use the session; an after-request hook (Flask-Login's
+            # remember-cookie check reads it on every request) does: serve the response
+            # with the session empty for that hook, and write nothing (save_session)
+            session.unavailable = exc
+            app.logger.warning("densekv: the session could not be read after the view "
+                               "(%s: %s); the response is served without it",
+                               type(exc).__name__, exc)
+            return
         if found is not None:
             stored = found.data or {}
             session.loaded(untag_data(stored), token, found, stored)
@@ -249,7 +310,7 @@ class SessionInterface(FlaskSessionInterface):
         if self.identity_key is None or self.identity_key not in data:
             return None
         try:
-            return check_identity(data[self.identity_key])
+            return identity_of(data[self.identity_key])
         except SessionIdentityInvalid as exc:
             app.logger.warning("densekv: the session's %s (a %s) is not an identity densekv can "
                                "index (%s); the session stays anonymous", self.identity_key,
@@ -260,6 +321,11 @@ class SessionInterface(FlaskSessionInterface):
     def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
         if not isinstance(session, DensekvSession) or session.failed or session.loader:
             return  # open_session or the load raised (a 500), a save failed, or unused
+        if session.unavailable is not None:  # read after the view, server unavailable
+            if session.modified:  # a hook changed it: that cannot be saved, so it fails
+                session.failed = True
+                raise session.unavailable
+            return
         if session.accessed:
             _vary_cookie(response)
         try:
@@ -294,6 +360,12 @@ class SessionInterface(FlaskSessionInterface):
         session.login_as = identity
 
     def _save(self, app: Flask, session: DensekvSession, response: Response) -> None:
+        if (session.token is None and not session.modified and not session.ended
+                and session.end_all is None and session.login_as is None):
+            # a new session nothing was put in (no cookie, or one that loaded nothing):
+            # decide() answers NOTHING; answered without the store, which would be built
+            # (and the server reached) for it otherwise
+            return
         store = self.store
         for token in session.ended:  # destroy() / a change of user / logout, asked for earlier
             store.destroy(token)

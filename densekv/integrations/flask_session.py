@@ -15,9 +15,22 @@ from flask.sessions import SessionMixin, session_json_serializer
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, check_identity
 
-__all__ = ["DensekvSession", "tag_value", "untag_data", "untag_value"]
+__all__ = ["DensekvSession", "identity_of", "tag_value", "untag_data", "untag_value"]
 
 MISSING = object()
+
+
+def identity_of(value: object) -> Identity:
+    """The identity a user is indexed under in the Flask shell: `value` checked, with a str
+    that is the canonical decimal text of an int identity ("42"; not "042", "+4", " 4")
+    taken as that int. So `session.login(42)` and Flask-Login's `_user_id = "42"` (its
+    get_id() returns a str) are one user, listed by `store.sessions_of(42)`; any other str
+    stays itself ("alice", "042")."""
+    identity = check_identity(value)
+    if (isinstance(identity, str) and identity.isascii() and identity.isdigit()
+            and (identity == "0" or identity[0] != "0") and int(identity) < 2**64):
+        return int(identity)
+    return identity
 
 
 #: types Flask's tagged JSON leaves as they are (exact types: Markup is a str subclass)
@@ -51,13 +64,12 @@ def untag_value(value: Any) -> Any:
 
 
 class DensekvSession(TrackedDict, SessionMixin):
-    """Flask's `session` for one request: a dict that knows what the request changed.
-
-    It is read from the store on its first use: any dict method, or Flask marking it
-    accessed. `stored` is the data as loaded (tagged form); at save time the changed
-    top-level keys are those set during the request or whose value now differs from
-    `stored`, and the removed keys are those of `stored` no longer present. login(),
-    regenerate(), logout_everywhere() and destroy() take effect when the response is saved.
+    """`flask.session` under densekv: a dict, read from the store on its first use, that
+    knows what the request changed. When the response is saved, only the top-level keys
+    set in the request or whose value differs from what was read are written, and the keys
+    removed are deleted (a value changed in place needs `session.modified = True`, as with
+    Flask's own session). login(), regenerate(), logout_everywhere() and destroy() take
+    effect then too.
     """
 
     # per-request state; the immutable defaults live on the class (a request builds one
@@ -66,6 +78,7 @@ class DensekvSession(TrackedDict, SessionMixin):
     token: str | None = None
     found: Session | None = None
     new = True
+    """True for a session not stored yet (Flask's own cookie session always says False)."""
     modified = False
     _accessed = False
     cleared = False
@@ -74,6 +87,8 @@ class DensekvSession(TrackedDict, SessionMixin):
     stale: str | None = None  # a cookie's token the store did not give a session for
     end_all: Identity | None = None
     failed = False  # a load or save raised: Flask's error path must not save
+    after_view = False  # the view returned: only after-request hooks use the session now
+    unavailable: BaseException | None = None  # a load after the view failed: served empty
 
     def __init__(self, data: Mapping[str, Any] | None = None, *, token: str | None = None,
                  found: Session | None = None, stored: Mapping[str, Any] | None = None,
@@ -103,6 +118,13 @@ class DensekvSession(TrackedDict, SessionMixin):
         self._accessed = value
         if value and self.loader is not None:
             self.read()
+
+    def view_returned(self, response: Any) -> Any:
+        """An after_this_request function (the first of the after-request functions to
+        run): from here on a load that finds the server unavailable leaves the session empty
+        instead of failing the response (flask.py `_load`)."""
+        self.after_view = True
+        return response
 
     def read(self) -> None:
         """Read the session from the store unless done already."""
@@ -227,8 +249,8 @@ class DensekvSession(TrackedDict, SessionMixin):
     def login(self, identity: Identity) -> None:
         """Attach `identity` in one atomic step at save time: new cookie, old one dead.
         A session of another user is emptied first (its data is that user's): what this
-        request sets after login() is kept."""
-        identity = check_identity(identity)
+        request sets after login() is kept. A decimal str is its int (identity_of)."""
+        identity = identity_of(identity)
         current = self.identity
         if current is not None and current != identity:
             self.restart(keep={})

@@ -13,7 +13,8 @@ Where the sessions live (one of three forms; docs/starlette.md):
     gets its own. `store_options` are AsyncSessionStore's keywords (namespace defaults to
     "starlette_sessions"); `client_options` go to densekv.connect.from_url (connect and
     read timeouts default to densekv.connect.TIMEOUTS, 5 s each). A "redis+cluster://"
-    URL makes a RedisCluster client.
+    URL makes a RedisCluster client. A URL no client can be built from raises
+    InvalidArgument when the middleware is made (integrations/urls.py).
   * store=<callable>: a function of no arguments returning an AsyncSessionStore, called
     once per running loop, in that loop; the client of the store it returns is closed
     with the loop.
@@ -97,6 +98,7 @@ from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.drive import arun
 from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.tracked import TrackedDict
+from densekv.integrations.urls import check_url
 from densekv.sessions.model import (
     Identity,
     Session,
@@ -111,9 +113,12 @@ __all__ = ["DEFAULT_MAX_AGE", "DEFAULT_NAMESPACE", "MAX_AGE_KEY", "DenseSession"
            "SessionMiddleware", "SessionState", "StarsessionsRedis", "login", "logout",
            "logout_everywhere", "regenerate", "remember", "store_of"]
 
-DEFAULT_MAX_AGE = 14 * 24 * 60 * 60  # Starlette's own default, in seconds
-MAX_AGE_KEY = "_max_age"  # a remembered session's own max_age, kept in its data (remember())
-DEFAULT_NAMESPACE = "starlette_sessions"  # of the stores built from url=
+DEFAULT_MAX_AGE = 14 * 24 * 60 * 60
+"""The middleware's max_age when none is given: Starlette's own default, 14 days in seconds."""
+MAX_AGE_KEY = "_max_age"
+"""The session key where remember() keeps a session's own max_age."""
+DEFAULT_NAMESPACE = "starlette_sessions"
+"""The namespace of the stores built from url= when store_options gives none."""
 _EXPIRED = "expires=Thu, 01 Jan 1970 00:00:00 GMT; "
 
 StoreFactory = Callable[[], AsyncSessionStore]
@@ -157,6 +162,7 @@ class DenseSession(TrackedDict):
 
     @property
     def identity(self) -> Identity | None:
+        """The session's user (login()), or None while anonymous."""
         return self.state.identity
 
     # -- change tracking -------------------------------------------------------
@@ -363,6 +369,7 @@ class StarsessionsRedis:
         return StarsessionsRedis(store.client, self.key_of, self.deserialize)
 
     async def read(self, token: str) -> tuple[dict[str, Any], int | None] | None:
+        """The old session's data and its seconds left (None: no expiry), or None."""
         key = self.key_of(token)
         async with self.connection.pipeline(transaction=True) as pipe:
             raw, pttl = await pipe.get(key).pttl(key).execute()
@@ -375,6 +382,7 @@ class StarsessionsRedis:
         return data, None if pttl < 0 else max(1, math.ceil(pttl / 1000))
 
     async def forget(self, token: str) -> None:
+        """Delete the old session once densekv holds it."""
         await self.connection.delete(self.key_of(token))
 
 
@@ -390,6 +398,7 @@ class _PerLoop:
         self.given: AsyncSessionStore | None = None
         self.factory: StoreFactory | None = None
         if url is not None:
+            check_url(url, "SessionMiddleware: url")  # at setup, not on the first request
             options = {"namespace": DEFAULT_NAMESPACE, **store_options}
             self.factory = lambda: AsyncSessionStore(
                 from_url(url, asyncio=True, **client_options), **options)
@@ -425,9 +434,13 @@ class _PerLoop:
 class SessionMiddleware:
     """ASGI middleware: scope["session"] is a DenseSession stored in densekv. The
     sessions' store: url= (one per event loop), store=<function> (called once per loop)
-    or store=<AsyncSessionStore> (one loop); see the module docstring. Cookie arguments
-    and defaults are Starlette's SessionMiddleware's (no secret_key: the cookie holds a
-    random token, nothing to sign); max_age also bounds the stored session's life."""
+    or store=<AsyncSessionStore> (one loop). Cookie arguments and defaults are Starlette's
+    SessionMiddleware's (no secret_key: the cookie holds a random token, nothing to sign);
+    max_age also bounds the stored session's life. store_options go to AsyncSessionStore
+    (namespace, ttl, idle_ttl, ...), client_options to densekv.connect.from_url (timeouts);
+    move_in: a StarsessionsRedis (or any source with async read/forget) to move sessions in
+    from under the same cookie. A url no client can be built from raises InvalidArgument
+    when the middleware is made."""
 
     def __init__(
         self,

@@ -110,3 +110,28 @@ def test_the_api_reference_has_every_error(site: Path) -> None:
     assert "DensekvError" in classes
     missing = [c for c in classes if f'id="densekv.errors.{c}"' not in html]
     assert not missing, f"densekv.errors classes missing: {missing}"
+
+
+# what each framework's session object keeps for its shell (per-request state, the shell's
+# hooks): never on an API page, which shows what an app calls
+INTERNALS = {
+    "flask": ("DensekvSession.loader", "DensekvSession.login_as", "DensekvSession.end_all",
+              "DensekvSession.stored", "DensekvSession.restart", "DensekvSession.loaded",
+              "DensekvSession.read", "SessionInterface.open_session", "SessionInterface.save_session"),
+    "aiohttp": ("DenseSession.tracked", "DenseSession.moved", "DenseSession.write",
+                "DenseSession.lifetime"),
+    "starlette": ("SessionMiddleware.load", "SessionMiddleware.save", "SessionMiddleware.stores",
+                  "DenseSession.state"),
+    "django": (),
+}
+
+
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_the_api_reference_shows_no_internals(site: Path, framework: str) -> None:
+    html = anchors(site, framework)
+    shown = [n for n in INTERNALS[framework] if f'id="densekv.integrations.{framework}.{n}"' in html]
+    assert not shown, f"internals on docs/api/{framework}.md: {shown}"
+    page = html.split("<article", 1)[1].split("</article>", 1)[0]
+    # private helpers, and a source file named where a description belongs
+    for private in ("_Tracked", "TrackedDict", "_PerLoop", ".py"):
+        assert private not in page, f"{private!r} on docs/api/{framework}.md"

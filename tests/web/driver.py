@@ -55,3 +55,11 @@ class Driver(Protocol):
     def close(self) -> None:
         """Release what make_driver opened (clients, threads); browsers share it."""
         ...
+
+
+#: URLs no client can be built from, each refused when the app is set up (every shell);
+#: the password in the last must not appear in the message
+WRONG_URLS = ["http://127.0.0.1:6379/0", "redis://127.0.0.1:99999/0", "redis://127.0.0.1:port/0",
+              "", "redis://:s3cret@127.0.0.1:6379/0?socket_timeout=soon"]
+#: URLs that parse but name no server: set up without a connection (constructors do no I/O)
+UNREACHED_URLS = ["redis://127.0.0.1:1/0", "redis+cluster://127.0.0.1:1", "unix:///no/such.sock"]

@@ -38,6 +38,7 @@ from densekv.maps.dictionaries import dictionary_key
 from densekv.server.process import ServerProcess, free_port
 from tests.web.app_server import wait_serving
 from tests.web.apps.aiohttp_app import AiohttpDriver, app_on, driver_for, make_app, make_store
+from tests.web.driver import WRONG_URLS
 from tests.web.test_contract import Clock, server_calls
 
 OK = (200, {"ok": True})
@@ -90,6 +91,19 @@ def set_cookies(headers: Any, name: str = "session") -> list[SimpleCookie]:
 def attributes(cookie: SimpleCookie, name: str) -> dict[str, Any]:
     morsel = cookie[name]
     return {k: (bool(v) if k == "expires" else v) for k, v in morsel.items()}
+
+
+@pytest.mark.parametrize("url", WRONG_URLS)
+def test_a_wrong_url_fails_at_setup(url: str) -> None:
+    """The aiohttp shell takes a store, not a URL: the client the setup of docs/aiohttp.md
+    builds (`redis.asyncio.Redis.from_url` in create_app) refuses the URL there, with a
+    ValueError, before the app serves a request. densekv's own URL check says the same."""
+    from densekv.integrations.urls import check_url
+
+    with pytest.raises(ValueError):
+        redis.asyncio.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+    with pytest.raises(densekv.InvalidArgument):
+        check_url(url, "url")
 
 
 # -- cookies --------------------------------------------------------------------------------

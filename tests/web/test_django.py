@@ -48,7 +48,7 @@ from densekv.sessions import SessionDataInvalid
 from densekv.sessions.model import digest_of, new_token
 from tests.web.app_server import wait_serving
 from tests.web.apps import django_app
-from tests.web.driver import COOKIE, SLOW_SET_S
+from tests.web.driver import COOKIE, SLOW_SET_S, WRONG_URLS
 
 django_app.configure()
 
@@ -110,6 +110,36 @@ def test_a_typo_in_the_setting_is_improperly_configured_naming_it(server: Server
                        (["url", server.url], "is a dict")]:
         with pytest.raises(ImproperlyConfigured, match=named):
             SessionStore.bound_to(bad)("x" * 40).load()  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("url", WRONG_URLS)
+def test_a_wrong_url_is_improperly_configured(url: str) -> None:
+    with pytest.raises(ImproperlyConfigured, match="DENSEKV_SESSIONS") as raised:  # "": no url
+        SessionStore.bound_to({"url": url})("x" * 40).load()
+    assert "s3cret" not in str(raised.value)
+
+
+def test_a_wrong_url_fails_when_django_starts(tmp_path: Path) -> None:
+    """Django imports SESSION_ENGINE when it builds SessionMiddleware, as
+    get_wsgi_application() does at startup: the engine checks the setting then, with no
+    request and no connection."""
+    script = (
+        "import django\n"
+        "from django.conf import settings\n"
+        "settings.configure(SESSION_ENGINE='densekv.integrations.django', ROOT_URLCONF=[],\n"
+        "    MIDDLEWARE=['django.contrib.sessions.middleware.SessionMiddleware'],\n"
+        "    DENSEKV_SESSIONS={'url': URL})\n"
+        "from django.core.wsgi import get_wsgi_application\n"
+        "get_wsgi_application()\n"
+        "print('started')\n")
+    for url, ok in [("http://127.0.0.1:6379/0", False), ("redis://127.0.0.1:1/0", True)]:
+        done = subprocess.run([sys.executable, "-c", f"URL = {url!r}\n{script}"], check=False, cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        if ok:
+            assert done.returncode == 0 and "started" in done.stdout, done.stderr
+        else:
+            assert done.returncode != 0 and "ImproperlyConfigured" in done.stderr
+            assert "DENSEKV_SESSIONS['url']" in done.stderr
 
 
 def _pool_kwargs(client: Any) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from densekv.maps.dictionaries import dictionary_key
 from densekv.server.process import ServerProcess, free_port
 from tests.web.app_server import wait_serving
 from tests.web.apps.flask_app import FlaskDriver, make_app, make_flask_login_app, make_store
-from tests.web.driver import COOKIE
+from tests.web.driver import COOKIE, UNREACHED_URLS, WRONG_URLS
 
 ROOT = Path(__file__).resolve().parents[2]
 OK = (200, {"ok": True})
@@ -242,6 +242,101 @@ def test_a_request_that_never_uses_the_session_makes_no_server_call(
         assert web.request("GET", "/get/a")[0] == 500
     finally:
         web.close()
+
+
+def _app(url: str, namespace: str, flask_login: bool) -> Flask:
+    """The contract's app configured from a URL as docs/flask.md says (1 s timeouts), with
+    or without Flask-Login (whose after-request hook reads the session on every request)."""
+    from densekv.integrations.flask import SessionInterface
+
+    interface = SessionInterface.from_url(
+        url, namespace=namespace,
+        client_options={"socket_connect_timeout": 1.0, "socket_timeout": 1.0})
+    return (make_flask_login_app(None, interface=interface) if flask_login
+            else make_app(None, interface=interface))
+
+
+@pytest.mark.parametrize("flask_login", [False, True], ids=["plain", "flask-login"])
+def test_a_route_without_the_session_is_served_while_the_server_is_stopped(
+        fresh_server: Callable[..., ServerProcess], server_name: str, flask_login: bool,
+        caplog: pytest.LogCaptureFixture) -> None:
+    srv = fresh_server(server_name)
+    app = _app(srv.url, f"outage{uuid.uuid4().hex[:8]}", flask_login)
+    web = FlaskDriver(app)
+    assert web.request("POST", "/set/a", {"value": 1}) == OK
+    assert web.cookie() is not None
+    srv.stop()
+    assert web.request("GET", "/noop") == OK  # with the cookie: nothing to read for the view
+    assert web.request("GET", "/get/a")[0] == 500  # the view uses it: Flask's 500
+    assert web.request("POST", "/set/b", {"value": 2})[0] == 500
+    assert web.new_browser().request("GET", "/noop") == OK  # no cookie
+    if flask_login:  # its hook read the session after the view: said once per request
+        assert "could not be read after the view" in caplog.text
+
+
+@pytest.mark.parametrize("flask_login", [False, True], ids=["plain", "flask-login"])
+@pytest.mark.parametrize("wrong", ["password", "port"])
+def test_a_route_without_the_session_is_served_when_the_url_is_wrong(
+        fresh_server: Callable[..., ServerProcess], server_name: str, flask_login: bool,
+        wrong: str) -> None:
+    """A URL that parses but does not give a working client (refused credentials, nothing
+    listening) cannot fail at setup (constructors do no I/O): requests that use the session
+    fail, the others are served, with or without a cookie."""
+    srv = fresh_server(server_name, options={"requirepass": "right"})
+    url = (f"redis://:wrong@127.0.0.1:{srv.port}/0" if wrong == "password"
+           else f"redis://127.0.0.1:{free_port()}/0")
+    web = FlaskDriver(_app(url, f"wrong{uuid.uuid4().hex[:8]}", flask_login))
+    assert web.request("GET", "/noop") == OK
+    web.set_cookie(secrets.token_urlsafe(24))
+    assert web.request("GET", "/noop") == OK
+    assert web.request("GET", "/get/a")[0] == 500
+
+
+def test_flask_login_costs_one_read_on_a_route_without_the_session(
+        fresh_server: Callable[..., ServerProcess], server_name: str) -> None:
+    """What docs/flask.md says Flask-Login costs: its after-request hook reads the session
+    of a request with a cookie (the commands of one store.get, one round trip, `Vary:
+    Cookie`), writes nothing; without a cookie, nothing."""
+    srv = fresh_server(server_name)
+    app = _app(srv.url, f"cost{uuid.uuid4().hex[:8]}", True)
+    web = FlaskDriver(app)
+    assert web.request("POST", "/fl/login/5") == OK
+    with srv.client() as c:
+        def spent(do: Callable[[], Any]) -> dict[str, int]:
+            def calls() -> dict[str, int]:
+                stats = c.info("commandstats")
+                return {k: v["calls"] for k, v in stats.items() if k != "cmdstat_info"}
+
+            before = calls()
+            do()
+            after = calls()
+            return {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
+
+        responses: list[Any] = []
+        by_request = spent(lambda: responses.append(web.client.get("/noop")))
+        assert responses[0].status_code == 200 and responses[0].headers.get("Vary") == "Cookie"
+        assert "Set-Cookie" not in responses[0].headers
+        token = web.cookie()
+        assert by_request == spent(lambda: app.session_interface.store.get(token))  # type: ignore[attr-defined]
+        assert spent(lambda: web.new_browser().request("GET", "/noop")) == {}
+
+
+@pytest.mark.parametrize("url", WRONG_URLS)
+def test_a_wrong_url_fails_at_setup(url: str) -> None:
+    from densekv.integrations.flask import SessionInterface
+
+    with pytest.raises(densekv.InvalidArgument, match="SessionInterface.from_url") as raised:
+        SessionInterface.from_url(url)
+    assert "s3cret" not in str(raised.value)
+
+
+@pytest.mark.parametrize("url", UNREACHED_URLS)
+def test_a_url_that_names_no_server_is_set_up_without_connecting(url: str) -> None:
+    from densekv.integrations.flask import SessionInterface
+
+    app = make_app(None, interface=SessionInterface.from_url(
+        url, client_options={"socket_connect_timeout": 0.5}))
+    assert FlaskDriver(app).request("GET", "/noop") == OK
 
 
 def _ior(s: DensekvSession) -> None:
@@ -485,13 +580,13 @@ def test_flask_login_login_and_logout_are_densekvs(store: densekv.SessionStore) 
     logged_in = web.cookie()
     assert logged_in != anonymous and store.get(anonymous) is None  # type: ignore[arg-type]
     found = store.get(logged_in)  # type: ignore[arg-type]
-    assert found is not None and found.identity == "5" and (found.data or {})["cart"] == ["A-1"]
-    assert [s.id for s in store.sessions_of("5")] == [found.id]
+    assert found is not None and found.identity == 5 and (found.data or {})["cart"] == ["A-1"]
+    assert [s.id for s in store.sessions_of(5)] == [found.id]
     assert web.request("GET", "/fl/whoami") == (200, {"user": "5"})
 
     assert web.request("POST", "/fl/logout") == OK
     assert store.get(logged_in) is None  # type: ignore[arg-type]
-    assert store.sessions_of("5") == []
+    assert store.sessions_of(5) == []
     assert web.request("GET", "/fl/whoami") == (200, {"user": None})
     # what was not Flask-Login's stays, as with Flask's own session, in a new anonymous one
     assert web.request("GET", "/get/cart") == (200, {"value": ["A-1"]})
@@ -506,7 +601,7 @@ def test_flask_login_as_another_user_drops_the_previous_users_data(store: densek
     assert web.request("POST", "/fl/login/6") == OK
     assert web.request("GET", "/fl/whoami") == (200, {"user": "6"})
     assert web.request("GET", "/get/cart") == (200, {"value": None})
-    assert store.sessions_of("5") == [] and len(store.sessions_of("6")) == 1
+    assert store.sessions_of(5) == [] and len(store.sessions_of(6)) == 1
 
 
 def test_flask_login_remember_cookie_and_logout_everywhere(store: densekv.SessionStore) -> None:
@@ -527,13 +622,44 @@ def test_flask_login_remember_cookie_and_logout_everywhere(store: densekv.Sessio
     assert laptop.client.get_cookie("remember_token") is not None
     laptop.set_cookie(None)  # the browser closed: the session cookie is gone ...
     assert laptop.request("GET", "/fl/whoami") == (200, {"user": "5"})  # ... the remember one not
-    assert laptop.cookie() is not None and len(store.sessions_of("5")) == 3  # listed too
+    assert laptop.cookie() is not None and len(store.sessions_of(5)) == 3  # listed too
 
     assert laptop.request("POST", "/fl/logout-everywhere") == OK
-    assert store.sessions_of("5") == []
+    assert store.sessions_of(5) == []
     assert phone.request("GET", "/fl/whoami") == (200, {"user": None})
     assert laptop.request("GET", "/fl/whoami") == (200, {"user": None})
     assert laptop.client.get_cookie("remember_token") is None
+
+
+@pytest.mark.parametrize("first,then", [("app", "flask-login"), ("flask-login", "app")])
+def test_an_apps_identity_and_flask_logins_user_id_are_one_user(
+        store: densekv.SessionStore, first: str, then: str) -> None:
+    """session.login(42) and Flask-Login's `_user_id = "42"`: the same user, so a login
+    through the other keeps the session's data (only the token rotates)."""
+    web = FlaskDriver(make_flask_login_app(store))
+    path = {"app": "/login/42", "flask-login": "/fl/login/42"}
+    assert web.request("POST", path[first]) == OK
+    assert web.request("POST", "/set/cart", {"value": ["A-1"]}) == OK
+    before = web.cookie()
+    assert web.request("POST", path[then]) == OK
+    assert web.request("GET", "/get/cart") == (200, {"value": ["A-1"]})
+    assert web.request("GET", "/fl/whoami") == (200, {"user": "42"})
+    (listed,) = store.sessions_of(42)
+    assert web.cookie() != before and store.get(web.cookie()).id == listed.id  # type: ignore[arg-type,union-attr]
+    assert store.sessions_of("42") == []
+    assert web.request("POST", "/fl/login/042") == OK  # "042" is another user's id
+    assert web.request("GET", "/get/cart") == (200, {"value": None})
+    assert store.sessions_of(42) == [] and len(store.sessions_of("042")) == 1
+
+
+@pytest.mark.parametrize("given,indexed", [
+    (42, 42), ("42", 42), ("0", 0), (str(2**64 - 1), 2**64 - 1), (str(2**64), str(2**64)),
+    ("042", "042"), ("+4", "+4"), (" 4", " 4"), ("4.0", "4.0"), ("٤", "٤"), ("alice", "alice"),
+])
+def test_identity_of_takes_a_decimal_str_as_its_int(given: Any, indexed: Any) -> None:
+    from densekv.integrations.flask_session import identity_of
+
+    assert identity_of(given) == indexed and type(identity_of(given)) is type(indexed)
 
 
 def test_flask_login_session_set_in_session_transaction_is_listed(store: densekv.SessionStore) -> None:
@@ -542,7 +668,7 @@ def test_flask_login_session_set_in_session_transaction_is_listed(store: densekv
     with client.session_transaction() as sess:
         sess["_user_id"] = "9"
     assert client.get("/fl/whoami").get_json() == {"user": "9"}
-    assert len(store.sessions_of("9")) == 1
+    assert len(store.sessions_of(9)) == 1
 
 
 @pytest.mark.parametrize("user_id", [1.5, "x" * 300], ids=["float", "too-long"])
@@ -563,7 +689,7 @@ def test_identity_key_none_follows_only_session_login(store: densekv.SessionStor
     app = make_app(None, interface=SessionInterface(store, identity_key=None))
     web = FlaskDriver(app)
     assert web.request("POST", "/set/_user_id", {"value": "5"}) == OK
-    assert store.sessions_of("5") == []
+    assert store.sessions_of(5) == [] and store.sessions_of("5") == []
     found = store.get(web.cookie())  # type: ignore[arg-type]
     assert found is not None and found.identity is None
 
@@ -652,9 +778,31 @@ def test_a_flask_login_user_moved_in_from_flask_session_is_listed(server: Server
         web = FlaskDriver(make_flask_login_app(store, fallback=FlaskSessionFallback(client)))
         web.set_cookie(sid)
         assert web.request("GET", "/fl/whoami") == (200, {"user": "12"})
-        assert web.cookie() == sid and len(store.sessions_of("12")) == 1
+        assert web.cookie() == sid and len(store.sessions_of(12)) == 1
         assert web.request("POST", "/fl/logout") == OK  # and logging out ends it
-        assert store.sessions_of("12") == [] and store.get(sid) is None
+        assert store.sessions_of(12) == [] and store.get(sid) is None
+
+
+@pytest.mark.parametrize("fmt", ["msgpack", "json"])
+def test_flask_session_fallback_reads_what_msgspec_wrote_without_msgspec(
+        server: ServerProcess, fmt: str) -> None:
+    """Flask-Session 0.8 encodes with msgspec; the fallback reads it with msgpack and json
+    (no msgspec in the flask extra), giving back what msgspec's own decoder gives."""
+    import msgspec
+
+    value = {"user": "ann", "n": 2**63, "f": 1.5, "flags": [True, None], "b": b"\x00\xff",
+             "at": dt.datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=dt.timezone.utc),
+             "cart": ({"sku": "A-1"},), "id": uuid.UUID(int=7)}
+    if fmt == "json":
+        del value["b"]  # msgspec's JSON has no bytes that come back as bytes
+    encode, decode = {"msgpack": (msgspec.msgpack.encode, msgspec.msgpack.decode),
+                      "json": (msgspec.json.encode, msgspec.json.decode)}[fmt]
+    sid = secrets.token_urlsafe(32)
+    with server.client() as client:
+        client.set(f"session:{sid}", encode(value), ex=600)
+        read = FlaskSessionFallback(client).read(sid)
+    assert read is not None and read[0] == decode(encode(value))
+    assert 590 <= (read[1] or 0) <= 600
 
 
 @pytest.mark.parametrize("stored", [None, b"\xc1 not msgpack nor json"], ids=["absent", "unreadable"])

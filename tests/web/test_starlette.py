@@ -54,6 +54,7 @@ from tests.web.apps.starlette_app import (
     make_driver,
     make_store,
 )
+from tests.web.driver import UNREACHED_URLS, WRONG_URLS
 
 NS = "st"
 
@@ -645,6 +646,27 @@ def test_a_store_given_directly_serves_one_loop_and_says_so(client: redis.Redis,
         SessionMiddleware(app)
     with pytest.raises(TypeError, match="url= or store="):
         SessionMiddleware(app, store=store, url=server.url)
+
+
+@pytest.mark.parametrize("url", WRONG_URLS)
+def test_a_wrong_url_fails_at_setup(url: str) -> None:
+    """Made directly, or by Starlette when it builds its middleware stack (at lifespan
+    startup under uvicorn and `with TestClient(app)`), before any request."""
+    with pytest.raises(densekv.InvalidArgument, match="SessionMiddleware: url") as raised:
+        SessionMiddleware(Starlette(routes=ROUTES), url=url)
+    assert "s3cret" not in str(raised.value)
+    app = Starlette(routes=ROUTES)
+    app.add_middleware(SessionMiddleware, url=url)
+    with pytest.raises(densekv.InvalidArgument), TestClient(app):
+        pass
+
+
+@pytest.mark.parametrize("url", UNREACHED_URLS)
+def test_a_url_that_names_no_server_is_set_up_without_connecting(url: str) -> None:
+    app = Starlette(routes=ROUTES)
+    app.add_middleware(SessionMiddleware, url=url, client_options={"socket_connect_timeout": 0.5})
+    with TestClient(app) as tc:
+        assert tc.get("/noop").status_code == 200
 
 
 def test_first_request_after_a_server_restart_succeeds(server_name: str,

@@ -14,8 +14,9 @@ Configured by one setting (a dict; ``pip install 'densekv[django]'``)::
         "socket_timeout": 5.0,              # default, seconds (None: wait forever)
     }
 
-Any other key is ImproperlyConfigured naming it and the accepted ones (at the first use of
-a session). The guide: docs/django.md.
+Any other key, or a url no client can be built from, is ImproperlyConfigured naming it
+(when Django imports this engine at startup, and at the first use of each value).
+The guide: docs/django.md.
 
 The densekv stores are built once per value of the setting (override_settings with a new
 dict builds new ones); a subclass may set ``densekv_settings`` instead of reading settings
@@ -73,6 +74,23 @@ try:
 except ImportError as missing:  # pragma: no cover - depends on what is installed
     raise ImportError("densekv.integrations.django needs Django: pip install 'densekv[django]'") from missing
 
+from densekv.integrations.django.backend import check_settings
 from densekv.integrations.django.engine import SessionStore
 
 __all__ = ["SessionStore"]
+
+
+def _check_at_startup() -> None:
+    """Django imports SESSION_ENGINE when it builds its SessionMiddleware, which is at
+    startup (runserver, get_wsgi_application, get_asgi_application): a DENSEKV_SESSIONS
+    that cannot work (an unknown key, a url no client can be built from) is
+    ImproperlyConfigured then, not on the first request. Nothing connects here."""
+    from django.conf import settings  # type: ignore[import-untyped]
+
+    if settings.configured and settings.SESSION_ENGINE == __name__:
+        conf = getattr(settings, "DENSEKV_SESSIONS", None)
+        if conf is not None:  # absent: said on first use (tests may bind a value later)
+            check_settings(conf)
+
+
+_check_at_startup()

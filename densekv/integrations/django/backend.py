@@ -5,7 +5,10 @@ the setting, the latest _MAX_BACKENDS values kept (override_settings makes new o
 
 The setting is checked whole before anything is built: a key that is neither the engine's
 (ENGINE_KEYS) nor a keyword of densekv's SessionStore is ImproperlyConfigured naming it and
-the accepted ones (a typo must not surface as a TypeError from deep inside). Every client
+the accepted ones (a typo must not surface as a TypeError from deep inside), and so is a url
+no client can be built from (integrations/urls.py). The package checks the setting when
+Django imports it as SESSION_ENGINE (building its SessionMiddleware, at startup), and again
+for each value on first use (override_settings). Every client
 built from the url gets connect and read timeouts (densekv.connect.TIMEOUTS; a stopped or stalled
 server then fails the requests that use the session instead of hanging them)."""
 
@@ -23,7 +26,9 @@ from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-u
 from django.utils.module_loading import import_string  # type: ignore[import-untyped]
 
 from densekv.connect import TIMEOUTS, from_url
+from densekv.errors import InvalidArgument
 from densekv.integrations.loops import StoresPerLoop
+from densekv.integrations.urls import check_url
 from densekv.sessions import AsyncSessionStore
 from densekv.sessions import SessionStore as DenseStore
 
@@ -66,6 +71,11 @@ def check_settings(conf: Any) -> None:
             f"the accepted keys are {', '.join(accepted)}")
     if not (conf.get("url") or conf.get("client") or conf.get("async_client")):
         raise ImproperlyConfigured("DENSEKV_SESSIONS needs a 'url', a 'client' or an 'async_client'")
+    if conf.get("url"):
+        try:
+            check_url(conf["url"], "DENSEKV_SESSIONS['url']")
+        except InvalidArgument as exc:
+            raise ImproperlyConfigured(str(exc)) from exc
     for key in TIMEOUTS:
         value = conf.get(key, 1.0)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):

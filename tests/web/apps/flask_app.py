@@ -142,8 +142,10 @@ def wsgi_app_from_env() -> Flask:
     return make_app(None, interface=interface)
 
 
-def make_flask_login_app(store: densekv.SessionStore, *, config: Mapping[str, Any] | None = None,
-                         fallback: FlaskSessionFallback | None = None) -> Flask:
+def make_flask_login_app(store: densekv.SessionStore | None, *,
+                         config: Mapping[str, Any] | None = None,
+                         fallback: FlaskSessionFallback | None = None,
+                         interface: SessionInterface | None = None) -> Flask:
     """The same store behind Flask-Login, with no densekv call in the views: login_user(),
     logout_user() and the remember-me cookie alone must drive densekv's login and logout."""
     from flask_login import (  # type: ignore[import-untyped]
@@ -159,7 +161,7 @@ def make_flask_login_app(store: densekv.SessionStore, *, config: Mapping[str, An
             self.id = uid
 
     app = make_app(store, config={"SECRET_KEY": "flask-login needs one for its remember cookie",
-                                  **(config or {})}, fallback=fallback)
+                                  **(config or {})}, fallback=fallback, interface=interface)
     manager = LoginManager(app)
     manager.user_loader(User)
 
