@@ -470,6 +470,8 @@ def e2e_summary(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> dic
            for who, runs in (("densekv", ours), ("peer", theirs)) for part in ("app", "server")}
     cpu["cpu_ratio"] = round((cpu["densekv_app_cpu_us"] + cpu["densekv_server_cpu_us"])
                              / (cpu["peer_app_cpu_us"] + cpu["peer_server_cpu_us"]), 3)
+    cpu["app_cpu_ratio"] = round(cpu["densekv_app_cpu_us"] / cpu["peer_app_cpu_us"], 3)
+    cpu["redis_cpu_ratio"] = round(cpu["densekv_server_cpu_us"] / cpu["peer_server_cpu_us"], 3)
     return {"met": ratio >= 1.0 and p99_ratio <= 1.0, "densekv_rps": round(rps[0], 1), "peer_rps": round(rps[1], 1),
             "ratio": round(ratio, 3), "ratio_paired": round(med(paired), 3),
             "ratio_paired_range": [round(min(paired), 3), round(max(paired), 3)],
