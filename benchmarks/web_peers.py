@@ -29,6 +29,7 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -300,14 +301,51 @@ class StarsessionsLoader:
         pass
 
 
-LOADERS: dict[str, type[FlaskSessionLoader | DjangoCacheLoader | StarsessionsLoader]] = {
+class AiohttpSessionLoader:
+    name = "aiohttp-session"
+    driven = ("aiohttp_session.redis_storage.RedisStorage's own format, written as its "
+              "save_session() writes it: SET <cookie_name>_<uuid4 hex> json.dumps({'created', "
+              "'session'}) EX max_age (cookie_name 'session', the cookie value the uuid hex), "
+              f"on a redis-py pipeline executed every {PIPELINE_EVERY}; verified with a GET and "
+              "json.loads as its load_session() reads it")
+
+    def __init__(self, url: str, ttl: int) -> None:
+        self.client = redis.Redis.from_url(url)
+        self.ttl = ttl
+
+    def load(self, items: Iterable[Item], keep: Callable[[int], bool]) -> list[Sample]:
+        pipe = self.client.pipeline(transaction=False)
+        kept: list[Sample] = []
+        created = int(time.time())
+        for n, _identity, data in items:
+            sid = uuid.uuid4().hex
+            pipe.set(f"{COOKIE}_{sid}", json.dumps({"created": created, "session": data}), ex=self.ttl)
+            if keep(n):
+                kept.append((sid, data))
+            if len(pipe) >= PIPELINE_EVERY:
+                pipe.execute()
+        pipe.execute()
+        return kept
+
+    def verify(self, samples: list[Sample]) -> None:
+        for sid, want in samples:
+            raw = self.client.get(f"{COOKIE}_{sid}")
+            if raw is None or json.loads(raw)["session"] != want:
+                raise AssertionError("aiohttp-session: a stored session reads back different")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+LOADERS: dict[str, type[FlaskSessionLoader | DjangoCacheLoader | StarsessionsLoader | AiohttpSessionLoader]] = {
     "flask-session": FlaskSessionLoader,
     "django-cache": DjangoCacheLoader,
     "starsessions": StarsessionsLoader,
+    "aiohttp-session": AiohttpSessionLoader,
 }
 #: the peer each framework's timing compares densekv with
 PEER_OF = {"flask": "flask-session", "flask-norefresh": "flask-session",
-           "django": "django-cache", "starlette": "starsessions"}
+           "django": "django-cache", "starlette": "starsessions", "aiohttp": "aiohttp-session"}
 
 
 # -- apps for the request timing ---------------------------------------------------------
@@ -516,6 +554,48 @@ def e2e_starlette() -> Any:
     return starlette_app(mw, load_first=True)
 
 
+def e2e_aiohttp() -> Any:
+    """gunicorn -k aiohttp.GunicornWebWorker 'web_peers:e2e_aiohttp()': densekv's Storage (a
+    store per worker's event loop, from the url) or aiohttp-session's RedisStorage, both with
+    the cookie `session` and max_age ttl; GET /get/{key}, POST /seed."""
+    import aiohttp_session
+    from aiohttp import web
+
+    url, ours, ttl, n = _e2e()
+    storage: Any
+    if ours:
+        import densekv
+        from densekv.integrations.aiohttp import Storage
+
+        def make() -> Any:
+            import redis.asyncio
+
+            return densekv.AsyncSessionStore(redis.asyncio.Redis.from_url(url), namespace="sess",
+                                             expected_sessions=n, ttl=ttl)
+
+        storage = Storage(make, cookie_name=COOKIE, max_age=ttl)
+    else:
+        import redis.asyncio
+        from aiohttp_session.redis_storage import RedisStorage
+
+        storage = RedisStorage(redis.asyncio.Redis.from_url(url), cookie_name=COOKIE, max_age=ttl)
+
+    async def get(request: web.Request) -> web.Response:
+        session = await aiohttp_session.get_session(request)
+        return web.json_response({"value": session.get(request.match_info["key"])})
+
+    async def seed(request: web.Request) -> web.Response:
+        session = await aiohttp_session.get_session(request)
+        session.update(await request.json())
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    aiohttp_session.setup(app, storage)
+    app.router.add_get("/get/{key}", get)
+    app.router.add_post("/seed", seed)
+    return app
+
+
 def uvicorn_workers(port: int, workers: int = 2) -> None:
     """`uvicorn --workers 2 --factory web_peers:e2e_starlette`, as `workers` processes that
     each bind their own listening socket to the port with SO_REUSEPORT, so the kernel spreads
@@ -553,7 +633,8 @@ def uvicorn_workers(port: int, workers: int = 2) -> None:
 #: how each framework's app is served: 2 sync gunicorn workers, or 2 uvicorn workers
 SERVE = {"flask": ["gunicorn", "-w", "2", "-k", "sync", "web_peers:e2e_flask()"],
          "django": ["gunicorn", "-w", "2", "-k", "sync", "web_peers:e2e_django()"],
-         "starlette": ["uvicorn", "--workers", "2", "--factory web_peers:e2e_starlette"]}
+         "starlette": ["uvicorn", "--workers", "2", "--factory web_peers:e2e_starlette"],
+         "aiohttp": ["gunicorn", "-w", "2", "-k", "aiohttp.GunicornWebWorker", "web_peers:e2e_aiohttp()"]}
 
 def serve(framework: str, ours: bool, url: str, ttl: int, n: int, port: int) -> Any:
     """Start one app server (its own process group) on 127.0.0.1:port."""

@@ -81,8 +81,10 @@ from densekv.measure import Meter
 from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess
 
-STORES = ("densekv", *web_peers.LOADERS)
-FRAMEWORKS = tuple(web_peers.PEER_OF)
+STORES = ("densekv", *(s for s in web_peers.LOADERS if s != "aiohttp-session"))  # the memory part's default
+#: the default --frameworks; "aiohttp" (against aiohttp-session's RedisStorage) runs in the
+#: e2e part only (the timing part has no test-client app for it): --frameworks aiohttp
+FRAMEWORKS = tuple(f for f in web_peers.PEER_OF if f != "aiohttp")
 TTL = 30 * 24 * 3600  # every store keeps a session 30 days
 BATCH = 1000  # densekv sessions per round trip
 TRAIN_N = 2000  # sessions whose data trains the dictionary (the store's own AUTO_TRAIN)
@@ -97,7 +99,7 @@ SCRATCH = {"slowlog-log-slower-than": "-1"}
 #: time, so 4 keep both busy; a uvicorn worker keeps the keep-alive connections the kernel
 #: handed it (SO_REUSEPORT: web_peers.uvicorn_workers), and 16 spread evenly enough that a
 #: round does not measure a 3-to-1 split of 4 connections (req/s moved by 1.5x with it)
-CONNECTIONS = {"flask": 4, "flask-norefresh": 4, "django": 4, "starlette": 16}  # slowlog entries are not data (see measure.py)
+CONNECTIONS = {"flask": 4, "flask-norefresh": 4, "django": 4, "starlette": 16, "aiohttp": 16}  # slowlog entries are not data (see measure.py)
 
 
 def items(profile: str, start: int, stop: int) -> Iterator[Item]:
