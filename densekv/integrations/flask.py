@@ -79,6 +79,7 @@ from densekv.integrations.drive import run
 from densekv.integrations.flask_session import (
     MISSING,
     DensekvSession,
+    identity_forms,
     identity_of,
     tag_value,
     untag_data,
@@ -370,7 +371,8 @@ class SessionInterface(FlaskSessionInterface):
         for token in session.ended:  # destroy() / a change of user / logout, asked for earlier
             store.destroy(token)
         if session.end_all is not None:
-            store.destroy_all(session.end_all)
+            for form in identity_forms(identity_of(session.end_all)):
+                store.destroy_all(form)
         if (not session.modified and session.login_as is None and not session.regenerate_asked
                 and session.token is not None and not self.should_set_cookie(app, session)):
             # read only, no cookie to refresh (most requests): what decide() answers then,

@@ -15,7 +15,7 @@ from flask.sessions import SessionMixin, session_json_serializer
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, check_identity
 
-__all__ = ["DensekvSession", "identity_of", "tag_value", "untag_data", "untag_value"]
+__all__ = ["DensekvSession", "identity_forms", "identity_of", "tag_value", "untag_data", "untag_value"]
 
 MISSING = object()
 
@@ -31,6 +31,15 @@ def identity_of(value: object) -> Identity:
             and (identity == "0" or identity[0] != "0") and int(identity) < 2**64):
         return int(identity)
     return identity
+
+
+def identity_forms(identity: Identity) -> tuple[Identity, ...]:
+    """Every form the store may list `identity`'s sessions under: an int identity also as
+    its decimal str, as the Flask shell indexed Flask-Login users before identity_of (a
+    "log out everywhere" after an upgrade must end those sessions too)."""
+    if isinstance(identity, int):
+        return identity, str(identity)
+    return (identity,)
 
 
 #: types Flask's tagged JSON leaves as they are (exact types: Markup is a str subclass)

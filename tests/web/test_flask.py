@@ -652,6 +652,33 @@ def test_an_apps_identity_and_flask_logins_user_id_are_one_user(
     assert store.sessions_of(42) == [] and len(store.sessions_of("042")) == 1
 
 
+@pytest.mark.parametrize("older", ["str", "int"])
+def test_logout_everywhere_ends_sessions_indexed_as_the_str_form_too(store: densekv.SessionStore,
+                                                                    older: str) -> None:
+    """Before identity_of, Flask-Login's `_user_id = "42"` was indexed as "42": a user's
+    sessions from before an upgrade are listed under "42", later ones under 42. Log out
+    everywhere, from either, ends both."""
+    app = make_flask_login_app(store)
+
+    @app.post("/fl/logout-everywhere")
+    def fl_logout_everywhere() -> ResponseReturnValue:
+        session._get_current_object().logout_everywhere()  # type: ignore[attr-defined]
+        return jsonify(ok=True)
+
+    old = store.create("42", {"_user_id": "42"})  # as the shell stored it before
+    web = FlaskDriver(app)
+    if older == "str":
+        web.set_cookie(old)
+        other = FlaskDriver(app)
+        assert other.request("POST", "/fl/login/42") == OK
+    else:
+        assert web.request("POST", "/fl/login/42") == OK
+    assert len(store.sessions_of("42")) == 1 and len(store.sessions_of(42)) == 1
+    assert web.request("POST", "/fl/logout-everywhere") == OK
+    assert store.sessions_of("42") == [] and store.sessions_of(42) == []
+    assert store.get(old) is None
+
+
 @pytest.mark.parametrize("given,indexed", [
     (42, 42), ("42", 42), ("0", 0), (str(2**64 - 1), 2**64 - 1), (str(2**64), str(2**64)),
     ("042", "042"), ("+4", "+4"), (" 4", " 4"), ("4.0", "4.0"), ("٤", "٤"), ("alice", "alice"),
