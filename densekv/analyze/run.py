@@ -48,7 +48,7 @@ MAX_REPLAYED = 25  # patterns replayed, largest first (the rest: "not measured")
 
 @dataclass
 class Options:
-    url: str
+    url: str = ""  # the live server; "" with `rdb`
     sample: int | None = 10_000  # None: --full
     rate: float | None = None
     rules: str | None = None
@@ -59,6 +59,8 @@ class Options:
     count: int = 500  # SCAN COUNT
     names_limit: int | None = NAMES_LIMIT  # --sample: count every key by name up to this many keys
     seed: int = 13  # the per-pattern sample's draw (another seed, another sample)
+    rdb: tuple[str, ...] = ()  # dumps to analyze offline instead of `url` (offline.py)
+    db: int = 0  # with `rdb`: the database of the dumps to analyze
 
 
 Progress = Callable[[ScanState], None]
@@ -129,11 +131,26 @@ def analyze(options: Options, progress: Progress | None = None, stop: Callable[[
     if options.sample is not None and options.sample < 1:
         raise AnalyzeError("--sample is a positive number of keys")
     rules, digest = _rules(options.rules)
+    if options.rdb:
+        return _analyze_dumps(options, rules, digest, progress, stop, note or (lambda _: None))
     target = open_target(options.url)
     try:
-        return _analyze(target, options, rules, digest, progress, stop, note or (lambda _: None))
+        return {**_analyze(target, options, rules, digest, progress, stop, note or (lambda _: None)), "rdb": None}
     finally:
         target.close()
+
+
+def _analyze_dumps(options: Options, rules: Rules, digest: str, progress: Progress | None,
+                   stop: Callable[[], bool] | None, note: Note) -> dict[str, Any]:
+    """The same analysis on throwaway servers that loaded the dumps (offline.py)."""
+    from densekv.analyze.offline import loaded
+
+    if options.resume:
+        raise AnalyzeError("--resume goes on from a live server's SCAN cursors, which a dump loaded afresh does "
+                           "not keep: drop --resume with --rdb")
+    note("loading the dump" + ("s" if len(options.rdb) > 1 else ""))
+    with loaded(options.rdb, options.db) as (target, dumps):
+        return {**_analyze(target, options, rules, digest, progress, stop, note), "rdb": dumps}
 
 
 def _analyze(target: Target, options: Options, rules: Rules, digest: str, progress: Progress | None,
