@@ -1,4 +1,4 @@
-"""`densekv analyze`: what densekv would save on a live server, measured per key pattern.
+"""`densekv analyze`: what densekv would save on a live server (or in a dump), per key pattern.
 
 Modules, one job each (DESIGN.md, "Analyzer"):
   patterns.py   key name -> pattern ("session:{tok}"), rules, merging (pure)
@@ -12,6 +12,8 @@ Modules, one job each (DESIGN.md, "Analyzer"):
   moves.py      what densekv would do with a pattern's keys, as loads of a sample
   estimate.py   extrapolation to the pattern's count, with 95% intervals (pure)
   report.py     terminal table, JSON, HTML
+  offline.py    --rdb: dumps loaded into throwaway servers, analyzed as one keyspace
+  resume_names.py  the key names a resume file needs, in FILE.names (mode 0600)
   errors.py     AnalyzeError
   run.py        the whole analysis, for the CLI (`densekv analyze`) and for callers
                 (`densekv.analyze.run.analyze(Options(url=...))`)

@@ -3,7 +3,8 @@
 Progress (a bar with an ETA; off a terminal, a line every 10 s while keys are counted by
 name) goes to stderr; the report to stdout. Ctrl-C stops the scan
 after the batch in flight: the partial report is printed (the resume file, if given, is
-up to date) and the command exits 130; a second Ctrl-C stops at once.
+up to date) and the command exits 130; a second Ctrl-C stops at once. `--rdb FILE` (one or
+more) analyzes dumps offline (offline.py) instead of `--url`: the two are refused together.
 """
 
 from __future__ import annotations
@@ -62,9 +63,33 @@ def _check_url(url: str) -> None:
         client.close()
 
 
+def _source(url: str | None, rdb: tuple[str, ...], db: int | None) -> str | None:
+    """The live URL to analyze, or None for --rdb; one line when the two are mixed or
+    neither is given. DENSEKV_URL in the environment is ignored with --rdb (nothing is
+    sent to it); a --url on the command line is refused."""
+    from click.core import ParameterSource
+
+    if not rdb:
+        if db is not None:
+            raise click.UsageError("--db goes with --rdb: a live server's database is in its URL "
+                                   "(redis://host:port/DB)")
+        if not url:
+            raise click.UsageError("give --url URL (a live server) or --rdb FILE (a dump, analyzed offline)")
+        return url
+    if url and click.get_current_context().get_parameter_source("url") != ParameterSource.ENVIRONMENT:
+        raise click.UsageError("give --url or --rdb, not both: --rdb analyzes the dump offline and sends "
+                               "nothing to any server")
+    return None
+
+
 @click.command("analyze")
-@click.option("--url", envvar="DENSEKV_URL", required=True, type=REDIS_URL,
+@click.option("--url", envvar="DENSEKV_URL", default=None, type=REDIS_URL,
               help="redis:// URL of the server to analyze (a cluster: any node, or redis+cluster://)")
+@click.option("--rdb", "rdb", multiple=True, type=click.Path(exists=True, dir_okay=False, readable=True),
+              help="analyze this dump offline instead (repeat for a cluster's primaries): loaded into a "
+                   "throwaway server of the matrix here; nothing is sent to any other server")
+@click.option("--db", type=click.IntRange(0, 10_000), default=None,
+              help="with --rdb: the database of the dump to analyze (default 0)")
 @click.option("--sample", type=COUNT, default=10_000, show_default=True,
               help="keys looked at one by one (TYPE, MEMORY USAGE...), shared among the patterns")
 @click.option("--names-limit", type=COUNT, default=50_000_000, show_default=True,
@@ -83,9 +108,9 @@ def _check_url(url: str) -> None:
               help="keys per pattern copied to the scratch server to measure the saving")
 @click.option("--no-replay", is_flag=True, help="only scan and group (no scratch server, no savings)")
 @click.option("--scratch", type=click.Choice((*MATRIX, *NEWER)), default=None, help="the server of the matrix to replay on (default: one like yours)")
-def analyze(url: str, sample: int, names_limit: int, full: bool, rate: float | None, rules: str | None, as_json: bool,
+def analyze(url: str | None, rdb: tuple[str, ...], db: int | None, sample: int, names_limit: int, full: bool, rate: float | None, rules: str | None, as_json: bool,
             html_dir: str | None, resume: str | None, replay_keys: int, no_replay: bool, scratch: str | None) -> None:
-    """Measure, per key pattern, what densekv would save on a live server (read-only)."""
+    """Measure, per key pattern, what densekv would save on a live server (read-only) or in a dump (--rdb)."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -99,10 +124,12 @@ def analyze(url: str, sample: int, names_limit: int, full: bool, rate: float | N
     from densekv.analyze.run import Options
     from densekv.analyze.run import analyze as run_analysis
 
-    _check_url(url)
-    options = Options(url=url, sample=None if full else sample, names_limit=names_limit, rate=rate,
+    url = _source(url, rdb, db)
+    if url:
+        _check_url(url)
+    options = Options(url=url or "", sample=None if full else sample, names_limit=names_limit, rate=rate,
                       rules=rules, resume=resume,
-                      replay_keys=replay_keys, replay=not no_replay, scratch=scratch)
+                      replay_keys=replay_keys, replay=not no_replay, scratch=scratch, rdb=rdb, db=db or 0)
     err = Console(stderr=True)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f} keys"),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err, transient=True,
@@ -136,6 +163,9 @@ def analyze(url: str, sample: int, names_limit: int, full: bool, rate: float | N
         finally:
             if started[0]:
                 bar.stop()
+    for name, dbs in ((doc.get("rdb") or {}).get("other_dbs") or {}).items():
+        held = ", ".join(f"db {n} ({k:,} key{'s' if k != 1 else ''})" for n, k in sorted(dbs.items()))
+        click.echo(f"note: {name} also holds keys in {held}: --db N analyzes another", err=True)
     if as_json:
         click.echo(report.to_json(doc))
     else:

@@ -190,9 +190,12 @@ URL_VARIABLE = "DENSEKV_URL"
 def _url_arg(url: str) -> tuple[str, str]:
     """(the --url argument, a trailing shell comment) for a printed command: a URL shown
     with its password hidden (redis://:***@...) would not connect, so such a command reads
-    the URL from $DENSEKV_URL and says so."""
+    the URL from $DENSEKV_URL and says so. So does a command for a dump (`--rdb`: `url` is
+    the files' names), which runs against the server the dump was taken from."""
     if ":***@" in url:
         return f'"${URL_VARIABLE}"', f"  # {URL_VARIABLE}: {url} with its password"
+    if "://" not in url:
+        return f'"${URL_VARIABLE}"', f"  # {URL_VARIABLE}: the server {url} was dumped from"
     return shlex.quote(url), ""
 
 

@@ -6,7 +6,12 @@ JSON (`densekv analyze --json`), one object:
     keys_sampled    int    keys the scan looked at one by one
     mode            "sample" | "full";  complete: bool (false: stopped, see interrupted)
     counted         bool   every key was counted by name (the names pass): keys exact
-    server          {url (no password), flavor, version, cluster, nodes, db}
+    server          {url (no password), flavor, version, cluster, nodes, db}; with --rdb:
+                    url is the files, nodes one per file, flavor and version the server
+                    that loaded them
+    rdb             null, or with --rdb {files [{file, rdb_version, written_by}], server
+                    (the matrix name that loaded them), version, db, other_dbs {file:
+                    {db: keys}} (keys in databases not analyzed)}
     scratch         {server, version, note} where the replay measured, or null
     scan            {seconds, commands, vanished, patterns, overflow_keys}
     bytes_now, bytes_densekv, saving     totals over the patterns
@@ -66,6 +71,15 @@ def _confidence(row: dict[str, Any], doc: dict[str, Any]) -> str:
     return f"{human(lo)}..{human(hi)}"
 
 
+def _source(doc: dict[str, Any]) -> str:
+    """What was analyzed: the live server, or the dumps and the server that loaded them."""
+    rdb = doc.get("rdb")
+    if not rdb:
+        return f"{doc['server']['flavor']} {doc['server']['version']} at {doc['server']['url']}"
+    files = ", ".join(f"{f['file']} (RDB {f['rdb_version']}, {f['written_by']})" for f in rdb["files"])
+    return f"{files} loaded into {rdb['server']} {rdb['version']}" + (f", db {rdb['db']}" if rdb["db"] else "")
+
+
 def print_terminal(doc: dict[str, Any], console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -76,8 +90,7 @@ def print_terminal(doc: dict[str, Any], console: Any = None) -> None:
         console = Console(width=None if sys.stdout.isatty() else 160)
     mode = "every key" if doc["mode"] == "full" else f"{doc['keys_sampled']:,} keys sampled" + \
         (", every key counted by name" if doc.get("counted") else "")
-    title = (f"densekv analyze: {doc['server']['flavor']} {doc['server']['version']} at {doc['server']['url']}"
-             f" - {doc['keys_total']:,} keys, {mode}")
+    title = f"densekv analyze: {_source(doc)} - {doc['keys_total']:,} keys, {mode}"
     table = Table(title=title, title_justify="left")
     for col, just in (("#", "right"), ("pattern", "left"), ("keys", "right"), ("bytes now", "right"),
                       ("with densekv", "right"), ("saving", "right"), ("95% saved", "right")):
@@ -121,8 +134,7 @@ def write_html(doc: dict[str, Any], out_dir: Path) -> Path:
                    " td.bars{text-align:left;width:45%}")
     head = f"<!doctype html><html><head><meta charset=utf-8><title>densekv analyze</title><style>{css}</style>"
     scanned = "every key scanned" if doc["mode"] == "full" else f"{doc['keys_sampled']:,} sampled"
-    intro = (f"<p>{_e(doc['server']['flavor'])} {_e(doc['server']['version'])} at <code>{_e(doc['server']['url'])}"
-             f"</code>: {doc['keys_total']:,} keys, {_e(scanned)} in {doc['scan']['seconds']:.1f} s. Total "
+    intro = (f"<p>{_e(_source(doc))}: {doc['keys_total']:,} keys, {_e(scanned)} in {doc['scan']['seconds']:.1f} s. Total "
              f"{_e(human(doc['bytes_now']))} now, {_e(human(doc['bytes_densekv']))} with densekv "
              f"({_e(pct(doc['saving']))} less).</p>")
     parts = [head + "</head><body>", "<h1>densekv analyze</h1>", intro]

@@ -6,8 +6,9 @@ makes it): the result is then a partial report of what was scanned, without the 
 and with `--resume FILE` the next run goes on from where this one stopped. The resume
 file is written after each batch (at most every RESUME_EVERY seconds, and at the end)
 by a write to a temporary file and a rename, so a crash leaves the previous one intact.
-Its key names (reservoirs, the keys a prefix sample took) are sealed with `FILE.key`
-(sealed.py): the file itself holds no key name that could be a session token.
+It holds the masked pattern table only; the raw key names the scan needs to go on
+(reservoirs, the keys a prefix sample took; possibly session tokens) are in `FILE.names`
+beside it, mode 0600 (resume_names.py): the resume file can be shared, `FILE.names` not.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from densekv.analyze.errors import AnalyzeError
 from densekv.analyze.estimate import Estimate, bytes_estimate, counted_bytes_estimate, keys_estimate
 from densekv.analyze.patterns import Rules, RulesError
 from densekv.analyze.recommend import Choice, choose, command_for, final, namespace_for
+from densekv.analyze.resume_names import read_names, write_names
 from densekv.analyze.scan import (
     NAMES_LIMIT,
     RateLimiter,
@@ -37,17 +39,16 @@ from densekv.analyze.scan import (
     explain,
     open_target,
 )
-from densekv.analyze.sealed import resume_key, seal, unseal
 from densekv.analyze.table import PatternStats, PatternTable
 
-RESUME_VERSION = 3  # 3: key names sealed (sealed.py)
+RESUME_VERSION = 4  # 3: key names sealed in the file (retired); 4: key names in FILE.names
 RESUME_EVERY = 0.5  # seconds between resume-file writes
 MAX_REPLAYED = 25  # patterns replayed, largest first (the rest: "not measured")
 
 
 @dataclass
 class Options:
-    url: str
+    url: str = ""  # the live server; "" with `rdb`
     sample: int | None = 10_000  # None: --full
     rate: float | None = None
     rules: str | None = None
@@ -58,6 +59,8 @@ class Options:
     count: int = 500  # SCAN COUNT
     names_limit: int | None = NAMES_LIMIT  # --sample: count every key by name up to this many keys
     seed: int = 13  # the per-pattern sample's draw (another seed, another sample)
+    rdb: tuple[str, ...] = ()  # dumps to analyze offline instead of `url` (offline.py)
+    db: int = 0  # with `rdb`: the database of the dumps to analyze
 
 
 Progress = Callable[[ScanState], None]
@@ -84,13 +87,16 @@ def _load_resume(path: str, target: Target, options: Options, digest: str, rules
         raise AnalyzeError(f"cannot read the resume file {path}: {exc.strerror}") from None
     try:
         doc = json.loads(text)
-        if doc.get("version") != RESUME_VERSION:
-            raise ValueError("version")
-    except (ValueError, KeyError, TypeError):
-        raise AnalyzeError(f"{path} is not a densekv analyze resume file (remove it to start over)") from None
-    key = resume_key(path, create=False)
+        version = doc.get("version")
+    except (ValueError, AttributeError):
+        version = None
+    if version == 3:
+        raise AnalyzeError(f"{path} is a resume file of an older densekv (its names sealed with {path}.key): "
+                           "remove both to start over")
+    if version != RESUME_VERSION:
+        raise AnalyzeError(f"{path} is not a densekv analyze resume file (remove it to start over)")
+    names = read_names(path, doc.get("names"))
     try:
-        names = json.loads(unseal(doc["names"], key))
         doc["state"]["seen"] = names["seen"]
         for item in doc["table"]["patterns"]:
             item["reservoir"] = names["reservoirs"][item["name"]]
@@ -112,7 +118,7 @@ def _save_resume(path: str, state: ScanState, table: PatternTable, digest: str) 
     names = {"seen": state_doc.pop("seen"),
              "reservoirs": {item["name"]: item.pop("reservoir") for item in table_doc["patterns"]}}
     doc = {"version": RESUME_VERSION, "rules": digest, "state": state_doc, "table": table_doc,
-           "names": seal(json.dumps(names).encode(), resume_key(path, create=True))}
+           "names": write_names(path, names)}  # the sidecar's stamp
     tmp = f"{path}.tmp"
     with open(tmp, "w") as fh:
         json.dump(doc, fh)
@@ -125,11 +131,26 @@ def analyze(options: Options, progress: Progress | None = None, stop: Callable[[
     if options.sample is not None and options.sample < 1:
         raise AnalyzeError("--sample is a positive number of keys")
     rules, digest = _rules(options.rules)
+    if options.rdb:
+        return _analyze_dumps(options, rules, digest, progress, stop, note or (lambda _: None))
     target = open_target(options.url)
     try:
-        return _analyze(target, options, rules, digest, progress, stop, note or (lambda _: None))
+        return {**_analyze(target, options, rules, digest, progress, stop, note or (lambda _: None)), "rdb": None}
     finally:
         target.close()
+
+
+def _analyze_dumps(options: Options, rules: Rules, digest: str, progress: Progress | None,
+                   stop: Callable[[], bool] | None, note: Note) -> dict[str, Any]:
+    """The same analysis on throwaway servers that loaded the dumps (offline.py)."""
+    from densekv.analyze.offline import loaded
+
+    if options.resume:
+        raise AnalyzeError("--resume goes on from a live server's SCAN cursors, which a dump loaded afresh does "
+                           "not keep: drop --resume with --rdb")
+    note("loading the dump" + ("s" if len(options.rdb) > 1 else ""))
+    with loaded(options.rdb, options.db) as (target, dumps):
+        return {**_analyze(target, options, rules, digest, progress, stop, note), "rdb": dumps}
 
 
 def _analyze(target: Target, options: Options, rules: Rules, digest: str, progress: Progress | None,

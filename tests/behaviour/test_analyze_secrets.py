@@ -107,18 +107,21 @@ def test_no_output_holds_a_token(keyspace: tuple[ServerProcess, set[str]], tmp_p
     assert {k: _leaks(v, tokens)[:3] for k, v in outputs.items()} == {k: [] for k in outputs}, f"seed {SEED}"
 
 
-def test_a_resume_file_goes_on_without_its_key_names_in_clear(keyspace: tuple[ServerProcess, set[str]],
-                                                              tmp_path: Path) -> None:
-    """The sealed names come back: a finished resume file gives the same report again; a
-    missing key file is one line."""
-    proc, _ = keyspace
+def test_a_resume_file_goes_on_from_its_names_file(keyspace: tuple[ServerProcess, set[str]],
+                                                    tmp_path: Path) -> None:
+    """The key names the resume file leaves out come back from FILE.names (0600): a
+    finished resume file gives the same report again; a missing names file is one line."""
+    proc, tokens = keyspace
     resume = tmp_path / "scan.json"
+    names = Path(f"{resume}.names")
     first = _cli("--url", proc.url, "--sample", "2000", "--no-replay", "--json", "--resume", str(resume))
     again = _cli("--url", proc.url, "--sample", "2000", "--no-replay", "--json", "--resume", str(resume))
     assert first.returncode == again.returncode == 0, first.stderr + again.stderr
     rows = [{r["pattern"]: r["keys"] for r in json.loads(o.stdout)["patterns"]} for o in (first, again)]
     assert rows[0] == rows[1]
-    assert oct(Path(f"{resume}.key").stat().st_mode & 0o777) == "0o600"
-    Path(f"{resume}.key").unlink()
+    assert oct(names.stat().st_mode & 0o777) == "0o600"
+    assert _leaks(names.read_text(), tokens), "the names file is where the key names went"
+    assert not _leaks(resume.read_text(), tokens), f"seed {SEED}"
+    names.unlink()
     lost = _cli("--url", proc.url, "--sample", "2000", "--no-replay", "--resume", str(resume))
     assert lost.returncode == 2 and "is missing" in lost.stderr and len(lost.stderr.strip().splitlines()) == 1

@@ -26,7 +26,7 @@ TOOL_MODULES = ("densekv.cli", "densekv.cli_main", "densekv.cli_params", "densek
                 "densekv.maps.cli", "densekv.measure", "densekv.measure_cluster", "densekv.bulk",
                 "densekv.server.binaries", "densekv.server.cluster",
                 "densekv.server.cluster_topology", "densekv.server.embedded",
-                "densekv.server.process")
+                "densekv.server.process", "densekv.server.rdb")
 
 # Names the tools import that their runtime module does not export (runtime module, name):
 # empty - every one is exported now. An entry needs a reason beside it, and goes once the
