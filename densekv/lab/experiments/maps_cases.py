@@ -132,7 +132,8 @@ def dataset(case_name: str, n: int, seed: int = DEFAULT_SEED) -> Iterator[tuple[
 
 def codec_available(codec: str) -> str | None:
     """None if usable, else why not."""
-    from densekv.codec import Codec, CodecUnavailable
+    from densekv.codec import Codec
+    from densekv.errors import CodecUnavailable
 
     name = codec.removesuffix("+dict")
     if name not in ("zstd", "lz4"):
