@@ -17,6 +17,7 @@ from densekv.connect import connect
 from densekv.errors import (
     BadItem,
     BinaryMissing,
+    BulkLoadError,
     CodecUnavailable,
     DecodeError,
     DensekvError,
@@ -51,7 +52,7 @@ from densekv.sets import AsyncCompactSet, AsyncSetFamily, CompactSet, SetFamily
 from densekv.sets.bloom import AsyncBloomFilter, BloomFilter
 
 if TYPE_CHECKING:  # the tools' names, imported on first use by __getattr__ below
-    from densekv.bulk import BulkLoadError, bulk_load
+    from densekv.bulk import bulk_load
     from densekv.measure import Curve, Meter, Point
     from densekv.planner import Recommendation
     from densekv.planner import plan as plan_layout
@@ -128,7 +129,7 @@ __all__ = [  # noqa: RUF022  # plain sorted(), as tests/unit/test_public_api.py 
 #: The tools' public names, imported on first access, by module (as in the TYPE_CHECKING
 #: block above); each keeps its module's name but plan_layout (planner.plan).
 _TOOLS: dict[str, tuple[str, ...]] = {
-    "densekv.bulk": ("BulkLoadError", "bulk_load"),
+    "densekv.bulk": ("bulk_load",),
     "densekv.measure": ("Curve", "Meter", "Point"),
     "densekv.planner": ("Recommendation",),
     "densekv.server.binaries": ("MATRIX", "ServerBinary", "find_servers"),

@@ -204,7 +204,7 @@ class TransactionError(DensekvError):
     cluster slots, a migration in progress); raised before anything is sent."""
 
 
-# --- the tools: server fixtures ----------------------------------------------------------
+# --- the tools: server fixtures, bulk loading, meter, planner, analyzer, lab -------------
 
 
 class BinaryMissing(DensekvError):
@@ -218,6 +218,55 @@ class PortInUse(DensekvError):
 
 class ServerStartFailed(DensekvError):
     """A server process started but never answered, or exited at once."""
+
+
+class BulkLoadError(DensekvError):
+    """bulk_load() stopped at a command the server refused (WRONGTYPE, OOM, ...); `done`
+    is the count of commands that succeeded before it (the load stops there)."""
+
+    def __init__(self, message: str, *, done: int) -> None:
+        super().__init__(message)
+        self.done = done
+
+
+class MeterError(DensekvError):
+    """The meter cannot take an honest reading (target busy or not empty, a cluster given
+    where one node is measured, no baseline yet, memory that does not settle)."""
+
+
+class PlannerError(DensekvError):
+    """`plan()` (densekv.plan_layout, `densekv plan`) cannot recommend anything for this
+    input; the message says why."""
+
+
+class AnalyzeError(DensekvError):
+    """The analysis (`densekv analyze`) cannot run or go on as asked (the message says why
+    and what to do)."""
+
+
+class ServerUnavailableError(AnalyzeError, ServerUnavailable):
+    """The analyzer finds nothing answering (or no longer answering) at the URL: an
+    AnalyzeError and a ServerUnavailable."""
+
+
+class LabError(DensekvError):
+    """The lab (`densekv lab`) cannot run as asked (bad option, missing plotting library,
+    ...)."""
+
+
+class LabRefused(LabError):
+    """The lab will not measure there: the target holds data it was not given."""
+
+
+class LabInterrupted(LabError):
+    """Ctrl-C in the lab: the partial report is written (or could not be); one line, exit
+    130."""
+
+    exit_code = 130
+
+
+class NotReplayable(LabError):
+    """A lab result record whose load cannot be run again from the record alone."""
 
 
 def moved(module: str, name: str, names: Collection[str]) -> type[DensekvError]:
@@ -234,11 +283,13 @@ def moved(module: str, name: str, names: Collection[str]) -> type[DensekvError]:
 
 
 # What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
-__all__ = ["AliasError", "BadBloomItem", "BadItem", "BinaryMissing", "BloomFull", "BloomMismatch",
-           "BloomModuleMissing", "BloomNotFound", "BloomParameterError", "CodecError",
-           "CodecUnavailable", "DecodeError", "DensekvError", "FieldTtlUnavailable", "InvalidArgument",
-           "KeyTooLong", "LayoutUnavailable", "MapConfigError", "MapKeyInvalid", "MapValueInvalid",
-           "NotAnInteger", "NotDurable", "PlanError", "PortInUse", "ScriptError", "ServerStartFailed",
-           "ServerTooOld", "ServerUnavailable", "SessionDataInvalid", "SessionDataTooLarge",
-           "SessionExists", "SessionIdentityInvalid", "SetMismatch", "TransactionError",
-           "ValueTooLarge", "WriteInDoubt", "WrongType", "moved"]
+__all__ = ["AliasError", "AnalyzeError", "BadBloomItem", "BadItem", "BinaryMissing", "BloomFull",
+           "BloomMismatch", "BloomModuleMissing", "BloomNotFound", "BloomParameterError",
+           "BulkLoadError", "CodecError", "CodecUnavailable", "DecodeError", "DensekvError",
+           "FieldTtlUnavailable", "InvalidArgument", "KeyTooLong", "LabError", "LabInterrupted",
+           "LabRefused", "LayoutUnavailable", "MapConfigError", "MapKeyInvalid", "MapValueInvalid",
+           "MeterError", "NotAnInteger", "NotDurable", "NotReplayable", "PlanError", "PlannerError",
+           "PortInUse", "ScriptError", "ServerStartFailed", "ServerTooOld", "ServerUnavailable",
+           "ServerUnavailableError", "SessionDataInvalid", "SessionDataTooLarge", "SessionExists",
+           "SessionIdentityInvalid", "SetMismatch", "TransactionError", "ValueTooLarge",
+           "WriteInDoubt", "WrongType", "moved"]

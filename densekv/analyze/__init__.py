@@ -12,7 +12,7 @@ Modules, one job each (DESIGN.md, "Analyzer"):
   moves.py      what densekv would do with a pattern's keys, as loads of a sample
   estimate.py   extrapolation to the pattern's count, with 95% intervals (pure)
   report.py     terminal table, JSON, HTML
-  errors.py     AnalyzeError
+  errors.py     the old path of AnalyzeError (densekv/errors.py defines it)
   run.py        the whole analysis, for the CLI (`densekv analyze`) and for callers
                 (`densekv.analyze.run.analyze(Options(url=...))`)
 Nothing here is imported by `import densekv`: the analyzer loads only when used.

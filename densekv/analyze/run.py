@@ -24,7 +24,6 @@ from typing import Any
 
 import redis
 
-from densekv.analyze.errors import AnalyzeError
 from densekv.analyze.estimate import Estimate, bytes_estimate, counted_bytes_estimate, keys_estimate
 from densekv.analyze.patterns import Rules, RulesError
 from densekv.analyze.recommend import Choice, choose, command_for, final, namespace_for
@@ -39,6 +38,7 @@ from densekv.analyze.scan import (
 )
 from densekv.analyze.sealed import resume_key, seal, unseal
 from densekv.analyze.table import PatternStats, PatternTable
+from densekv.errors import AnalyzeError
 
 RESUME_VERSION = 3  # 3: key names sealed (sealed.py)
 RESUME_EVERY = 0.5  # seconds between resume-file writes

@@ -17,7 +17,7 @@ import os
 import secrets
 from pathlib import Path
 
-from densekv.analyze.errors import AnalyzeError
+from densekv.errors import AnalyzeError
 
 KEY_BYTES = 32
 NONCE_BYTES = 16

@@ -10,11 +10,18 @@ import importlib
 import pytest
 
 import densekv.errors
+from densekv.errors import DensekvError
 from tests.unit.test_import_cycles import module_files
 
 #: old module -> the errors it defined or exported before they moved to densekv.errors
 MOVED: dict[str, tuple[str, ...]] = {
+    "densekv.analyze.errors": ("AnalyzeError",),
+    "densekv.analyze.scan": ("ServerUnavailableError",),
+    "densekv.bulk": ("BulkLoadError",),
     "densekv.codec": ("CodecError", "CodecUnavailable"),
+    "densekv.lab.cli": ("LabInterrupted",),
+    "densekv.lab.experiments.base": ("NotReplayable",),
+    "densekv.lab.target": ("LabError", "LabRefused"),
     "densekv.maps": ("FieldTtlUnavailable", "MapConfigError", "MapKeyInvalid", "MapValueInvalid",
                      "TransactionError", "ValueTooLarge"),
     "densekv.maps.buckets": ("KeyTooLong",),
@@ -23,6 +30,9 @@ MOVED: dict[str, tuple[str, ...]] = {
     "densekv.maps.errors": ("FieldTtlUnavailable", "MapConfigError", "MapKeyInvalid", "MapValueInvalid",
                             "NotAnInteger", "TransactionError", "ValueTooLarge"),
     "densekv.maps.zipkeys": ("AliasError",),
+    "densekv.measure": ("MeterError",),
+    "densekv.planner": ("PlannerError",),
+    "densekv.planner.errors": ("PlannerError",),
     "densekv.sessions": ("LayoutUnavailable", "SessionDataInvalid", "SessionDataTooLarge", "SessionExists",
                          "SessionIdentityInvalid"),
     "densekv.sessions.core": ("LayoutUnavailable",),
@@ -76,3 +86,28 @@ def test_the_table_is_every_module_that_keeps_an_old_path() -> None:
         if "_MOVED = (" in path.read_text():
             found[name] = tuple(sorted(importlib.import_module(name)._MOVED))
     assert found == {m: tuple(sorted(n)) for m, n in MOVED.items()}
+
+
+def test_every_public_error_of_the_package_is_densekv_errors_own() -> None:
+    """Any public DensekvError subclass in any module's namespace (runtime and tools) is
+    the class densekv.errors defines: one definition, importable from there."""
+    strays = []
+    for name in sorted(module_files()):
+        if name.endswith("__main__"):
+            continue
+        module = importlib.import_module(name)
+        for attr, obj in vars(module).items():  # vars(): the deprecated names do not wake
+            if (issubclass(type(obj), type) and issubclass(obj, DensekvError)  # type(): no lazy object wakes
+                    and not attr.startswith("_") and getattr(densekv.errors, attr, None) is not obj):
+                strays.append(f"{name}.{attr} ({obj.__module__}.{obj.__qualname__})")
+    assert not strays, f"define these in densekv/errors.py: {strays}"
+
+
+def test_every_error_is_exported_and_says_when_it_is_raised() -> None:
+    errors = [obj for obj in vars(densekv.errors).values()
+              if isinstance(obj, type) and issubclass(obj, DensekvError)]
+    assert len(errors) >= 45
+    assert {e.__name__ for e in errors} <= set(densekv.errors.__all__)
+    undocumented = [e.__name__ for e in errors if not (e.__dict__.get("__doc__") or "").strip()]
+    assert not undocumented
+    assert all(e.__module__ == "densekv.errors" for e in errors)

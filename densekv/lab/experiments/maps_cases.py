@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from densekv.lab.experiments.base import NotReplayable, Replay, record_settings
+from densekv.errors import NotReplayable
+from densekv.lab.experiments.base import Replay, record_settings
 from densekv.lab.sizing import Sizing
 from densekv.lab.workloads import DEFAULT_SEED, chunks, html, ints, json_objects, strings8
 from densekv.measure import Point
