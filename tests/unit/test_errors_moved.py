@@ -6,9 +6,11 @@ CHANGELOG.md gives users."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 
+import densekv
 import densekv.errors
 from densekv.errors import DensekvError
 from tests.unit.test_import_cycles import module_files
@@ -111,3 +113,15 @@ def test_every_error_is_exported_and_says_when_it_is_raised() -> None:
     undocumented = [e.__name__ for e in errors if not (e.__dict__.get("__doc__") or "").strip()]
     assert not undocumented
     assert all(e.__module__ == "densekv.errors" for e in errors)
+
+
+def test_the_changelog_lists_every_move() -> None:
+    """CHANGELOG.md's table: a row `| old module | names | new module |` per move."""
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in (Path(__file__).resolve().parents[2] / "CHANGELOG.md").read_text().splitlines()
+            if line.startswith("| `densekv")]
+    listed = {(old.strip("`"), name.strip().strip("`"), new.strip("`"))
+              for old, names, new in rows for name in names.split(",")}
+    moves = {(module, name, "densekv.errors") for module, name in OLD_PATHS}
+    moves |= {("densekv", name, module) for name, module in densekv._NEW_PATH.items()}
+    assert moves <= listed, sorted(moves - listed)
