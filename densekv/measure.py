@@ -37,14 +37,12 @@ from typing import Any
 import redis
 
 from densekv.errors import DensekvError
+from densekv.errors import MeterError as _MeterError
+from densekv.errors import moved as _moved
 
 QUIET_WINDOW = 0.15  # seconds used_memory must hold still (servers that report rehashing)
 QUIET_WINDOW_BLIND = 1.2  # ... on servers that do not (Redis < 7.4)
 STABLE_BYTES = 256  # INFO itself allocates a little; changes below this are "still"
-
-
-class MeterError(DensekvError):
-    """The meter cannot take an honest reading (target busy or not empty)."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +107,7 @@ class Meter:
         if scope not in ("server", "db"):
             raise ValueError("scope is 'server' or 'db'")
         if isinstance(client, redis.RedisCluster):
-            raise MeterError("measure one node, not a cluster: pass a plain client")
+            raise _MeterError("measure one node, not a cluster: pass a plain client")
         self.client = client
         self.scope = scope
         info = client.info("server")
@@ -120,7 +118,7 @@ class Meter:
         self._prime()
         if not clear and self._key_count() > 0:
             where = "server" if scope == "server" else "database"
-            raise MeterError(
+            raise _MeterError(
                 f"the {where} to measure is not empty: the meter flushes it, so give it a "
                 "dedicated server or database (or clear=True if its data may go)"
             )
@@ -160,7 +158,7 @@ class Meter:
         deadline = time.monotonic() + timeout
         while not ok(_info_memory(self.client)):
             if time.monotonic() > deadline:
-                raise MeterError(f"the server did not finish its {what} within {timeout:.0f}s")
+                raise _MeterError(f"the server did not finish its {what} within {timeout:.0f}s")
             time.sleep(0.01)
 
     def settle(self, timeout: float = 60) -> dict[str, Any]:
@@ -180,7 +178,7 @@ class Meter:
             elif now - still_since >= window:
                 return mem
             if now > deadline:
-                raise MeterError(f"used_memory did not settle within {timeout:.0f}s")
+                raise _MeterError(f"used_memory did not settle within {timeout:.0f}s")
             last = mem
             time.sleep(0.03)
 
@@ -210,7 +208,7 @@ class Meter:
     def delta(self) -> int:
         """Bytes of data added since the baseline (see Reading.minus)."""
         if self.base_reading is None:
-            raise MeterError("take a baseline first: reset() or rebase()")
+            raise _MeterError("take a baseline first: reset() or rebase()")
         return self.reading().minus(self.base_reading)
 
     def memory_usage_per_item(self, items: int, samples: int = 200) -> float | None:
@@ -272,3 +270,11 @@ def log_checkpoints(n: int, per_decade: int = 3, start: int = 1000) -> list[int]
         value *= factor
     points.append(n)
     return sorted({p for p in points if p <= n})
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("MeterError",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -25,7 +25,8 @@ from typing import Any
 
 import redis
 
-from densekv.measure import Meter, MeterError, Reading
+from densekv.errors import MeterError
+from densekv.measure import Meter, Reading
 
 
 @dataclass(frozen=True)

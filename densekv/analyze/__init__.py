@@ -14,7 +14,7 @@ Modules, one job each (DESIGN.md, "Analyzer"):
   report.py     terminal table, JSON, HTML
   offline.py    --rdb: dumps loaded into throwaway servers, analyzed as one keyspace
   resume_names.py  the key names a resume file needs, in FILE.names (mode 0600)
-  errors.py     AnalyzeError
+  errors.py     the old path of AnalyzeError (densekv/errors.py defines it)
   run.py        the whole analysis, for the CLI (`densekv analyze`) and for callers
                 (`densekv.analyze.run.analyze(Options(url=...))`)
 Nothing here is imported by `import densekv`: the analyzer loads only when used.

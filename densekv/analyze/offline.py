@@ -31,10 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from densekv.analyze.errors import AnalyzeError
 from densekv.analyze.replay import stand_ins
 from densekv.analyze.scan import Target, open_target
-from densekv.errors import ServerStartFailed
+from densekv.errors import AnalyzeError, ServerStartFailed
 from densekv.server.binaries import MATRIX, NEWER, ServerBinary, find_servers
 from densekv.server.process import ServerProcess
 from densekv.server.rdb import NotRdb, RdbHeader, read_header, reads, version_tuple, writers_of

@@ -44,10 +44,10 @@ from typing import Any
 
 import redis
 
-from densekv.analyze.errors import AnalyzeError
 from densekv.analyze.scan import BIG_VALUE, RateLimiter, Target, roundtrip, shape_reads
 from densekv.analyze.table import KeyFacts, PatternStats
 from densekv.bulk import bulk_load
+from densekv.errors import AnalyzeError
 from densekv.measure import Meter
 from densekv.planner.core import loader_client
 from densekv.server.binaries import EMBEDDED, find_servers

@@ -19,7 +19,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from densekv.analyze.errors import AnalyzeError
+from densekv.errors import AnalyzeError
 
 MODE = 0o600
 

@@ -25,7 +25,6 @@ from typing import Any
 
 import redis
 
-from densekv.analyze.errors import AnalyzeError
 from densekv.analyze.estimate import Estimate, bytes_estimate, counted_bytes_estimate, keys_estimate
 from densekv.analyze.patterns import Rules, RulesError
 from densekv.analyze.recommend import Choice, choose, command_for, final, namespace_for
@@ -40,6 +39,7 @@ from densekv.analyze.scan import (
     open_target,
 )
 from densekv.analyze.table import PatternStats, PatternTable
+from densekv.errors import AnalyzeError
 
 RESUME_VERSION = 4  # 3: key names sealed in the file (retired); 4: key names in FILE.names
 RESUME_EVERY = 0.5  # seconds between resume-file writes

@@ -54,13 +54,14 @@ from typing import Any
 
 import redis
 
-from densekv.analyze.errors import AnalyzeError
 from densekv.analyze.estimate import allocate
 from densekv.analyze.shapes import MAX_DECODE, Shape, collection_shape, string_shape
 from densekv.analyze.table import KeyFacts, PatternStats, PatternTable
 from densekv.analyze.wire import READ_COMMANDS, command_name, denied, key_facts_replies, roundtrip
 from densekv.connect import describe_failure, first_reply_timeout, redact
-from densekv.errors import ServerUnavailable
+from densekv.errors import AnalyzeError, DensekvError
+from densekv.errors import ServerUnavailableError as _ServerUnavailableError
+from densekv.errors import moved as _moved
 
 __all__ = ["READ_COMMANDS", "Node", "RateLimiter", "ScanState", "Scanner", "Target", "command_name", "open_target",
            "roundtrip"]
@@ -142,15 +143,11 @@ def explain(exc: BaseException, label: str, seconds: float = REPLY_TIMEOUT) -> A
                             "give it the commands of the minimal ACL in docs/analyzer.md")
     if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
         why = describe_failure(label, exc, seconds, hint=": check the URL and that the server runs")
-        return ServerUnavailableError(str(why) if why else
-                                      f"nothing answers at {label}: check the URL and that the server runs")
+        return _ServerUnavailableError(str(why) if why else
+                                       f"nothing answers at {label}: check the URL and that the server runs")
     if isinstance(exc, redis.exceptions.InvalidResponse):
-        return ServerUnavailableError(str(describe_failure(label, exc, seconds)))
+        return _ServerUnavailableError(str(describe_failure(label, exc, seconds)))
     return AnalyzeError(f"the server at {label} refused: {text}")
-
-
-class ServerUnavailableError(AnalyzeError, ServerUnavailable):
-    """Nothing answers (or stopped answering) at the URL."""
 
 
 def _info(client: redis.Redis, section: str) -> dict[str, str]:
@@ -548,3 +545,10 @@ class Scanner:
         state.elapsed = time.monotonic() - started
         return state
 
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("ServerUnavailableError",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

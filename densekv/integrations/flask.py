@@ -73,7 +73,7 @@ from flask import Flask, Request, Response, after_this_request, has_request_cont
 from flask.sessions import SessionInterface as FlaskSessionInterface
 from flask.sessions import SessionMixin
 
-from densekv.errors import DensekvError, ServerUnavailable
+from densekv.errors import DensekvError, ServerUnavailable, SessionExists, SessionIdentityInvalid
 from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.drive import run
 from densekv.integrations.flask_session import (
@@ -85,12 +85,7 @@ from densekv.integrations.flask_session import (
     untag_data,
 )
 from densekv.integrations.urls import check_url
-from densekv.sessions.model import (
-    Identity,
-    SessionExists,
-    SessionIdentityInvalid,
-    well_formed,
-)
+from densekv.sessions.model import Identity, well_formed
 from densekv.sessions.store import SessionStore
 
 __all__ = ["DensekvSession", "FlaskSessionFallback", "SessionInterface"]

@@ -94,19 +94,13 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from densekv.connect import from_url
+from densekv.errors import SessionDataInvalid, SessionDataTooLarge, SessionExists
 from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.drive import arun
 from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.tracked import TrackedDict
 from densekv.integrations.urls import check_url
-from densekv.sessions.model import (
-    Identity,
-    Session,
-    SessionDataInvalid,
-    SessionDataTooLarge,
-    SessionExists,
-    well_formed,
-)
+from densekv.sessions.model import Identity, Session, well_formed
 from densekv.sessions.store import AsyncSessionStore
 
 __all__ = ["DEFAULT_MAX_AGE", "DEFAULT_NAMESPACE", "MAX_AGE_KEY", "DenseSession",

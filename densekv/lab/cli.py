@@ -18,20 +18,16 @@ import click
 
 from densekv.cli_params import REDIS_URL, writable_dir
 from densekv.connect import redact
+from densekv.errors import DensekvError, LabError
+from densekv.errors import LabInterrupted as _LabInterrupted
+from densekv.errors import moved as _moved
 from densekv.lab.experiments import MODULES
 from densekv.lab.sizing import DEFAULT_N
-from densekv.lab.target import LabError
 from densekv.server.binaries import MATRIX, NEWER
 
 #: The most items per experiment the lab takes (10x the largest run in the README); more
 #: would run for days and fill the server before any report.
 MAX_N = 100_000_000
-
-
-class LabInterrupted(LabError):
-    """Ctrl-C: the partial report is written (or could not be); one line, exit 130."""
-
-    exit_code = 130
 
 
 #: what a password-carrying URL becomes in a message or a recorded command
@@ -79,19 +75,19 @@ def lab(url: str | None, servers: tuple[str, ...], n: int | None, only: tuple[st
     display = Display() if as_json else LiveDisplay()
     try:
         result = run_lab(config, display)
-    except LabInterrupted:
+    except _LabInterrupted:
         raise
     except LabError as exc:  # a URL with its password hidden is not one to copy as it is
         if HIDDEN in str(exc) and PASSWORD_NOTE not in str(exc):
             raise type(exc)(f"{exc}{PASSWORD_NOTE}") from exc
         raise
     except KeyboardInterrupt:  # before anything was measured, or while the report was written
-        raise LabInterrupted("interrupted: no report written; the lab's keys were removed") from None
+        raise _LabInterrupted("interrupted: no report written; the lab's keys were removed") from None
     if as_json:
         click.echo(json.dumps(result.doc, indent=2))
     if result.interrupted:
         records = len(result.doc["runs"])
-        raise LabInterrupted(f"interrupted: partial report ({records} configurations measured) in "
+        raise _LabInterrupted(f"interrupted: partial report ({records} configurations measured) in "
                              f"{result.paths['report']}; the lab's keys were removed")
     if not as_json:
         from densekv.lab.cluster_target import cluster_lines
@@ -145,3 +141,11 @@ def main() -> None:
     from densekv.cli_run import run_command
 
     run_command(lab)
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("LabInterrupted",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -36,10 +36,10 @@ from typing import Any
 
 import redis
 
+from densekv.errors import LabRefused, MeterError
 from densekv.lab.experiments.base import Output, TableSpec
 from densekv.lab.results import RunRecord
-from densekv.lab.target import SCRATCH_OPTIONS, LabRefused, Target, stamp_of
-from densekv.measure import MeterError
+from densekv.lab.target import SCRATCH_OPTIONS, Target, stamp_of
 from densekv.measure_cluster import ClusterMeter, imbalance
 from densekv.server.binaries import ServerBinary
 

@@ -24,9 +24,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from densekv.errors import LabError
 from densekv.lab.experiments.base import Experiment, FigureSpec, Output, TableSpec
 from densekv.lab.summary import Advice, Verdict, advice, verdicts
-from densekv.lab.target import LabError
 
 SEEDS = {
     "000": "Optimising session key storage in Redis (Greg Beech)",

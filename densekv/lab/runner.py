@@ -35,11 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from densekv.errors import LabError
 from densekv.lab.experiments import registry
 from densekv.lab.experiments.base import Budget, Context, Experiment, Output, Progress
 from densekv.lab.results import RunRecord, ServerStamp, build_document, write_results
 from densekv.lab.sizing import DEFAULT_N
-from densekv.lab.target import LabError, Target, resolve_servers, scratch_target, url_target
+from densekv.lab.target import Target, resolve_servers, scratch_target, url_target
 from densekv.server.binaries import EMBEDDED, server_binary
 
 MIN_N = 100

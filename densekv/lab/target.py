@@ -38,6 +38,9 @@ import redis
 
 from densekv.connect import redact as redact  # noqa: PLC0414  # re-exported: lab/cli.py and tests import it here
 from densekv.errors import DensekvError
+from densekv.errors import LabError as _LabError
+from densekv.errors import LabRefused as _LabRefused
+from densekv.errors import moved as _moved
 from densekv.lab.results import ServerStamp
 from densekv.measure import Meter
 from densekv.server.binaries import (
@@ -50,14 +53,6 @@ from densekv.server.binaries import (
 )
 from densekv.server.embedded import config_get, read_listpack
 from densekv.server.process import ServerProcess
-
-
-class LabError(DensekvError):
-    """The lab cannot run as asked (bad option, missing plotting library, ...)."""
-
-
-class LabRefused(LabError):
-    """The lab will not measure there: the target holds data it was not given."""
 
 
 def stamp_of(client: redis.Redis, name: str, *, scratch: bool, url: str | None = None) -> ServerStamp:
@@ -118,7 +113,7 @@ class Target:
 
     def restamp(self) -> None:
         if isinstance(self.client, redis.RedisCluster):
-            raise LabError("a cluster target is stamped once, when it starts")
+            raise _LabError("a cluster target is stamped once, when it starts")
         self.stamp = stamp_of(self.client, self.name, scratch=self.scratch, url=self.url)
 
     def clear(self) -> None:
@@ -135,7 +130,7 @@ class Target:
         with those settings and stopped on exit.
         """
         if isinstance(self.client, redis.RedisCluster):
-            raise LabError("the lab does not reconfigure its cluster: curves that need another config "
+            raise _LabError("the lab does not reconfigure its cluster: curves that need another config "
                            "are measured on one server")
         if self.may_configure:
             before = {k: config_get(self.client, k) for k in settings}
@@ -251,13 +246,13 @@ def _leftovers(client: redis.Redis, db: int, url: str, keys: int) -> str:
     """Clean an earlier lab run's database and say so; LabRefused for anyone else's data."""
     mark = read_mark(client)
     if mark is None:
-        raise LabRefused(
+        raise _LabRefused(
             f"db {db} at {redact(url)} holds {keys} keys: the lab flushes the database it "
             "measures in, so it only uses an empty one; point --url at an empty database"
             + _empty_db_hint(client, url)
         )
     if _alive_here(mark):
-        raise LabRefused(f"db {db} at {redact(url)} is in use by a densekv lab running now (pid {mark['pid']}); "
+        raise _LabRefused(f"db {db} at {redact(url)} is in use by a densekv lab running now (pid {mark['pid']}); "
                          "wait for it, or point --url at another empty database" + _empty_db_hint(client, url))
     client.execute_command("FLUSHDB", "SYNC")  # type: ignore[no-untyped-call]  # redis-py: untyped
     return (f"db {db} held {keys} keys left by an earlier densekv lab run (started {mark.get('started', '?')} "
@@ -274,7 +269,7 @@ def url_target(url: str, *, allow_config: bool) -> Iterator[Target]:
     client = connect(url)
     try:
         if isinstance(client, redis.RedisCluster):
-            raise LabRefused("the lab measures one server: give the redis:// URL of one node, not a cluster")
+            raise _LabRefused("the lab measures one server: give the redis:// URL of one node, not a cluster")
         db = int(client.connection_pool.connection_kwargs.get("db", 0) or 0)
         keys = int(client.dbsize())
         cleaned = _leftovers(client, db, url, keys) if keys else ""
@@ -302,6 +297,14 @@ def resolve_servers(names: tuple[str, ...]) -> list[ServerBinary]:
     out: list[ServerBinary] = []
     for name in dict.fromkeys(wanted):
         if name not in MATRIX and name not in NEWER:
-            raise LabError(f"unknown server {name!r}: choose one of {', '.join((*MATRIX, *NEWER))} or all")
+            raise _LabError(f"unknown server {name!r}: choose one of {', '.join((*MATRIX, *NEWER))} or all")
         out.append(server_binary(name))
     return out
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("LabError", "LabRefused")
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -56,6 +56,8 @@ from dataclasses import dataclass
 
 from densekv.codec import OUT_OF_LINE
 from densekv.errors import DensekvError, InvalidArgument
+from densekv.errors import KeyTooLong as _KeyTooLong
+from densekv.errors import moved as _moved
 from densekv.keys import checked, glob_escape, tag
 from densekv.keys import key as untagged
 from densekv.listpack import as_int64
@@ -70,10 +72,6 @@ _BASE62 = frozenset(ALPHABET)
 # The signed ranges of the listpack integer entries, smallest first.
 _INT_RANGES = ((0, 127), (-4096, 4095), (-(2**15), 2**15 - 1), (-(2**23), 2**23 - 1),
                (-(2**31), 2**31 - 1), (-(2**63), 2**63 - 1))
-
-
-class KeyTooLong(DensekvError):
-    """A key whose zipped form is longer than a listpack field may be."""
 
 
 @dataclass(frozen=True)
@@ -194,7 +192,7 @@ def locate(namespace: str, key: str, geo: Geometry, aliases: Aliases = NO_ALIASE
         return Location(tag(namespace, "m", _bytes(inner)), str(field_int(q)).encode())
     field = _bytes(zip_key(key, aliases))
     if len(field) > geo.value_limit:
-        raise KeyTooLong(
+        raise _KeyTooLong(
             f"key {key[:40]!r}... zips to {len(field)} bytes, over the server's "
             f"hash-max-listpack-value {geo.value_limit}: use shorter keys (or aliases)"
         )
@@ -287,6 +285,14 @@ class Locator:
 
 
 # What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
-__all__ = ["FORMAT", "MAX_TAIL_DIGITS", "OOL", "OOL_SLACK", "TARGET_ITEMS", "Geometry", "KeyTooLong",
-           "Location", "Locator", "bucket_count", "bucket_patterns", "field_index", "field_int", "key_of",
+__all__ = ["FORMAT", "MAX_TAIL_DIGITS", "OOL", "OOL_SLACK", "TARGET_ITEMS", "Geometry", "Location",
+           "Locator", "bucket_count", "bucket_patterns", "field_index", "field_int", "key_of",
            "locate", "split_numeric"]
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("KeyTooLong",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -5,7 +5,7 @@ Items live as fields of listpack hash buckets (maps/buckets.py), keys zipped
 operation is written once, as a flow (densekv/flows.py); the two classes here are thin
 shells that only drive flows, so they offer the same operations with the same parameters
 (a test checks it). Where things live:
-  maps/errors.py     the errors a map raises
+  densekv/errors.py  the errors a map raises (beside every other densekv error)
   maps/settings.py   MapFacts: what a map needs of the server (a projection of the probe)
   maps/meta.py       the stored meta (geometry, aliases, TTL mode) and the TTL-mode decision
   maps/core.py       MapCore: single-item operations (get, set, setnx, incr, expire, ...)
@@ -38,20 +38,12 @@ from typing import Any, TypeVar
 
 from densekv.cluster_executor import AsyncClusterExecutor, ClusterExecutor, executor_for
 from densekv.codec import Codec, ZstdDictionary
-from densekv.errors import InvalidArgument
+from densekv.errors import DensekvError, InvalidArgument
+from densekv.errors import moved as _moved
 from densekv.flows import Flow, adrive, ascan_chunks, drive, scan_chunks
 from densekv.maps import whole
 from densekv.maps.batch import AsyncMapBatch, MapBatch
 from densekv.maps.core import MISSING, MapCore, key_str, open_map, plain_bytes, plain_value
-from densekv.maps.errors import (
-    FieldTtlUnavailable,
-    MapConfigError,
-    MapKeyInvalid,
-    MapValueInvalid,
-    NotAnInteger,
-    TransactionError,
-    ValueTooLarge,
-)
 from densekv.maps.meta import TTL_MODES, check_namespace, meta_key
 from densekv.maps.queue import Pending
 from densekv.maps.settings import MapFacts, facts_of
@@ -61,9 +53,8 @@ from densekv.twins import share_docstrings
 T = TypeVar("T")
 
 # The names other modules import from here (the stable import path of the map's API).
-__all__ = ["AsyncCompactMap", "AsyncMapBatch", "CompactMap", "FieldTtlUnavailable", "MapBatch",
-           "MapConfigError", "MapFacts", "MapKeyInvalid", "MapValueInvalid", "NotAnInteger", "Pending", "TransactionError", "ValueTooLarge",
-           "meta_key", "plain_bytes", "plain_value"]
+__all__ = ["AsyncCompactMap", "AsyncMapBatch", "CompactMap", "MapBatch",
+           "MapFacts", "Pending", "meta_key", "plain_bytes", "plain_value"]
 
 
 class CompactMap:
@@ -384,3 +375,12 @@ class AsyncCompactMap:
 
 
 share_docstrings(CompactMap, AsyncCompactMap)
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("FieldTtlUnavailable", "MapConfigError", "MapKeyInvalid", "MapValueInvalid",
+          "NotAnInteger", "TransactionError", "ValueTooLarge")
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -20,21 +20,28 @@ from typing import Any
 
 from densekv import codec as cd
 from densekv.codec import Codec, ZstdDictionary
-from densekv.errors import DecodeError, InvalidArgument
+from densekv.errors import (
+    CodecError,
+    DecodeError,
+    InvalidArgument,
+    KeyTooLong,
+    MapKeyInvalid,
+    MapValueInvalid,
+    NotAnInteger,
+    ValueTooLarge,
+)
 from densekv.flows import Flow, Scan, step
 from densekv.lua import script
 from densekv.maps.buckets import (
     OOL,
     OOL_SLACK,
     Geometry,
-    KeyTooLong,
     Location,
     Locator,
     bucket_patterns,
     key_of,
 )
 from densekv.maps.dictionaries import DictionaryCache, plan_load, plan_store, train_dictionary
-from densekv.maps.errors import MapKeyInvalid, MapValueInvalid, NotAnInteger, ValueTooLarge
 from densekv.maps.meta import init_flow, meta_key, ttl_mode_reason
 from densekv.maps.settings import MapFacts
 from densekv.maps.zipkeys import Aliases
@@ -66,7 +73,7 @@ def check_round_trip(codec: Codec, key: str, value: Any) -> None:
     uncompressed framing, before anything is written (the codec's own decode, not a copy)."""
     try:
         kind, payload = codec.payload(value)
-    except cd.CodecError as exc:
+    except CodecError as exc:
         raise MapValueInvalid(f"the value of {key!r}: {exc}") from None
     try:
         back = cd.decode(bytes([kind]) + payload, key=key)
@@ -145,7 +152,7 @@ class MapCore:
             framed = self.codec.encode(value)
         except MapValueInvalid:
             raise
-        except cd.CodecError as exc:  # a set, a datetime, an int past 2**64: one public error
+        except CodecError as exc:  # a set, a datetime, an int past 2**64: one public error
             raise MapValueInvalid(f"the value of {key!r}: {exc}") from None
         if type(value) not in _EXACT:
             check_round_trip(self.codec, key, value)

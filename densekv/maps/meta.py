@@ -48,12 +48,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from densekv.errors import InvalidArgument
+from densekv.errors import FieldTtlUnavailable, InvalidArgument, MapConfigError
 from densekv.flows import Flow, step
 from densekv.keys import tag
 from densekv.lua import script
 from densekv.maps.buckets import FORMAT, bucket_count
-from densekv.maps.errors import FieldTtlUnavailable, MapConfigError
 from densekv.maps.settings import MapFacts
 from densekv.maps.zipkeys import Aliases
 from densekv.plan import script_call

@@ -28,9 +28,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from densekv import codec as cd
+from densekv.errors import KeyTooLong
 from densekv.flows import Flow, Scan, Sleep
 from densekv.lua import script
-from densekv.maps.buckets import OOL, KeyTooLong, Location
+from densekv.maps.buckets import OOL, Location
 from densekv.maps.core import MAX_RETRIES, MISSING, MapCore, move_keys, plain_bytes, plain_value
 from densekv.maps.meta import meta_key
 from densekv.plan import Plan, command, script_call

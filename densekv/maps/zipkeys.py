@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from densekv.errors import InvalidArgument
+from densekv.errors import AliasError as _AliasError
+from densekv.errors import DensekvError
+from densekv.errors import moved as _moved
 
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _INDEX = {ch: i for i, ch in enumerate(ALPHABET)}
@@ -50,10 +52,6 @@ def unbase62(text: str) -> int:
     return n
 
 
-class AliasError(InvalidArgument):
-    """An alias table that would make zipped keys ambiguous."""
-
-
 class Aliases:
     """crumb -> alias, validated so that every zipped key reads back one way."""
 
@@ -62,13 +60,13 @@ class Aliases:
         self.reverse: dict[str, str] = {}
         for crumb, alias in self.forward.items():
             if not isinstance(crumb, str) or not isinstance(alias, str) or not crumb or not alias:
-                raise AliasError("aliases map non-empty crumbs to non-empty strings")
+                raise _AliasError("aliases map non-empty crumbs to non-empty strings")
             if ":" in crumb or ":" in alias:
-                raise AliasError(f"crumbs and aliases contain no ':' ({crumb!r} -> {alias!r})")
+                raise _AliasError(f"crumbs and aliases contain no ':' ({crumb!r} -> {alias!r})")
             if alias.startswith(MARKERS):
-                raise AliasError(f"alias {alias!r} starts with a character zipped keys reserve (# $ \\)")
+                raise _AliasError(f"alias {alias!r} starts with a character zipped keys reserve (# $ \\)")
             if alias in self.reverse:
-                raise AliasError(f"alias {alias!r} is given to two crumbs")
+                raise _AliasError(f"alias {alias!r} is given to two crumbs")
             self.reverse[alias] = crumb
 
     def __eq__(self, other: object) -> bool:
@@ -122,5 +120,13 @@ def unzip_key(zipped: str, aliases: Aliases = NO_ALIASES) -> str:
 
 
 # What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
-__all__ = ["ALPHABET", "MARKERS", "MAX_DIGITS", "NO_ALIASES", "AliasError", "Aliases", "base62",
+__all__ = ["ALPHABET", "MARKERS", "MAX_DIGITS", "NO_ALIASES", "Aliases", "base62",
            "unbase62", "unzip_crumb", "unzip_key", "zip_crumb", "zip_key"]
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("AliasError",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

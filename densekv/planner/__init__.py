@@ -6,8 +6,17 @@ planned kind (densekv/planner/model.py), cached per server kind and settings
 (densekv/planner/cache.py). `densekv plan` is the CLI (densekv/planner/cli.py).
 """
 
+from densekv.errors import DensekvError
+from densekv.errors import moved as _moved
 from densekv.planner.core import Recommendation, plan
-from densekv.planner.errors import PlannerError
 from densekv.planner.model import Calibration
 
-__all__ = ["Calibration", "PlannerError", "Recommendation", "plan"]
+__all__ = ["Calibration", "Recommendation", "plan"]
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("PlannerError",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -111,8 +111,8 @@ class PlanProgress:
 def plan(kind: str, items: int, payload: int, ttl: bool, url: str | None, server_name: str | None,
          layouts: tuple[str, ...], as_json: bool, verify: bool, refresh: bool, masters: int | None) -> None:
     """Recommend a layout, partition count and config, with predicted bytes per item."""
+    from densekv.errors import PlannerError
     from densekv.planner.core import plan as make_plan
-    from densekv.planner.errors import PlannerError
 
     if url and server_name:
         raise PlannerError("give --url or --server, not both")

@@ -23,7 +23,7 @@ from typing import Any
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS as SLOTS
 from redis.crc import key_slot
 
-from densekv.planner.errors import PlannerError
+from densekv.errors import PlannerError
 
 #: a master's slots: inclusive (start, end) ranges
 Ranges = Sequence[Sequence[tuple[int, int]]]

@@ -30,9 +30,9 @@ from typing import Any
 import redis
 
 from densekv.connect import redact
+from densekv.errors import PlannerError
 from densekv.planner import cache
 from densekv.planner.cluster import check_masters, read_ranges, spread
-from densekv.planner.errors import PlannerError
 from densekv.planner.kinds import KINDS, Candidate, Workload
 from densekv.planner.listpack import entry_size
 from densekv.planner.model import Calibration, Container, Reading, calibrate, predict_total

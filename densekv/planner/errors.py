@@ -1,9 +1,19 @@
-"""The planner's one error: a plan that cannot be made as asked (bad input, no layout)."""
+"""Deprecated: the planner's error, PlannerError, is defined in densekv/errors.py now.
+
+This module only keeps its old import path working, with a DeprecationWarning that names
+the new one, for one minor release (CHANGELOG.md lists every move).
+"""
 
 from __future__ import annotations
 
 from densekv.errors import DensekvError
+from densekv.errors import moved as _moved
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("PlannerError",)
+
+__all__: list[str] = []
 
 
-class PlannerError(DensekvError):
-    """`plan()` cannot recommend anything for this input; the message says why."""
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

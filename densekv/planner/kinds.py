@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from densekv.errors import PlannerError
 from densekv.keys import partition_bits, partition_count
-from densekv.planner.errors import PlannerError
 from densekv.server.probe import Capabilities
 
 SESSION_TTL = 30 * 86400

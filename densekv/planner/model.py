@@ -15,7 +15,7 @@ per structure: a HASH, or a HASH and a ZSET, ...):
         bucket share, expiry entry - MEASURED
   x     bytes per item beyond the modelled listpacks: per-field TTLs, hashtable
         encodings, out-of-line values, anything the listpack formula misses - MEASURED
-K and x are fitted by least squares to used_memory deltas (densekv.Meter) of a sample
+K and x are fitted by least squares to used_memory deltas (densekv.measure.Meter) of a sample
 loaded at the planned fill, read at two fills (half, then all of the sample), with the
 listpack allocations of each reading computed from the keys' contents and subtracted.
 So the model is exact at the sample's fill by construction, and what it carries to other

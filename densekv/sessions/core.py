@@ -32,6 +32,10 @@ from types import EllipsisType
 from typing import Any, TypeVar
 
 from densekv.errors import DecodeError, DensekvError, InvalidArgument, WrongType
+from densekv.errors import SessionDataInvalid as _SessionDataInvalid
+from densekv.errors import SessionDataTooLarge as _SessionDataTooLarge
+from densekv.errors import SessionExists as _SessionExists
+from densekv.errors import moved as _moved
 from densekv.flows import MAX_CAS_TRIES, RETRY_RUNS, Flow, cas_pause, gather
 from densekv.keys import partition_count
 from densekv.plan import Plan
@@ -42,7 +46,6 @@ from densekv.sessions.index import IdentityIndex
 from densekv.sessions.meta import (
     LAYOUTS,
     Choice,
-    LayoutUnavailable,
     ServerFacts,
     StoreMeta,
     choose_layout,
@@ -57,9 +60,6 @@ from densekv.sessions.model import (
     Identity,
     Record,
     Session,
-    SessionDataInvalid,
-    SessionDataTooLarge,
-    SessionExists,
     check_identity,
     check_owner,
     digest_of,
@@ -286,7 +286,7 @@ class SessionCore(MetadataFlows, IdentityFlows):
         try:  # every plan is built (and every record sized) before anything is sent
             puts: list[Plan[Any]] = [(self.layout.plan_put_new if given else self.layout.plan_put)(rec, now)
                                      for rec, _, _ in made]
-        except SessionDataTooLarge:
+        except _SessionDataTooLarge:
             self.refused_too_large += 1
             raise
         if not made:
@@ -301,7 +301,7 @@ class SessionCore(MetadataFlows, IdentityFlows):
         if not all(replies[len(puts):]):  # the server lost the metadata or our dictionary
             yield from self.recover()
         if given and not all(stored):
-            raise SessionExists("a live session holds this token already: nothing was written")
+            raise _SessionExists("a live session holds this token already: nothing was written")
         if self.codec.dictionary is None:  # sample()'s no-op case skipped (a create's hot path)
             yield from payloads.sample(self, [p for _, _, p in made if p is not None])
         return [token for _, token, _ in made]
@@ -403,7 +403,7 @@ class SessionCore(MetadataFlows, IdentityFlows):
         (a web save in one round trip); if the session changed since, it reads and merges
         again as without it."""
         if not isinstance(changes, dict):
-            raise SessionDataInvalid("changes is a dict of top-level session keys")
+            raise _SessionDataInvalid("changes is a dict of top-level session keys")
         removed = list(removed)
         seconds = None if ttl is ... else self.ttl_of(ttl, self.now())
         digest = digest_of(token)
@@ -535,6 +535,14 @@ class SessionCore(MetadataFlows, IdentityFlows):
         }
 
 
-__all__ = ["AUTO_TRAIN", "DEFAULT_TTL", "LAYOUTS", "SAMPLE_SESSIONS", "SWEEP_BATCH", "Choice", "LayoutUnavailable",
-           "ServerFacts", "SessionCore", "StoreMeta", "choose_layout", "facts_from_probe", "facts_of", "make_layout",
-           "meta_key", "plan_meta"]
+__all__ = ["AUTO_TRAIN", "DEFAULT_TTL", "LAYOUTS", "SAMPLE_SESSIONS", "SWEEP_BATCH", "Choice",
+           "ServerFacts", "SessionCore", "StoreMeta", "choose_layout", "facts_from_probe",
+           "facts_of", "make_layout", "meta_key", "plan_meta"]
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("LayoutUnavailable",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

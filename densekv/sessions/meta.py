@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from densekv.errors import DecodeError, DensekvError
+from densekv.errors import LayoutUnavailable as _LayoutUnavailable
+from densekv.errors import moved as _moved
 from densekv.flows import Flow
 from densekv.keys import key, partition_count
 from densekv.listpack import int_entry_size, string_entry_size
@@ -34,10 +36,6 @@ from densekv.sessions.payload import PayloadCodec
 
 if TYPE_CHECKING:
     from densekv.server.probe import Capabilities
-
-
-class LayoutUnavailable(DensekvError):
-    """The layout asked for cannot run on this server (e.g. fieldttl without HEXPIRE)."""
 
 
 @dataclass(frozen=True)
@@ -201,7 +199,7 @@ def make_layout(name: str, namespace: str, facts: ServerFacts, expected: int, pa
         extra = {"base_partitions": meta.base, "from_partitions": meta.from_, "here": meta.here}
     why = spec.unavailable(facts)
     if why is not None:
-        raise LayoutUnavailable(why)
+        raise _LayoutUnavailable(why)
     return spec.build(namespace, facts, p, **extra)
 
 
@@ -297,6 +295,14 @@ def facts_from_probe(client: Any) -> ServerFacts:
     return facts_of(probe(client))
 
 
-__all__ = ["AUTO_LAYOUT", "CAPABILITIES", "LAYOUTS", "SPECS", "Choice", "LayoutLimits", "LayoutSpec", "LayoutUnavailable",
-           "ServerFacts", "StoreCore", "StoreMeta", "choose_layout", "facts_from_probe", "facts_of", "make_layout",
-           "meta_key", "plan_meta", "spec_of"]
+__all__ = ["AUTO_LAYOUT", "CAPABILITIES", "LAYOUTS", "SPECS", "Choice", "LayoutLimits",
+           "LayoutSpec", "ServerFacts", "StoreCore", "StoreMeta", "choose_layout",
+           "facts_from_probe", "facts_of", "make_layout", "meta_key", "plan_meta", "spec_of"]
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("LayoutUnavailable",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -20,12 +20,12 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from densekv.errors import DensekvError, InvalidArgument
-from densekv.sessions.payload import SessionDataInvalid, SessionDataTooLarge
+from densekv.errors import DensekvError
+from densekv.errors import SessionIdentityInvalid as _SessionIdentityInvalid
+from densekv.errors import moved as _moved
 
-__all__ = ["MAX_STR_IDENTITY", "Identity", "Record", "Session", "SessionDataInvalid", "SessionDataTooLarge", "SessionExists",
-           "SessionIdentityInvalid",
-           "check_identity", "check_owner", "digest_of", "identity_bytes", "new_token", "well_formed"]
+__all__ = ["MAX_STR_IDENTITY", "Identity", "Record", "Session", "check_identity", "check_owner", "digest_of",
+           "identity_bytes", "new_token", "well_formed"]
 TOKEN_BYTES = 24
 TOKEN_CHARS = 32  # base64url of 24 bytes, no padding
 TOKEN_MIN, TOKEN_MAX = 22, 86  # what a store accepts (moved-in sessions keep their cookie)
@@ -62,31 +62,19 @@ def check_owner(identity: object) -> Identity | None:
 MAX_STR_IDENTITY = 254
 
 
-class SessionIdentityInvalid(InvalidArgument, TypeError):
-    """An identity that could not be stored and found again (a float, a bool, an int
-    outside 0 .. 2**64-1, a str that is empty, longer than 254 UTF-8 bytes or not UTF-8
-    text); raised before anything is written. A TypeError and a ValueError, as it was."""
-
-
-class SessionExists(DensekvError):
-    """create(token=...) with a token a live session holds already: nothing was written
-    (a token given is never overwritten: another request may have moved the same session
-    in a moment before)."""
-
-
 def check_identity(identity: object) -> Identity:
     """The identity, if every layout and the identity index can store it and give it back."""
     if isinstance(identity, bool) or not isinstance(identity, (int, str)):
-        raise SessionIdentityInvalid(f"identity is an int >= 0 or a non-empty str, not {type(identity).__name__}")
+        raise _SessionIdentityInvalid(f"identity is an int >= 0 or a non-empty str, not {type(identity).__name__}")
     if isinstance(identity, int) and not 0 <= identity < 2**64:
-        raise SessionIdentityInvalid("an int identity is in 0 .. 2**64-1")
+        raise _SessionIdentityInvalid("an int identity is in 0 .. 2**64-1")
     if isinstance(identity, str):
         try:
             size = len(identity.encode())
         except UnicodeEncodeError:
-            raise SessionIdentityInvalid("a str identity is UTF-8 text (this one holds a lone surrogate)") from None
+            raise _SessionIdentityInvalid("a str identity is UTF-8 text (this one holds a lone surrogate)") from None
         if not 0 < size <= MAX_STR_IDENTITY:
-            raise SessionIdentityInvalid(f"a str identity is 1 to {MAX_STR_IDENTITY} bytes of UTF-8, not {size}")
+            raise _SessionIdentityInvalid(f"a str identity is 1 to {MAX_STR_IDENTITY} bytes of UTF-8, not {size}")
         return str(identity)  # a str subclass comes back as str: store what will be read
     return int(identity)
 
@@ -149,3 +137,11 @@ class Record:
     def session(self, token: str) -> Session:
         return Session(token, self.identity, self.expires_at, self.data, self.digest.hex(), self.absolute_at,
                        self)
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("SessionDataInvalid", "SessionDataTooLarge", "SessionExists", "SessionIdentityInvalid")
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -54,6 +54,9 @@ import msgpack
 
 from densekv.codec import OUT_OF_LINE, Codec, ZstdDictionary, decode, needed_dictionary
 from densekv.errors import DensekvError
+from densekv.errors import SessionDataInvalid as _SessionDataInvalid
+from densekv.errors import SessionDataTooLarge as _SessionDataTooLarge
+from densekv.errors import moved as _moved
 
 EXT_HEX = 1
 EXT_HEX_UPPER = 2
@@ -71,14 +74,6 @@ _B64URL = re.compile(r"\A[A-Za-z0-9_-]+\Z")
 _UUID = re.compile(r"\A[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 MAX_NESTING = 100  # lists and dicts inside one another, the session's own dict counted
-
-
-class SessionDataInvalid(DensekvError, ValueError):
-    """Session data that would not come back equal (a tuple, a set, a datetime, an int key...)."""
-
-
-class SessionDataTooLarge(DensekvError):
-    """Session data over the store's max_data_bytes (or a record the layout cannot hold)."""
 
 
 def _ext_size(n: int) -> int:
@@ -129,7 +124,7 @@ def _utf8_text(value: str, path: str) -> str:
         try:
             text.encode()
         except UnicodeEncodeError:
-            raise SessionDataInvalid(f"session data {path} holds a lone surrogate, which is not UTF-8 "
+            raise _SessionDataInvalid(f"session data {path} holds a lone surrogate, which is not UTF-8 "
                                      "text") from None
     return text
 
@@ -151,7 +146,7 @@ def _convert(value: Any, path: Any, depth: int = 1) -> Any:
     if t is str and value.isascii():  # the common case first
         return _pack_text(value)
     if (t is dict or t is list or isinstance(value, (list, dict))) and depth > MAX_NESTING:
-        raise SessionDataInvalid(f"session data nests lists and dicts more than {MAX_NESTING} deep "
+        raise _SessionDataInvalid(f"session data nests lists and dicts more than {MAX_NESTING} deep "
                                  f"(at {_where(path)[:80]}...): keep session data shallow")
     if value is None or t is bool or t is bytes:
         return value
@@ -159,11 +154,11 @@ def _convert(value: Any, path: Any, depth: int = 1) -> Any:
         return _pack_text(_utf8_text(value, _where(path)))
     if isinstance(value, int) and not isinstance(value, bool):
         if not _INT_MIN <= value <= _INT_MAX:
-            raise SessionDataInvalid(f"session data {_where(path)} is an int outside -2**63 .. 2**64-1")
+            raise _SessionDataInvalid(f"session data {_where(path)} is an int outside -2**63 .. 2**64-1")
         return int(value)
     if isinstance(value, float):
         if math.isnan(value):
-            raise SessionDataInvalid(f"session data {_where(path)} is NaN, which never compares equal")
+            raise _SessionDataInvalid(f"session data {_where(path)} is NaN, which never compares equal")
         return float(value)
     if isinstance(value, list):
         return [_convert(v, (path, i), depth + 1) for i, v in enumerate(value)]
@@ -172,7 +167,7 @@ def _convert(value: Any, path: Any, depth: int = 1) -> Any:
         for k, v in value.items():
             if type(k) is not str or not k.isascii():
                 if not isinstance(k, str):
-                    raise SessionDataInvalid(
+                    raise _SessionDataInvalid(
                         f"session data {_where(path)} has a {type(k).__name__} key {k!r}: keys are str")
                 out[_utf8_text(k, _where(path) + " key")] = _convert(v, (path, k), depth + 1)
             elif type(v) is str and v.isascii():  # _convert's first case, without the call and path
@@ -180,7 +175,7 @@ def _convert(value: Any, path: Any, depth: int = 1) -> Any:
             else:
                 out[k] = _convert(v, (path, k), depth + 1)
         return out
-    raise SessionDataInvalid(
+    raise _SessionDataInvalid(
         f"session data {_where(path)} is a {t.__name__}: keep None, bool, int, float, str, bytes, "
         "list and dict (str keys) in a session; a tuple, set or object would come back different")
 
@@ -188,14 +183,14 @@ def _convert(value: Any, path: Any, depth: int = 1) -> Any:
 def pack_data(data: Mapping[str, Any], max_bytes: int = DEFAULT_MAX_DATA_BYTES) -> bytes:
     """The packed msgpack of session data, checked to come back equal; typed errors."""
     if not isinstance(data, dict):
-        raise SessionDataInvalid(f"session data is a dict (or None), not {type(data).__name__}")
+        raise _SessionDataInvalid(f"session data is a dict (or None), not {type(data).__name__}")
     packed: bytes = msgpack.packb(_convert(data, "data"), use_bin_type=True)
     if len(packed) > max_bytes:
-        raise SessionDataTooLarge(
+        raise _SessionDataTooLarge(
             f"session data takes {len(packed)} bytes packed, over this store's max_data_bytes "
             f"{max_bytes}: keep bulky data out of the session, or raise max_data_bytes")
     if unpack_data(packed) != data:  # belt and braces: what is written decodes to what was given
-        raise SessionDataInvalid("session data does not come back equal after encoding")
+        raise _SessionDataInvalid("session data does not come back equal after encoding")
     return packed
 
 
@@ -272,6 +267,14 @@ class PayloadCodec:
 
 
 __all__ = [
-    "CONTINUED", "CONTINUED_HERE", "DEFAULT_MAX_DATA_BYTES", "MAX_NESTING", "PayloadCodec", "SessionDataInvalid",
-    "SessionDataTooLarge", "pack_data", "unpack_data"
+    "CONTINUED", "CONTINUED_HERE", "DEFAULT_MAX_DATA_BYTES", "MAX_NESTING", "PayloadCodec",
+    "pack_data", "unpack_data"
 ]
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("SessionDataInvalid", "SessionDataTooLarge")
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -16,15 +16,21 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from densekv.codec import CodecUnavailable, ZstdDictionary
-from densekv.errors import DecodeError, DensekvError
+from densekv.codec import ZstdDictionary
+from densekv.errors import (
+    CodecUnavailable,
+    DecodeError,
+    DensekvError,
+    SessionDataInvalid,
+    SessionDataTooLarge,
+)
 from densekv.flows import Flow
 from densekv.keys import join_digest
 from densekv.maps.dictionaries import plan_load, plan_store
 from densekv.maps.dictionaries import train_dictionary as train_zstd
 from densekv.plan import Command, Plan
 from densekv.sessions.meta import StoreCore, plan_meta
-from densekv.sessions.model import Record, SessionDataInvalid, SessionDataTooLarge
+from densekv.sessions.model import Record
 from densekv.sessions.payload import pack_data
 from densekv.sessions.record import unpack_record, with_data
 

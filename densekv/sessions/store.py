@@ -17,13 +17,14 @@ from typing import Any, TypeVar
 import redis
 
 from densekv.cluster_executor import executor_for
+from densekv.errors import DensekvError
+from densekv.errors import moved as _moved
 from densekv.flows import Flow, adrive, drive
 from densekv.server.probe import probe_flow
 from densekv.sessions.core import (
     AUTO_TRAIN,
     DEFAULT_TTL,
     LAYOUTS,
-    LayoutUnavailable,
     ServerFacts,
     SessionCore,
     facts_from_probe,
@@ -34,7 +35,7 @@ from densekv.sessions.model import Identity, Record, Session
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
 from densekv.twins import share_docstrings
 
-__all__ = ["LAYOUTS", "AsyncSessionStore", "LayoutUnavailable", "ServerFacts", "SessionStore",
+__all__ = ["LAYOUTS", "AsyncSessionStore", "ServerFacts", "SessionStore",
            "facts_from_probe", "facts_of", "make_layout"]
 
 T = TypeVar("T")
@@ -412,3 +413,11 @@ class AsyncSessionStore(_Options):
 
 
 share_docstrings(SessionStore, AsyncSessionStore)
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("LayoutUnavailable",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -29,30 +29,19 @@ from typing import Any, Generic, TypeVar
 import redis
 
 from densekv.cluster_executor import executor_for
+from densekv.errors import BloomParameterError as _BloomParameterError
+from densekv.errors import DensekvError
+from densekv.errors import moved as _moved
 from densekv.flows import Flow, adrive, drive
 from densekv.server.probe import Capabilities, probe_flow
 from densekv.sets.bloom_core import BloomCore
-from densekv.sets.bloom_errors import (
-    BadBloomItem,
-    BloomFull,
-    BloomMismatch,
-    BloomModuleMissing,
-    BloomNotFound,
-    BloomParameterError,
-)
 from densekv.sets.bloom_math import BloomSpec, items_bytes
 from densekv.sets.bloom_spec import BloomFacts, Request, facts_of
 from densekv.twins import share_docstrings
 
 __all__ = [
     "AsyncBloomFilter",
-    "BadBloomItem",
     "BloomFilter",
-    "BloomFull",
-    "BloomMismatch",
-    "BloomModuleMissing",
-    "BloomNotFound",
-    "BloomParameterError",
 ]
 
 T = TypeVar("T")
@@ -68,7 +57,7 @@ def _as_bytes(items: Iterable[object]) -> list[bytes]:
 
 def _check_batch(batch: int) -> int:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise BloomParameterError(f"batch is an int >= 1, got {batch!r}")
+        raise _BloomParameterError(f"batch is an int >= 1, got {batch!r}")
     return batch
 
 
@@ -240,3 +229,12 @@ class AsyncBloomFilter(_BloomShell[Any]):
 
 
 share_docstrings(BloomFilter, AsyncBloomFilter)
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("BadBloomItem", "BloomFull", "BloomMismatch", "BloomModuleMissing", "BloomNotFound",
+          "BloomParameterError")
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -45,7 +45,13 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from densekv.errors import WrongType
+from densekv.errors import (
+    BloomFull,
+    BloomModuleMissing,
+    BloomNotFound,
+    BloomParameterError,
+    WrongType,
+)
 from densekv.flows import Flow
 from densekv.keys import tag
 from densekv.lua import script
@@ -60,12 +66,6 @@ from densekv.sets.bloom_batch import (
     group_by_shard,
     items_per_call,
     plan_call,
-)
-from densekv.sets.bloom_errors import (
-    BloomFull,
-    BloomModuleMissing,
-    BloomNotFound,
-    BloomParameterError,
 )
 from densekv.sets.bloom_math import (
     MAX_STRING_BYTES,

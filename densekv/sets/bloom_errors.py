@@ -1,33 +1,20 @@
-"""The errors a Bloom filter raises on purpose (all DensekvError, one line, say what to do).
+"""Deprecated: the errors a Bloom filter raises are defined in densekv/errors.py now.
 
-A key of another type in the filter's way is densekv.errors.WrongType, like everywhere
-else in densekv; the classes here are the Bloom-specific rest.
+This module only keeps their old import path working, with a DeprecationWarning that
+names the new one, for one minor release (CHANGELOG.md lists every move).
 """
 
 from __future__ import annotations
 
 from densekv.errors import DensekvError
+from densekv.errors import moved as _moved
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("BadBloomItem", "BloomFull", "BloomMismatch", "BloomModuleMissing", "BloomNotFound",
+          "BloomParameterError")
+
+__all__: list[str] = []
 
 
-class BloomParameterError(DensekvError, ValueError):
-    """capacity, error_rate, growth, tightening, shards or name out of range."""
-
-
-class BadBloomItem(DensekvError, TypeError):
-    """An item that is not bytes, str, int or UUID (nothing was sent)."""
-
-
-class BloomModuleMissing(DensekvError):
-    """native=True on a server without the RedisBloom module (no BF.* commands)."""
-
-
-class BloomMismatch(DensekvError):
-    """A filter of this name exists with other parameters (or the other mode)."""
-
-
-class BloomNotFound(DensekvError):
-    """BloomFilter.open() of a name that holds no filter."""
-
-
-class BloomFull(DensekvError):
-    """The next growth stage would pass the 512 MB string limit of one shard."""
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -61,7 +61,7 @@ from operator import methodcaller
 from typing import cast
 
 from densekv.allocator import jemalloc_size_class, libc_heap_size
-from densekv.sets.bloom_errors import BadBloomItem, BloomFull, BloomParameterError
+from densekv.errors import BadBloomItem, BloomFull, BloomParameterError
 
 Item = bytes | bytearray | memoryview | str | int | uuid.UUID
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from densekv.errors import WrongType
+from densekv.errors import BloomMismatch, BloomParameterError, WrongType
 from densekv.server.probe import Capabilities
-from densekv.sets.bloom_errors import BloomMismatch, BloomParameterError
 from densekv.sets.bloom_math import EXACT, BloomSpec, allocator_rule, check_parameters, shard_count
 
 KIND = "densekv.bloom"

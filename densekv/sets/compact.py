@@ -37,6 +37,8 @@ import redis
 
 from densekv.cluster_executor import AsyncClusterExecutor, executor_for
 from densekv.errors import DensekvError, WrongType
+from densekv.errors import SetMismatch as _SetMismatch
+from densekv.errors import moved as _moved
 from densekv.flows import Flow, Scan, adrive, drive
 from densekv.keys import tag
 from densekv.plan import command
@@ -57,10 +59,6 @@ MAX_BATCH = 200_000
 PER_COMMAND = 64
 PARTITION_BATCH = 1024  # partitions per round trip in len / stats / clear / iteration
 META_VERSION = 1
-
-
-class SetMismatch(DensekvError):
-    """A set of this name already exists with another layout, partition count or item size."""
 
 
 # --- server facts ---------------------------------------------------------------------
@@ -185,7 +183,7 @@ class SetCore:
         if (layout != "auto" and asked != kind.removesuffix("-v1")) \
                 or partitions not in (None, stored_p) \
                 or stored_size != item_size or stored_spread != spread:
-            raise SetMismatch(
+            raise _SetMismatch(
                 f"set {name!r} exists as layout {kind} with {stored_p} partitions, {stored_size}-byte "
                 f"items, spread={stored_spread}; open it with those (or layout='auto', partitions=None)"
             )
@@ -563,5 +561,13 @@ share_docstrings(CompactSet, AsyncCompactSet)
 
 
 # What other modules and the tools import from here (tests/unit/test_tools_use_public_names.py)
-__all__ = ["AsyncCompactSet", "CompactSet", "OpenedOnFirstUse", "SetCore", "SetMismatch", "limits_from_probe",
+__all__ = ["AsyncCompactSet", "CompactSet", "OpenedOnFirstUse", "SetCore", "limits_from_probe",
            "limits_of"]
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("SetMismatch",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

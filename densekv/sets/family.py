@@ -31,12 +31,12 @@ from typing import Any, Generic, TypeVar
 import redis
 
 from densekv.cluster_executor import executor_for
+from densekv.errors import BadItem
 from densekv.flows import Flow, drive
 from densekv.keys import tag
 from densekv.lua import script
 from densekv.plan import Plan, command, script_call
 from densekv.sets.compact import OpenedOnFirstUse, limits_from_probe
-from densekv.sets.items import BadItem
 from densekv.sets.layouts import SetLimits
 from densekv.twins import share_docstrings
 

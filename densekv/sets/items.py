@@ -34,7 +34,9 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
+from densekv.errors import BadItem as _BadItem
 from densekv.errors import DensekvError
+from densekv.errors import moved as _moved
 
 Item = bytes | bytearray | memoryview | str | int | uuid.UUID
 
@@ -46,10 +48,6 @@ _UUID = re.compile(rf"{_DASHED}|\{{{_DASHED}\}}|(?i:urn:uuid:){_DASHED}")
 # A 128-bit constant (the golden ratio's fractional bits); an item_size-byte multiplier is
 # cut from it (repeated for wider items) and forced odd, so it is invertible mod 2**bits.
 _GOLDEN = 0x9E3779B97F4A7C15F39CC0605CEDC835 | 1
-
-
-class BadItem(DensekvError, ValueError):
-    """An item of the wrong type or size for this set: refused, nothing written."""
 
 
 @dataclass(frozen=True)
@@ -80,17 +78,17 @@ class ItemCodec:
         if isinstance(item, (bytes, bytearray, memoryview)):
             raw = bytes(item)
             if len(raw) != size:
-                raise BadItem(f"a {len(raw)}-byte item in a set of {size}-byte items")
+                raise _BadItem(f"a {len(raw)}-byte item in a set of {size}-byte items")
             return raw
         if isinstance(item, uuid.UUID):
             if size != 16:
-                raise BadItem(f"a UUID is 16 bytes; this set holds {size}-byte items")
+                raise _BadItem(f"a UUID is 16 bytes; this set holds {size}-byte items")
             return item.bytes
         if isinstance(item, bool):
-            raise BadItem("a bool is not an item: pass bytes, str, int or UUID")
+            raise _BadItem("a bool is not an item: pass bytes, str, int or UUID")
         if isinstance(item, int):
             if not 0 <= item < self._mod:
-                raise BadItem(f"int item {item} is outside 0 .. 2**{8 * size} - 1")
+                raise _BadItem(f"int item {item} is outside 0 .. 2**{8 * size} - 1")
             return item.to_bytes(size, "big")
         if isinstance(item, str):
             if len(item) == 2 * size and _HEX.fullmatch(item):
@@ -99,13 +97,13 @@ class ItemCodec:
                 spelled = _UUID.fullmatch(item)
                 if spelled:
                     return bytes.fromhex("".join(g for g in spelled.groups() if g).replace("-", ""))
-            raise BadItem(
+            raise _BadItem(
                 f"text item {item[:40]!r} is neither {2 * size} hex digits"
                 + (" nor a UUID" if size == 16 else "")
                 + ": hash it yourself (hashlib.blake2b(text.encode(), digest_size="
                 + f"{size}).digest()) and store the digest"
             )
-        raise BadItem(f"items are bytes, str, int or UUID, not {type(item).__name__}")
+        raise _BadItem(f"items are bytes, str, int or UUID, not {type(item).__name__}")
 
     # -- canonical bytes <-> stored bytes (the spread bijection) ----------------------------
     def encode(self, item: object) -> bytes:
@@ -136,7 +134,7 @@ class ItemCodec:
         BadItem for the first bad one (before anything is sent). The batch path: bytes of
         the right size skip canonical(), and the spread runs as two list passes."""
         if isinstance(items, (bytes, str)):
-            raise BadItem("pass an iterable of items, not one bytes/str object")
+            raise _BadItem("pass an iterable of items, not one bytes/str object")
         size, canonical, from_bytes = self.item_size, self.canonical, int.from_bytes
         out = [from_bytes(x if type(x) is bytes and len(x) == size else canonical(x), "big")
                for x in items]  # type: ignore[attr-defined]
@@ -145,3 +143,11 @@ class ItemCodec:
             out = [(n * mul) & mask for n in out]
             out = [n ^ (n >> half) for n in out]
         return out
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("BadItem",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

@@ -19,18 +19,17 @@ import pytest
 import redis
 import redis.asyncio
 
-from densekv.errors import WrongType
-from densekv.server.cluster import LocalCluster
-from densekv.server.process import ServerProcess
-from densekv.sets.bloom import (
-    AsyncBloomFilter,
+from densekv.errors import (
     BadBloomItem,
-    BloomFilter,
     BloomMismatch,
     BloomModuleMissing,
     BloomNotFound,
     BloomParameterError,
+    WrongType,
 )
+from densekv.server.cluster import LocalCluster
+from densekv.server.process import ServerProcess
+from densekv.sets.bloom import AsyncBloomFilter, BloomFilter
 from densekv.sets.bloom_math import (
     hash_item,
     positions,

@@ -24,12 +24,11 @@ from redis.crc import key_slot
 
 from densekv import (
     AsyncBloomFilter,
-    AsyncClusterExecutor,
     AsyncCompactMap,
     AsyncCompactSet,
     AsyncSessionStore,
 )
-from densekv.cluster_executor import RECOVERY_SECONDS
+from densekv.cluster_executor import RECOVERY_SECONDS, AsyncClusterExecutor
 from densekv.server.cluster import LocalCluster, call
 from tests.behaviour import test_sessions, test_sets
 from tests.behaviour.cluster_writers import busiest_master

@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from densekv.errors import LabRefused
 from densekv.lab.experiments.base import Context
 from densekv.lab.experiments.sessions import Sessions
 from densekv.lab.results import validate
 from densekv.lab.runner import LabConfig, run_lab
-from densekv.lab.target import LabRefused, scratch_target
+from densekv.lab.target import scratch_target
 from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess
 from densekv.sessions import SessionStore

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import redis
 
+from densekv.errors import LabRefused
 from densekv.lab.experiments import registry
 from densekv.lab.results import validate
 from densekv.lab.runner import LabConfig, run_lab
-from densekv.lab.target import LabRefused
 from densekv.server.binaries import find_servers
 
 PRESENT = find_servers()

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import redis
 
+from densekv.errors import LabRefused
 from densekv.lab.runner import LabConfig, run_lab
-from densekv.lab.target import MARK_KEY, LabRefused
+from densekv.lab.target import MARK_KEY
 from densekv.server.process import ServerProcess
 
 SMALL = {"small_sets": {"keys": 2, "top": 600, "structures": ("hash",)}}

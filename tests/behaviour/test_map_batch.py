@@ -22,11 +22,10 @@ import redis
 import redis.asyncio
 from redis.crc import key_slot
 
-from densekv.errors import DecodeError
+from densekv.errors import DecodeError, KeyTooLong, NotAnInteger, TransactionError, ValueTooLarge
 from densekv.flows import drive
 from densekv.maps import AsyncCompactMap, CompactMap
-from densekv.maps.buckets import KeyTooLong, locate
-from densekv.maps.compact import NotAnInteger, TransactionError, ValueTooLarge
+from densekv.maps.buckets import locate
 from densekv.maps.fast import run_fast
 from densekv.maps.queue import QueuedGet
 from densekv.server.probe import probe

@@ -20,8 +20,9 @@ import pytest
 import redis
 import redis.asyncio
 
+from densekv.errors import FieldTtlUnavailable, MapConfigError
 from densekv.maps import AsyncCompactMap, CompactMap
-from densekv.maps.compact import FieldTtlUnavailable, MapConfigError, MapFacts, meta_key
+from densekv.maps.compact import MapFacts, meta_key
 from densekv.server.probe import probe
 from densekv.server.process import ServerProcess
 

@@ -22,10 +22,8 @@ import pytest
 import redis
 import redis.asyncio
 
-from densekv.errors import DecodeError
-from densekv.maps import AsyncCompactMap, CompactMap, ValueTooLarge
-from densekv.maps.buckets import KeyTooLong
-from densekv.maps.compact import MapConfigError, NotAnInteger
+from densekv.errors import DecodeError, KeyTooLong, MapConfigError, NotAnInteger, ValueTooLarge
+from densekv.maps import AsyncCompactMap, CompactMap
 from densekv.server.probe import probe
 from densekv.server.process import ServerProcess
 from tests.behaviour.seeds import shows_seed, stable_seed

@@ -9,7 +9,8 @@ import pytest
 import redis
 
 from densekv.bulk import bulk_load
-from densekv.measure import Meter, MeterError
+from densekv.errors import MeterError
+from densekv.measure import Meter
 from densekv.server.process import ServerProcess
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from densekv.planner import PlannerError, cache, plan
+from densekv.errors import PlannerError
+from densekv.planner import cache, plan
 
 N = 70_000  # one sample load and one verify load (over ROUND_ITEMS): fast, and big enough that
 # the server's own noise (a few dozen KB) stays far under 10%

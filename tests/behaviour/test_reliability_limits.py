@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 import redis
 
-from densekv import CompactMap, CompactSet, MapValueInvalid, SessionStore
-from densekv.errors import DensekvError, InvalidArgument
+from densekv import CompactMap, CompactSet, SessionStore
+from densekv.errors import DensekvError, InvalidArgument, MapValueInvalid, SessionIdentityInvalid
 from densekv.server.probe import probe
 from densekv.sessions.meta import LAYOUTS  # every session layout, from its registry
-from densekv.sessions.model import MAX_STR_IDENTITY, SessionIdentityInvalid
+from densekv.sessions.model import MAX_STR_IDENTITY
 
 
 def dump_all(client: redis.Redis) -> dict[bytes, bytes | None]:

@@ -21,10 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from densekv import CompactMap, CompactSet, SessionStore, SetFamily
-from densekv.errors import DensekvError
+from densekv.errors import BadItem, DensekvError
 from densekv.server.probe import probe
 from densekv.sessions.meta import LAYOUTS  # every session layout, from its registry
-from densekv.sets.items import BadItem
 
 PROPERTY = settings(max_examples=40, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

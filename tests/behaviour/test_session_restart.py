@@ -19,13 +19,13 @@ import pytest
 import redis
 
 from densekv.codec import content_id
-from densekv.errors import DecodeError, DensekvError, ScriptError
+from densekv.errors import DecodeError, DensekvError, ScriptError, SessionDataInvalid
 from densekv.lab.session_profiles import session, sessions
 from densekv.maps.dictionaries import dictionary_key
 from densekv.server.process import ServerProcess
 from densekv.sessions import SessionStore
 from densekv.sessions.meta import meta_key
-from densekv.sessions.payload import MAX_NESTING, SessionDataInvalid
+from densekv.sessions.payload import MAX_NESTING
 from tests.behaviour.test_reliability_limits import LAYOUTS, store_for
 
 SERVERS = ["valkey-9.1", "redis-7.0"]

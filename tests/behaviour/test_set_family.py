@@ -12,9 +12,9 @@ import pytest
 import redis
 import redis.asyncio
 
-from densekv.errors import WrongType
+from densekv.errors import BadItem, WrongType
 from densekv.server.process import ServerProcess
-from densekv.sets import AsyncSetFamily, BadItem, SetFamily
+from densekv.sets import AsyncSetFamily, SetFamily
 from densekv.sets.compact import limits_from_probe
 from tests.behaviour.seeds import shows_seed, stable_seed
 

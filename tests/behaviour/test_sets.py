@@ -18,9 +18,9 @@ import pytest
 import redis
 import redis.asyncio
 
-from densekv.errors import WrongType
+from densekv.errors import BadItem, SetMismatch, WrongType
 from densekv.server.process import ServerProcess
-from densekv.sets import AsyncCompactSet, BadItem, CompactSet, SetMismatch
+from densekv.sets import AsyncCompactSet, CompactSet
 from densekv.sets.compact import limits_from_probe
 from densekv.sets.layouts import DenseSplitHash
 

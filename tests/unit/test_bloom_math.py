@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from densekv.allocator import jemalloc_size_class
-from densekv.sets.bloom_errors import BadBloomItem, BloomFull, BloomParameterError
+from densekv.errors import BadBloomItem, BloomFull, BloomParameterError
 from densekv.sets.bloom_math import (
     EXACT,
     JEMALLOC,

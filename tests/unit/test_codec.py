@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from densekv import codec as c
 from densekv.codec import Codec, ZstdDictionary, decode
-from densekv.errors import DecodeError
+from densekv.errors import CodecError, DecodeError
 from densekv.maps.dictionaries import train_dictionary
 
 CODECS = [Codec.named(n) for n in ("auto", "msgpack", "zlib", "lz4", "zstd")]
@@ -63,13 +63,13 @@ def test_headers_never_collide_with_integer_text() -> None:
 
 
 def test_typed_codecs_refuse_other_types() -> None:
-    with pytest.raises(c.CodecError):
+    with pytest.raises(CodecError):
         Codec("int").encode("x")
-    with pytest.raises(c.CodecError):
+    with pytest.raises(CodecError):
         Codec("int").encode(True)
-    with pytest.raises(c.CodecError):
+    with pytest.raises(CodecError):
         Codec("raw").encode(5)
-    with pytest.raises(c.CodecError):
+    with pytest.raises(CodecError):
         Codec().encode(object())
     with pytest.raises(ValueError):
         Codec.named("gzip")
@@ -99,7 +99,7 @@ def test_expiry_wrapper_round_trips() -> None:
     framed = c.with_expiry(b"42", 1_700_000_000)
     assert framed[0] == c.EXPIRES and c.split_expiry(framed) == (1_700_000_000, b"42")
     assert c.split_expiry(b"42") == (None, b"42")
-    with pytest.raises(c.CodecError):
+    with pytest.raises(CodecError):
         c.with_expiry(b"1", 2**32)
 
 

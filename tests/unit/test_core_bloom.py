@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 import redis
 
-from densekv.errors import WrongType
+from densekv.errors import BloomFull, BloomMismatch, BloomModuleMissing, BloomNotFound, WrongType
 from densekv.sets.bloom_batch import SCRIPT_BITS
 from densekv.sets.bloom_core import BloomCore
-from densekv.sets.bloom_errors import BloomFull, BloomMismatch, BloomModuleMissing, BloomNotFound
 from densekv.sets.bloom_math import BloomSpec
 from densekv.sets.bloom_spec import BloomFacts, Request, spec_fields
 from tests.unit.scripted import Raises, Scripted, check, run

@@ -16,10 +16,9 @@ from typing import Any, NamedTuple
 import pytest
 import redis
 
-from densekv.errors import ScriptError, WrongType
+from densekv.errors import BadItem, ScriptError, WrongType
 from densekv.flows import Flow
 from densekv.sets.family import FamilyChoice, FamilyCore, choose_encoding
-from densekv.sets.items import BadItem
 from densekv.sets.layouts import SetLimits
 from tests.unit.scripted import Raises, check
 

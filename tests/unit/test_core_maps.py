@@ -20,16 +20,18 @@ import redis
 
 from densekv import codec as cd
 from densekv.codec import Codec
-from densekv.errors import DecodeError, InvalidArgument, WrongType
-from densekv.flows import Flow
-from densekv.maps.core import MISSING, MapCore, open_map
-from densekv.maps.errors import (
+from densekv.errors import (
+    DecodeError,
     FieldTtlUnavailable,
+    InvalidArgument,
     MapConfigError,
     MapValueInvalid,
     NotAnInteger,
     ValueTooLarge,
+    WrongType,
 )
+from densekv.flows import Flow
+from densekv.maps.core import MISSING, MapCore, open_map
 from densekv.maps.settings import MapFacts
 from tests.unit.scripted import Raises, Scripted, check, run
 

@@ -17,22 +17,23 @@ from typing import Any, NamedTuple
 import pytest
 import redis
 
-from densekv.errors import DecodeError, DensekvError, InvalidArgument, WrongType
+from densekv.errors import (
+    DecodeError,
+    DensekvError,
+    InvalidArgument,
+    SessionDataInvalid,
+    SessionDataTooLarge,
+    SessionExists,
+    SessionIdentityInvalid,
+    WrongType,
+)
 from densekv.flows import MAX_CAS_TRIES, Flow
 from densekv.keys import split_digest
 from densekv.sessions.core import ServerFacts, SessionCore
 from densekv.sessions.index import expiry_day
 from densekv.sessions.layouts.base import LayoutLimits
 from densekv.sessions.layouts.partitioned import cont_field
-from densekv.sessions.model import (
-    Record,
-    Session,
-    SessionDataInvalid,
-    SessionDataTooLarge,
-    SessionExists,
-    SessionIdentityInvalid,
-    digest_of,
-)
+from densekv.sessions.model import Record, Session, digest_of
 from densekv.sessions.record import pack_record
 from tests.unit.scripted import ANY, Raises, Scripted, check, run
 

@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 import redis
 
-from densekv.errors import WrongType
-from densekv.sets.compact import PARTITION_BATCH, SetCore, SetMismatch
-from densekv.sets.items import BadItem
+from densekv.errors import BadItem, SetMismatch, WrongType
+from densekv.sets.compact import PARTITION_BATCH, SetCore
 from densekv.sets.layouts import DenseSplitHash, SetLimits
 from tests.unit.scripted import ANY, Raises, Scripted, check, run
 

@@ -37,7 +37,11 @@ def compute(datas, dict_bytes):
     from densekv.sessions.layouts.base import LayoutLimits
     from densekv.sessions.layouts.partitioned import DenseLayout, ZsetLayout
     from densekv.sessions.model import Record
-    from densekv.sessions.payload import PayloadCodec, SessionDataInvalid, SessionDataTooLarge
+    from densekv.sessions.payload import PayloadCodec
+    try:
+        from densekv.errors import SessionDataInvalid, SessionDataTooLarge
+    except ImportError:  # the reference tree, from before the errors moved to densekv.errors
+        from densekv.sessions.payload import SessionDataInvalid, SessionDataTooLarge
     from densekv.sessions.record import pack_record
 
     def steps(plan):

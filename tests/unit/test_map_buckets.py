@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from densekv.errors import KeyTooLong
 from densekv.maps.buckets import (
     FORMAT,
     Geometry,
-    KeyTooLong,
     bucket_count,
     field_index,
     field_int,

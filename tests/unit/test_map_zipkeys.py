@@ -6,15 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from densekv.maps.zipkeys import (
-    AliasError,
-    Aliases,
-    base62,
-    unbase62,
-    unzip_key,
-    zip_crumb,
-    zip_key,
-)
+from densekv.errors import AliasError
+from densekv.maps.zipkeys import Aliases, base62, unbase62, unzip_key, zip_crumb, zip_key
 
 crumb_text = st.text(alphabet=st.sampled_from(list("ab#$\\0179:uz_é")), max_size=8)
 alias_tables = st.dictionaries(

@@ -10,9 +10,10 @@ import sys
 import pytest
 from redis.crc import key_slot
 
+from densekv.errors import PlannerError
 from densekv.keys import tag
 from densekv.maps.buckets import Geometry, locate
-from densekv.planner import PlannerError, plan
+from densekv.planner import plan
 from densekv.planner.cluster import TARGET, imbalance, partitions_under, spread
 from densekv.server.cluster import slot_ranges
 from densekv.sets.layouts import DenseSet

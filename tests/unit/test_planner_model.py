@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from densekv.errors import PlannerError
 from densekv.planner import cache
 from densekv.planner.core import check_input
-from densekv.planner.errors import PlannerError
 from densekv.planner.kinds import session_data
 from densekv.planner.listpack import HEADER, allocated, as_int64, entry_size
 from densekv.planner.model import (

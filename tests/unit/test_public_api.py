@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 import densekv
+import densekv.errors
 
 
 def test_all_names_exist_and_are_sorted() -> None:
@@ -26,9 +27,42 @@ def test_the_durability_errors_are_exported() -> None:
 
 def test_the_bad_input_errors_are_exported() -> None:
     expected = {"InvalidArgument", "MapKeyInvalid", "MapValueInvalid", "SessionIdentityInvalid"}
-    assert expected <= set(densekv.__all__)
-    assert issubclass(densekv.SessionIdentityInvalid, (TypeError)) and issubclass(densekv.InvalidArgument, ValueError)
-    assert all(issubclass(getattr(densekv, n), densekv.DensekvError) for n in expected)
+    assert expected <= set(densekv.errors.__all__)
+    assert "InvalidArgument" in densekv.__all__  # the base a user catches
+    assert issubclass(densekv.errors.SessionIdentityInvalid, (TypeError)) and issubclass(densekv.InvalidArgument, ValueError)
+    assert all(issubclass(getattr(densekv.errors, n), densekv.DensekvError) for n in expected)
+
+
+# --- what a user imports (issue 33) --------------------------------------------------------
+
+
+def test_all_is_what_a_user_imports_and_the_errors_a_user_catches() -> None:
+    assert len(densekv.__all__) <= 40
+    kinds = {"SessionStore", "AsyncSessionStore", "Session", "CompactSet", "AsyncCompactSet",
+             "SetFamily", "AsyncSetFamily", "CompactMap", "AsyncCompactMap", "MapBatch",
+             "AsyncMapBatch", "BloomFilter", "AsyncBloomFilter"}
+    assert kinds | {"connect", "probe", "Capabilities", "embedded", "__version__"} <= set(densekv.__all__)
+    errors = [n for n in densekv.__all__ if n[0].isupper() and issubclass(getattr(densekv, n), BaseException)]
+    assert all(getattr(densekv, n) is getattr(densekv.errors, n) for n in errors)
+    assert len(errors) <= 10
+
+
+def test_a_star_import_gives_no_deprecated_name() -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exec("from densekv import *", {})  # noqa: S102
+
+
+@pytest.mark.parametrize(("name", "module"), sorted(densekv._NEW_PATH.items()))
+def test_a_name_that_left_all_still_resolves_and_warns(name: str, module: str) -> None:
+    import importlib
+
+    assert name not in densekv.__all__ and name not in dir(densekv)
+    with pytest.warns(DeprecationWarning, match=rf"^densekv\.{name} moved to {module}\.{name}:"):
+        value = getattr(densekv, name)
+    assert value is getattr(importlib.import_module(module), name)
 
 
 # --- one hierarchy of errors (issue 24) ----------------------------------------------------
@@ -61,7 +95,7 @@ def runtime_exceptions() -> list[type[BaseException]]:
 
 def test_every_error_of_the_runtime_is_a_densekv_error() -> None:
     errors = runtime_exceptions()
-    assert densekv.InvalidArgument in errors and densekv.MapKeyInvalid in errors
+    assert densekv.InvalidArgument in errors and densekv.errors.MapKeyInvalid in errors
     strays = [f"{e.__module__}.{e.__qualname__}" for e in errors
               if not issubclass(e, densekv.DensekvError)
               and f"{e.__module__}.{e.__qualname__}" not in NOT_DENSEKV_ERRORS]
@@ -69,9 +103,9 @@ def test_every_error_of_the_runtime_is_a_densekv_error() -> None:
 
 
 def test_bad_arguments_are_invalid_argument_and_still_value_errors() -> None:
+    from densekv.errors import AliasError
     from densekv.keys import partition_bits, partition_count
     from densekv.maps.meta import check_namespace
-    from densekv.maps.zipkeys import AliasError
 
     for call in (lambda: partition_bits(3), lambda: partition_count(-1, 128),
                  lambda: check_namespace("a b")):

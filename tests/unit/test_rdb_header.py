@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from densekv.analyze.errors import AnalyzeError
 from densekv.analyze.offline import Dump, choose_reader, read_dumps
+from densekv.errors import AnalyzeError
 from densekv.server.binaries import ServerBinary
 from densekv.server.rdb import NotRdb, RdbHeader, parse_header, reads, writers_of, writes
 

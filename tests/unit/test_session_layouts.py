@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from densekv.errors import LayoutUnavailable
 from densekv.keys import partition_count
 from densekv.lab.experiments.sessions import plan_variants
 from densekv.listpack import entry_size
@@ -26,7 +27,6 @@ from densekv.sessions.meta import (
     SPECS,
     LayoutLimits,
     LayoutSpec,
-    LayoutUnavailable,
     ServerFacts,
     StoreMeta,
     make_layout,

@@ -9,8 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from densekv.allocator import alloc_size
+from densekv.errors import BadItem
 from densekv.listpack import int_entry_size, string_entry_size
-from densekv.sets.items import BadItem, ItemCodec
+from densekv.sets.items import ItemCodec
 from densekv.sets.layouts import (
     HASH_MARGIN,
     DenseHash,

@@ -41,10 +41,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext, override_settings
 
 import densekv
-from densekv.errors import DecodeError, ServerUnavailable
+from densekv.errors import DecodeError, ServerUnavailable, SessionDataInvalid
 from densekv.integrations.django import SessionStore
 from densekv.server.process import ServerProcess, free_port
-from densekv.sessions import SessionDataInvalid
 from densekv.sessions.model import digest_of, new_token
 from tests.web.app_server import wait_serving
 from tests.web.apps import django_app

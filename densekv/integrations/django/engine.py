@@ -18,12 +18,13 @@ from django.contrib.sessions.backends.base import (  # type: ignore[import-untyp
 from django.contrib.sessions.exceptions import SessionInterrupted  # type: ignore[import-untyped]
 from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 
+from densekv.errors import SessionDataInvalid, SessionExists
 from densekv.integrations.decide import Held, carry, decide
 from densekv.integrations.django.backend import Backend, backend_for
 from densekv.integrations.django.calls import Call, Flow, adrive, drive
 from densekv.integrations.django.movein import Previous
 from densekv.integrations.django.values import EXPIRY_KEY, Data, Stored, copied, identity_of, same
-from densekv.sessions import Session, SessionDataInvalid, SessionExists
+from densekv.sessions import Session
 from densekv.sessions import SessionStore as DenseStore
 from densekv.sessions.model import new_token, well_formed
 from densekv.sessions.payload import pack_data

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from importlib import import_module
 from typing import Any
 
-from densekv.lab.experiments.base import Experiment, NotReplayable, Replay
+from densekv.errors import NotReplayable
+from densekv.lab.experiments.base import Experiment, Replay
 
 MODULES = ("sessions", "sets", "small_sets", "maps", "containers", "matrix")
 

@@ -29,9 +29,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from densekv.errors import DensekvError
+from densekv.errors import moved as _moved
 from densekv.lab.results import RunRecord
 from densekv.lab.sizing import Sizing, fit
-from densekv.lab.target import LabError, Target
+from densekv.lab.target import Target
 
 
 @dataclass
@@ -153,10 +155,6 @@ class Unavailable(Experiment):
 # -- replaying a record elsewhere (benchmarks/lab_check.py) ---------------------------------
 
 
-class NotReplayable(LabError):
-    """A result record whose load cannot be run again from the record alone."""
-
-
 def _nothing(client: Any) -> None:
     pass
 
@@ -183,3 +181,11 @@ class Replay:
 def record_settings(record: Mapping[str, Any]) -> dict[str, str]:
     """The record's listpack limits as CONFIG names and values (those it knows)."""
     return {k.replace("_", "-"): str(v) for k, v in (record.get("config") or {}).items() if v is not None}
+
+
+#: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release
+_MOVED = ("NotReplayable",)
+
+
+def __getattr__(name: str) -> type[DensekvError]:
+    return _moved(__name__, name, _MOVED)

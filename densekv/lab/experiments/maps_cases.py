@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from densekv.lab.experiments.base import NotReplayable, Replay, record_settings
+from densekv.errors import NotReplayable
+from densekv.lab.experiments.base import Replay, record_settings
 from densekv.lab.sizing import Sizing
 from densekv.lab.workloads import DEFAULT_SEED, chunks, html, ints, json_objects, strings8
 from densekv.measure import Point
@@ -132,7 +133,8 @@ def dataset(case_name: str, n: int, seed: int = DEFAULT_SEED) -> Iterator[tuple[
 
 def codec_available(codec: str) -> str | None:
     """None if usable, else why not."""
-    from densekv.codec import Codec, CodecUnavailable
+    from densekv.codec import Codec
+    from densekv.errors import CodecUnavailable
 
     name = codec.removesuffix("+dict")
     if name not in ("zstd", "lz4"):

@@ -21,12 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from densekv.errors import NotReplayable
 from densekv.keys import partition_count
 from densekv.lab.experiments.base import (
     Context,
     Experiment,
     FigureSpec,
-    NotReplayable,
     Output,
     Replay,
     TableSpec,

@@ -45,15 +45,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from densekv.errors import NotReplayable
 from densekv.flows import drive_many
-from densekv.lab.experiments.base import (
-    Context,
-    Experiment,
-    NotReplayable,
-    Output,
-    Replay,
-    record_settings,
-)
+from densekv.lab.experiments.base import Context, Experiment, Output, Replay, record_settings
 from densekv.lab.experiments.sets_plan import (
     ABSENT_SEED,
     BLOOM_NAME,

@@ -25,11 +25,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from densekv.errors import NotReplayable
 from densekv.lab.experiments.base import (
     Context,
     Experiment,
     FigureSpec,
-    NotReplayable,
     Output,
     Replay,
     TableSpec,

@@ -56,11 +56,12 @@ from typing import Any
 
 from redis.crc import key_slot
 
+from densekv.errors import SessionDataTooLarge
 from densekv.keys import glob_escape, join_digest, partition_bits, split_digest, tag
 from densekv.lua import script
 from densekv.plan import Command, Plan, ScriptCall, command, script_call
 from densekv.sessions.layouts.base import Layout, LayoutLimits
-from densekv.sessions.model import Record, SessionDataTooLarge
+from densekv.sessions.model import Record
 from densekv.sessions.payload import CONTINUED, CONTINUED_HERE, MARKER
 from densekv.sessions.record import identity_section, pack_record, unpack_record, with_rest
 
