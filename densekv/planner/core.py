@@ -22,6 +22,7 @@ the planner never sets anything on a user's server. Invariants:
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -36,6 +37,7 @@ from densekv.planner.errors import PlannerError
 from densekv.planner.kinds import KINDS, Candidate, Workload
 from densekv.planner.listpack import entry_size
 from densekv.planner.model import Calibration, Container, Reading, calibrate, predict_total
+from densekv.planner.payloads import Sampled, read_sample, sampled
 from densekv.planner.site import Site, Target, open_target, site
 from densekv.sessions.meta import SPECS
 
@@ -142,19 +144,36 @@ class Recommendation:
     #: the calls to choose from (`usage` first): {call, bytes_per_item, plus (the bytes the
     #: figure leaves out, or None), loses (what the call turns off, or None)}
     use: list[dict[str, Any]] = field(default_factory=list)
+    #: sessions: what the payload priced is (payloads.py to_dict: --payload's incompressible
+    #: bytes, or a sample's sessions with the dictionary trained on them)
+    payloads: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def check_input(kind: str, items: Any, payload: Any, ttl: Any) -> Workload:
+def check_input(kind: str, items: Any, payload: Any, ttl: Any, sample: Any = None) -> Workload:
+    """The workload asked for (PlannerError for bad input, before any server is touched).
+    `sample`: sessions only, a JSON-lines file's path or session dicts (payloads.py)."""
     if kind not in KINDS:
         raise PlannerError(f"unknown kind {kind!r}: choose one of {', '.join(KINDS)}")
     if isinstance(items, bool) or not isinstance(items, int) or not 1 <= items <= MAX_ITEMS:
         raise PlannerError(f"items is a whole number from 1 to {MAX_ITEMS:,}")
     if isinstance(payload, bool) or not isinstance(payload, int) or payload < 0:
         raise PlannerError("payload is a whole number of bytes >= 0")
-    wl = Workload(kind, items, payload, bool(ttl))
+    sessions = None
+    if sample is not None:
+        if kind != "sessions":
+            raise PlannerError("a sample of sessions (--sample) plans sessions: use --kind sessions")
+        if payload:
+            raise PlannerError("give --payload or --sample, not both: the sample's sessions are the payload")
+        if isinstance(sample, Sampled):
+            sessions = sample
+        elif isinstance(sample, (str, os.PathLike)):
+            sessions = read_sample(sample)
+        else:
+            sessions = sampled(sample)
+    wl = Workload(kind, items, payload, bool(ttl), sessions=sessions)
     KINDS[kind].check(wl)
     return wl
 
@@ -442,19 +461,22 @@ def _options_text(options: dict[str, str]) -> str:
     return ", ".join(f"{k} {v}" for k, v in options.items())
 
 
-def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: Any = None,
+def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, sample: Any = None, client: Any = None,
          url: str | None = None, server: str | None = None, verify: bool = False,
          layouts: tuple[str, ...] | list[str] | None = None, refresh: bool = False,
          masters: int | None = None, progress: ProgressFn | None = None) -> Recommendation:
     """Recommend a layout, partition count and config for `items` of `kind` (see module doc).
 
+    `payload`: sessions: bytes of incompressible data a session; `sample`: sessions only,
+    instead of `payload`: a JSON-lines file of session data (its path) or the session dicts,
+    priced as the store frames them, with the dictionary it would train (payloads.py).
     `client` / `url` / `server`: the server planned for (default: the embedded Valkey).
     `layouts`: only these candidate layouts (default: all the kind has here).
     `refresh`: measure again even where the cache holds a calibration.
     `masters`: also spread the plan over that many masters (slots split evenly); a
     cluster target is spread over its own masters (CLUSTER SLOTS) in any case.
     `progress(what, loaded, to_load)`: told what the planner does, from the start."""
-    wl = check_input(kind, items, payload, ttl)
+    wl = check_input(kind, items, payload, ttl, sample)
     if masters is not None:
         check_masters(masters)
     kp = KINDS[kind]
@@ -506,9 +528,11 @@ def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: 
                  "set_max_listpack_entries": caps.set_max_listpack_entries,
                  "zset_max_listpack_entries": caps.zset_max_listpack_entries, "field_ttl": caps.field_ttl}
     others = sorted(scored, key=lambda s: s[0])
-    listing = ", ".join(f"{c.layout}{'*' if c.options else ''} {t / wl.items:.2f}" for t, c, _ in others)
-    reason = (f"{best.layout} with {best.partitions} partitions is predicted at {total / wl.items:.2f} B/item, "
-              f"the smallest of: {listing} (B/item; * needs a config change). Model calibrated on "
+    listing = ", ".join(f"{c.layout}{'*' if c.options else ''} {round(t / wl.items, 3):.2f}" for t, c, _ in others)
+    starred = sorted({_options_text(c.options) for _, c, _ in others if c.options})
+    legend = f"; * with {' or '.join(starred)}, which this server does not have" if starred else ""
+    reason = (f"{best.layout} with {best.partitions} partitions is predicted at {round(total / wl.items, 3):.2f} B/item, "
+              f"the smallest of: {listing} (B/item{legend}). Model calibrated on "
               f"{cal.server.get('flavor')} {cal.server.get('version')} ({cal.allocator}): "
               f"{cal.per_key:.1f} B per key + listpack bytes per item "
               f"{', '.join(f'{s.type} {s.per_item:.2f}' for s in cal.structures)} + {cal.per_item:.2f} B per item"
@@ -522,5 +546,5 @@ def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: 
                      "predicted_bytes_per_item": round(t / wl.items, 3), "predicted_total_bytes": int(t),
                      "calibration_cached": k.cached} for t, c, k in others],
         calibration=cal.to_dict(), server=stamp, notes=notes, config_advice=advice, verify=verified,
-        cluster=spread_,
+        cluster=spread_, payloads=kp.payloads(wl),
     )

@@ -4,10 +4,8 @@ input checks. No server."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,7 +13,6 @@ from hypothesis import strategies as st
 from densekv.planner import cache
 from densekv.planner.core import check_input
 from densekv.planner.errors import PlannerError
-from densekv.planner.kinds import session_data
 from densekv.planner.listpack import HEADER, allocated, as_int64, entry_size
 from densekv.planner.model import (
     Calibration,
@@ -188,16 +185,3 @@ def test_cache_stores_loads_and_survives_a_corrupt_file(monkeypatch: pytest.Monk
 def test_bad_input_is_refused_before_any_server(kind: str, items: object, payload: int, ttl: bool, words: str) -> None:
     with pytest.raises(PlannerError, match=words):
         check_input(kind, items, payload, ttl)
-
-
-@pytest.mark.parametrize("payload", [1, 4, 5, 31, 32, 33, 36, 100, 255, 260, 300, 1000])
-def test_session_payload_has_the_asked_size(payload: int) -> None:
-    data = session_data(payload)
-    assert data is not None
-    size = len(msgpack.packb(data, use_bin_type=True))
-    assert size == payload or (payload < 4 and size == 1)
-
-
-def test_no_payload_is_no_data() -> None:
-    assert session_data(0) is None
-    assert not math.isnan(entry_size(b"x"))
