@@ -118,6 +118,21 @@ def test_predict_matches_a_sample_it_was_fitted_on() -> None:
     assert cal.structures == (Structure("hash", "listpack", 8.0),)
 
 
+def test_items_of_two_fields_are_priced_per_item() -> None:
+    """A split session is two hash fields (its record and its continuation field): the
+    listpack bytes per item are per session, not per field, so the prediction at the
+    sample's fill is the sample's bytes (issue 32: per field, -40% on Flask-Login)."""
+    fill = [125] * 16  # sessions per partition; each partition holds 2 x 125 fields
+    cs = tuple(Container("hash", "listpack", 2 * k, k * 60) for k in fill)  # 60 B of entries a session
+    full = Reading(sum(fill), round(sum(50.0 + c.modelled("libc") for c in cs)), cs)
+    cs_half = tuple(Container("hash", "listpack", 2 * 62, 62 * 60) for _ in fill)
+    half = Reading(62 * 16, round(sum(50.0 + c.modelled("libc") for c in cs_half)), cs_half)
+    cal = calibrate("k", "dense", [half, full], allocator="libc", partitions=16, server={},
+                    measured_on="test", created_at=0.0)
+    assert cal.structures == (Structure("hash", "listpack", 60.0),)
+    assert predict_total(cal, 2000, 16, "even") == pytest.approx(full.delta, rel=1e-3)
+
+
 @given(st.floats(min_value=0.5, max_value=600))
 @settings(max_examples=50, deadline=None)
 def test_poisson_is_a_distribution_around_its_mean(mean: float) -> None:
