@@ -5,9 +5,11 @@ For each (server, kind, N): `densekv.planner.plan(kind, N, server=NAME)` (calibr
 measured in this run: a fresh cache directory unless --cache is given), then a fresh
 server of the same kind loads the whole workload through the public API in the planned
 layout and partition count, measured with densekv's Meter (FLUSHALL SYNC, settle,
-used_memory delta). Before the measured load, a warm-up of 1000 items is loaded and
+used_memory delta). Before the measured load, a warm-up of 3000 items is loaded and
 flushed: a fresh server's first densekv commands load the Lua scripts (~50 KB, once per
-server), which is not a cost per item; the record reports it as `one_time_bytes`. Loads of
+server) and a session store's first 2000 payloads train its dictionary (~150 KB that
+FLUSHALL leaves on valkey-9.1), which are not costs per item; the record reports them as
+`one_time_bytes`. Loads of
 N <= 100k are repeated 3 times on that server (flushed between) and the median counts: a
 fresh server's used_memory moves by a few dozen KB on its own (client and script
 allocations), which is 10% of 10k sessions.
@@ -39,7 +41,7 @@ import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted co
 
 from densekv.lab.session_profiles import NAMES, PROFILES, write_sample
 from densekv.measure import Meter
-from densekv.planner.core import check_input, loader_client
+from densekv.planner.core import PUBLIC_WARM_ITEMS, check_input, loader_client
 from densekv.planner.kinds import KINDS, Candidate, Workload
 from densekv.server.binaries import find_servers
 from densekv.server.process import ServerProcess
@@ -58,8 +60,8 @@ def measure_full(name: str, kind: str, wl: Workload, cand: Candidate) -> dict[st
         fresh = int(client.info("memory")["used_memory"])
         meter = Meter(client)
         lc = loader_client(client)
-        kp.load_full(lc, cand, dataclasses.replace(wl, items=min(1000, wl.items), seed=wl.seed + 7),
-                     min(1000, wl.items))
+        warm = min(PUBLIC_WARM_ITEMS, wl.items)  # past a session store's AUTO_TRAIN: its dictionary, too
+        kp.load_full(lc, cand, dataclasses.replace(wl, items=warm, seed=wl.seed + 7), warm)
         lc.close()
         meter.reset()
         one_time = meter.baseline - fresh
