@@ -13,10 +13,14 @@ same bytes.
 `session(profile, n)` gives session n of a profile as (identity or None, data); the same
 (profile, n, seed) gives the same data on every machine (random.Random with an int seed).
 User ids are below `users` (default 1M), so a large load has users with several sessions.
+`write_sample(profile, path, count)` writes sessions 0 .. count-1 as a `densekv plan
+--sample` file (JSON lines of {"identity": ..., "data": {...}}).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -63,3 +67,10 @@ def sessions(profile: str, count: int, *, start: int = 0, seed: int = DEFAULT_SE
     """Sessions start .. start+count-1 of a profile (a stream: O(1) memory)."""
     for n in range(start, start + count):
         yield session(profile, n, seed=seed, users=users)
+
+
+def write_sample(profile: str, path: str | os.PathLike[str], count: int, *, seed: int = DEFAULT_SEED) -> None:
+    """Sessions 0 .. count-1 of `profile` as a `densekv plan --sample` file."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps({"identity": identity, "data": data}, separators=(",", ":")) + "\n"
+                      for identity, data in sessions(profile, count, seed=seed))

@@ -19,7 +19,7 @@ from typing import Any
 from densekv.planner.model import Calibration
 
 FILE = "calibrations.json"
-FORMAT = 1  # bump when the model changes: older entries are then ignored
+FORMAT = 2  # bump when the model changes: older entries are then ignored (2: listpack bytes per item, not per field)
 
 
 def cache_dir() -> Path:

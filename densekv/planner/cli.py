@@ -88,8 +88,13 @@ class PlanProgress:
               help="what to store: sessions (tokens), set (fixed-size IDs), map (key -> value)")
 @click.option("--items", type=COUNT, required=True, help="how many items (sessions, IDs, keys) to plan for")
 @click.option("--payload", type=click.IntRange(0, 64 * 1024 * 1024), default=0, show_default=True,
-              help="sessions: bytes of session data (msgpack); set: item size (0 = 16-byte IDs); "
+              help="sessions: bytes of incompressible session data (random bytes in msgpack: an upper "
+                   "bound; --sample prices real sessions); set: item size (0 = 16-byte IDs); "
                    "map: bytes per value (0 = 31-bit integers)")
+@click.option("--sample", "sample", default=None, metavar="FILE",
+              help="sessions: price these sessions (JSON lines: a session's data dict, or "
+                   '{"identity": ..., "data": {...}}) as densekv frames them, with the zstd dictionary a '
+                   "store trains on them; instead of --payload")
 @click.option("--ttl", is_flag=True,
               help="sessions: a rolling idle expiry besides the absolute one; map: a TTL per item")
 @click.option("--url", envvar="DENSEKV_URL", default=None, type=REDIS_URL,
@@ -108,8 +113,9 @@ class PlanProgress:
 @click.option("--masters", type=click.IntRange(1, 16384), default=None,
               help="spread the plan over this many cluster masters (slots split evenly): partitions and "
                    "bytes per master, and the imbalance (a redis+cluster:// --url uses its own slots)")
-def plan(kind: str, items: int, payload: int, ttl: bool, url: str | None, server_name: str | None,
-         layouts: tuple[str, ...], as_json: bool, verify: bool, refresh: bool, masters: int | None) -> None:
+def plan(kind: str, items: int, payload: int, sample: str | None, ttl: bool, url: str | None,
+         server_name: str | None, layouts: tuple[str, ...], as_json: bool, verify: bool, refresh: bool,
+         masters: int | None) -> None:
     """Recommend a layout, partition count and config, with predicted bytes per item."""
     from densekv.errors import PlannerError
     from densekv.planner.core import plan as make_plan
@@ -117,7 +123,7 @@ def plan(kind: str, items: int, payload: int, ttl: bool, url: str | None, server
     if url and server_name:
         raise PlannerError("give --url or --server, not both")
     with PlanProgress(enabled=not as_json) as progress:
-        rec = make_plan(kind, items, payload, ttl, url=url, server=server_name, verify=verify,
+        rec = make_plan(kind, items, payload, ttl, sample=sample, url=url, server=server_name, verify=verify,
                         layouts=layouts or None, refresh=refresh, masters=masters, progress=progress)
     if as_json:
         click.echo(json.dumps(rec.to_dict(), indent=2))
@@ -151,6 +157,7 @@ def lines(rec: Any) -> list[str]:
         (f"predicted   {rec.predicted_bytes_per_item:.2f} B/item, {rec.predicted_total_bytes / 2**20:,.1f} MiB "
          f"for {rec.items:,} items ({'with ' + needed if needed else 'the server as it is'})"),
         *_use_lines(rec),
+        *([f"payload     {rec.payloads['description']}"] if rec.payloads else []),
         f"why         {rec.reason}",
     ]
     for advice in rec.config_advice:

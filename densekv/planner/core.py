@@ -22,6 +22,7 @@ the planner never sets anything on a user's server. Invariants:
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -36,6 +37,7 @@ from densekv.planner.cluster import check_masters, read_ranges, spread
 from densekv.planner.kinds import KINDS, Candidate, Workload
 from densekv.planner.listpack import entry_size
 from densekv.planner.model import Calibration, Container, Reading, calibrate, predict_total
+from densekv.planner.payloads import Sampled, read_sample, sampled
 from densekv.planner.site import Site, Target, open_target, site
 from densekv.sessions.meta import SPECS
 
@@ -45,6 +47,9 @@ MAX_ROUNDS = 3  # a sample under ROUND_ITEMS items is loaded up to this many tim
 ROUND_ITEMS = 60_000
 VERIFY_REPEATS = 3  # --verify loads a workload under ROUND_ITEMS this many times
 WARM_ITEMS = 20_000  # items loaded (and flushed) before a baseline: the largest batch a loader sends
+#: items the public API loads (and flushes) before --verify's baseline: past AUTO_TRAIN (2000),
+#: so that a session store has trained and stored its dictionary once (warm_public)
+PUBLIC_WARM_ITEMS = 3000
 FULL_VERIFY = 1_000_000  # --verify loads the whole workload up to this many items
 WORTH = 0.05  # config advice only for a predicted saving of at least 5%
 MAX_ITEMS = 10**10
@@ -142,19 +147,36 @@ class Recommendation:
     #: the calls to choose from (`usage` first): {call, bytes_per_item, plus (the bytes the
     #: figure leaves out, or None), loses (what the call turns off, or None)}
     use: list[dict[str, Any]] = field(default_factory=list)
+    #: sessions: what the payload priced is (payloads.py to_dict: --payload's incompressible
+    #: bytes, or a sample's sessions with the dictionary trained on them)
+    payloads: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def check_input(kind: str, items: Any, payload: Any, ttl: Any) -> Workload:
+def check_input(kind: str, items: Any, payload: Any, ttl: Any, sample: Any = None) -> Workload:
+    """The workload asked for (PlannerError for bad input, before any server is touched).
+    `sample`: sessions only, a JSON-lines file's path or session dicts (payloads.py)."""
     if kind not in KINDS:
         raise PlannerError(f"unknown kind {kind!r}: choose one of {', '.join(KINDS)}")
     if isinstance(items, bool) or not isinstance(items, int) or not 1 <= items <= MAX_ITEMS:
         raise PlannerError(f"items is a whole number from 1 to {MAX_ITEMS:,}")
     if isinstance(payload, bool) or not isinstance(payload, int) or payload < 0:
         raise PlannerError("payload is a whole number of bytes >= 0")
-    wl = Workload(kind, items, payload, bool(ttl))
+    sessions = None
+    if sample is not None:
+        if kind != "sessions":
+            raise PlannerError("a sample of sessions (--sample) plans sessions: use --kind sessions")
+        if payload:
+            raise PlannerError("give --payload or --sample, not both: the sample's sessions are the payload")
+        if isinstance(sample, Sampled):
+            sessions = sample
+        elif isinstance(sample, (str, os.PathLike)):
+            sessions = read_sample(sample)
+        else:
+            sessions = sampled(sample)
+    wl = Workload(kind, items, payload, bool(ttl), sessions=sessions)
     KINDS[kind].check(wl)
     return wl
 
@@ -245,6 +267,24 @@ def warm_up(kp: Any, cand: Candidate, wl: Workload, where: Site, chosen: list[in
     where.meter.reset()
 
 
+def warm_public(kp: Any, cand: Candidate, wl: Workload, where: Site, tracker: Tracker = SILENT) -> None:
+    """warm_up through the public API (the path --verify measures), then flush: a session
+    store's first load pays ~150 KB that stays after FLUSHALL on valkey-9.1 (its scripts,
+    its dictionary's training and storing: +178 KB on a Flask-Login load of 20k sessions
+    after the plan-level warm-up alone, +25 KB after this one; measured with MEMORY STATS),
+    which the median of 3 hid under ROUND_ITEMS and a single load of 100k counted (-1% to
+    -3% on the P0-P3 profiles)."""
+    n = min(wl.items, PUBLIC_WARM_ITEMS)
+    where.meter.reset()
+    lc = loader_client(where.client)
+    try:
+        kp.load_full(lc, cand, dataclasses.replace(wl, items=n, seed=wl.seed + 7), n)
+    finally:
+        lc.close()
+    tracker.advance(n)
+    where.meter.reset()
+
+
 def measure(kp: Any, cand: Candidate, wl: Workload, where: Site, key: str,
             tracker: Tracker = SILENT) -> Calibration:
     """Load a sample at half and at full planned fill; fit the model to the two readings."""
@@ -295,7 +335,7 @@ def calibration_for(kp: Any, cand: Candidate, wl: Workload, target: Target, refr
 def verify_items(kp: Any, cand: Candidate, wl: Workload) -> int:
     """How many items run_verify() loads (its warm-up and loads)."""
     if wl.items <= FULL_VERIFY:
-        return min(_sample(kp, cand, wl, WARM_ITEMS)[1], WARM_ITEMS) + wl.items * (
+        return min(_sample(kp, cand, wl, WARM_ITEMS)[1], WARM_ITEMS) + min(wl.items, PUBLIC_WARM_ITEMS) + wl.items * (
             VERIFY_REPEATS if wl.items <= ROUND_ITEMS else 1)
     _, n = _sample(kp, cand, wl, FULL_VERIFY)
     return min(n, WARM_ITEMS) + n
@@ -308,6 +348,7 @@ def run_verify(kp: Any, cand: Candidate, wl: Workload, target: Target, predicted
         meter = where.meter
         if wl.items <= FULL_VERIFY:
             warm_up(kp, cand, wl, where, *_sample(kp, cand, wl, WARM_ITEMS), tracker=tracker)
+            warm_public(kp, cand, wl, where, tracker)
             t0 = time.perf_counter()
             deltas = []
             for _ in range(VERIFY_REPEATS if wl.items <= ROUND_ITEMS else 1):
@@ -321,8 +362,8 @@ def run_verify(kp: Any, cand: Candidate, wl: Workload, target: Target, predicted
                 deltas.append(meter.delta())
             measured = float(sorted(deltas)[len(deltas) // 2])  # the median: see ROUND_ITEMS
             n = wl.items
-            how = ("the whole workload, loaded through the public API (after a warm-up that loads "
-                   "the Lua scripts, a one-time cost of ~50 KB per server"
+            how = ("the whole workload, loaded through the public API (after a warm-up through it that "
+                   "loads the Lua scripts and trains a dictionary, one-time costs of ~50-180 KB per server"
                    f"{'; the median of 3 loads' if len(deltas) > 1 else ''})")
         else:
             chosen, n = _sample(kp, cand, wl, FULL_VERIFY)
@@ -442,19 +483,22 @@ def _options_text(options: dict[str, str]) -> str:
     return ", ".join(f"{k} {v}" for k, v in options.items())
 
 
-def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: Any = None,
+def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, sample: Any = None, client: Any = None,
          url: str | None = None, server: str | None = None, verify: bool = False,
          layouts: tuple[str, ...] | list[str] | None = None, refresh: bool = False,
          masters: int | None = None, progress: ProgressFn | None = None) -> Recommendation:
     """Recommend a layout, partition count and config for `items` of `kind` (see module doc).
 
+    `payload`: sessions: bytes of incompressible data a session; `sample`: sessions only,
+    instead of `payload`: a JSON-lines file of session data (its path) or the session dicts,
+    priced as the store frames them, with the dictionary it would train (payloads.py).
     `client` / `url` / `server`: the server planned for (default: the embedded Valkey).
     `layouts`: only these candidate layouts (default: all the kind has here).
     `refresh`: measure again even where the cache holds a calibration.
     `masters`: also spread the plan over that many masters (slots split evenly); a
     cluster target is spread over its own masters (CLUSTER SLOTS) in any case.
     `progress(what, loaded, to_load)`: told what the planner does, from the start."""
-    wl = check_input(kind, items, payload, ttl)
+    wl = check_input(kind, items, payload, ttl, sample)
     if masters is not None:
         check_masters(masters)
     kp = KINDS[kind]
@@ -506,9 +550,11 @@ def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: 
                  "set_max_listpack_entries": caps.set_max_listpack_entries,
                  "zset_max_listpack_entries": caps.zset_max_listpack_entries, "field_ttl": caps.field_ttl}
     others = sorted(scored, key=lambda s: s[0])
-    listing = ", ".join(f"{c.layout}{'*' if c.options else ''} {t / wl.items:.2f}" for t, c, _ in others)
-    reason = (f"{best.layout} with {best.partitions} partitions is predicted at {total / wl.items:.2f} B/item, "
-              f"the smallest of: {listing} (B/item; * needs a config change). Model calibrated on "
+    listing = ", ".join(f"{c.layout}{'*' if c.options else ''} {round(t / wl.items, 3):.2f}" for t, c, _ in others)
+    starred = sorted({_options_text(c.options) for _, c, _ in others if c.options})
+    legend = f"; * with {' or '.join(starred)}, which this server does not have" if starred else ""
+    reason = (f"{best.layout} with {best.partitions} partitions is predicted at {round(total / wl.items, 3):.2f} B/item, "
+              f"the smallest of: {listing} (B/item{legend}). Model calibrated on "
               f"{cal.server.get('flavor')} {cal.server.get('version')} ({cal.allocator}): "
               f"{cal.per_key:.1f} B per key + listpack bytes per item "
               f"{', '.join(f'{s.type} {s.per_item:.2f}' for s in cal.structures)} + {cal.per_item:.2f} B per item"
@@ -522,5 +568,5 @@ def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, client: 
                      "predicted_bytes_per_item": round(t / wl.items, 3), "predicted_total_bytes": int(t),
                      "calibration_cached": k.cached} for t, c, k in others],
         calibration=cal.to_dict(), server=stamp, notes=notes, config_advice=advice, verify=verified,
-        cluster=spread_,
+        cluster=spread_, payloads=kp.payloads(wl),
     )

@@ -12,7 +12,9 @@ For each kind (sessions, set, map) a `KindPlanner` says
     every feature on), with, for a feature the figures leave out, the call with it off
     and what that loses (`lighter`: the sessions' identity index).
 Workloads (documented in the CLI help): sessions carry 4-byte integer identities, a 30-day
-expiry (plus a 1-hour idle expiry with --ttl) and --payload bytes of msgpack data; sets
+expiry (plus a 1-hour idle expiry with --ttl) and --payload bytes of random (incompressible)
+msgpack data, or the sessions of a --sample file with their own identities, framed as the
+store frames them, dictionary included (densekv/planner/payloads.py); sets
 hold random IDs of --payload bytes (default 16); maps hold keys `item:<n>` with sequential
 n and random 31-bit integers (or --payload random bytes) as values, with --ttl a 1-day
 expiry per item.
@@ -23,11 +25,13 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from densekv.errors import PlannerError
 from densekv.keys import partition_bits, partition_count
+from densekv.planner.payloads import Incompressible, Payloads, era_of, store_era
 from densekv.server.probe import Capabilities
 
 SESSION_TTL = 30 * 86400
@@ -44,6 +48,9 @@ class Workload:
     payload: int = 0
     ttl: bool = False
     seed: int = 20240601
+    #: sessions: the payloads priced (densekv/planner/payloads.py; None: --payload bytes
+    #: of incompressible data)
+    sessions: Payloads | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -66,27 +73,30 @@ def _chunks(lo: int, hi: int, size: int) -> Iterator[tuple[int, int]]:
 # --- sessions --------------------------------------------------------------------------
 
 
-def session_data(payload: int) -> dict[str, Any] | None:
-    """A data dict whose packed form (sessions/payload.py) is `payload` bytes (None for 0;
-    at least 1 byte: {}). Text of "x." does not pack to bytes, so its size is as given."""
-    from densekv.sessions.payload import pack_data
-
-    if payload <= 0:
-        return None
-    for length in range(max(0, payload - 6), payload):
-        for value in (("x." * length)[:length], b"x" * length):  # str and bin headers differ: one fits
-            data = {"d": value}
-            if len(pack_data(data, max(payload, 1 << 16))) == payload:
-                return data
-    return {}
+@lru_cache(maxsize=32)
+def incompressible(payload: int, seed: int) -> Incompressible:
+    return Incompressible(payload, seed)
 
 
-def session_payload(payload: int) -> bytes | None:
-    """The framed payload the store writes for `payload` bytes of session data (no dictionary)."""
-    from densekv.sessions.payload import PayloadCodec
+def payloads_of(wl: Workload) -> Payloads:
+    """The sessions a workload prices: its sample, else --payload bytes of random data."""
+    return wl.sessions if wl.sessions is not None else incompressible(wl.payload, wl.seed)
 
-    data = session_data(payload)
-    return None if data is None else PayloadCodec(1 << 16).encode(data)[1]
+
+PLACED = {"split": "split over a continuation entry", "out of line": "out of line, in a key of its own"}
+
+
+def placement_text(where: list[str | None], recs: list[tuple[int, int]], limit: int) -> str:
+    """Where the records of `recs` go under hash-max-listpack-value `limit` (their
+    placements `where`), in words: one size, or the share of each placement."""
+    lo, hi = min(r for r, _ in recs), max(r for r, _ in recs)
+    if lo == hi and len(set(where)) == 1:
+        return (f"a {hi}-byte session record (its payload framed as the store frames it) is over "
+                f"hash-max-listpack-value {limit}: each payload is {PLACED[str(where[0])]}")
+    shares = [f"{100 * where.count(w) / len(where):.0f}% {words}" for w, words in
+              (("inline", "inline"), *PLACED.items()) if w in where]
+    return (f"session records of {lo}-{hi} bytes (payloads framed as the store frames them) under "
+            f"hash-max-listpack-value {limit}: {', '.join(shares)}")
 
 
 def session_specs() -> list[Any]:
@@ -108,45 +118,57 @@ class SessionsPlanner:
         if wl.payload > 65_535:
             raise PlannerError("--payload for sessions is at most 65535 bytes of session data")
 
-    def record_len(self, wl: Workload) -> int:
+    def payloads(self, wl: Workload) -> dict[str, Any] | None:
+        """What the plan priced as payload (Recommendation.payloads)."""
+        return payloads_of(wl).to_dict(wl.items)
+
+    def records(self, wl: Workload) -> list[tuple[int, int]]:
+        """(record bytes, bytes without the payload) of the sessions most of the load is
+        written as (payloads.typical: with the store's dictionary, where it has one)."""
         from densekv.sessions.model import Record
         from densekv.sessions.record import pack_record
 
         now = int(time.time())
         absolute = now + SESSION_TTL
         expires = now + IDLE_TTL if wl.ttl else absolute
-        return len(pack_record(Record(bytes(16), 2**31 - 1, expires, absolute), session_payload(wl.payload)))
+        out = []
+        for identity, framed in payloads_of(wl).typical(wl.items):
+            rec = Record(bytes(16), identity, expires, absolute)
+            out.append((len(pack_record(rec, framed)), len(pack_record(rec, b"" if framed is not None else None))))
+        return out
 
     def candidates(self, wl: Workload, caps: Capabilities) -> list[Candidate]:
-        """Each layout as the server is; where the record is over hash-max-listpack-value
-        (its payload is then split over a continuation entry, or out of line in a key of its
-        own), also with the limit raised so that it stays inline: the planner measures both
-        and advises the raise only where it saves."""
+        """Each layout as the server is; where records are over hash-max-listpack-value
+        (their payload is then split over a continuation entry, or out of line in a key of
+        its own: the spec's placement rule), also with the limit raised so that every
+        record stays inline: the planner measures both and advises the raise only where it
+        saves. The records are the payloads' as the store frames them (payloads.py)."""
         from densekv.sessions.meta import facts_of
 
         facts = facts_of(caps)
         v = caps.hash_max_listpack_value
-        rec = self.record_len(wl)
-        bare = self.record_len(replace(wl, payload=0))
+        recs = self.records(wl)
+        longest = max(r for r, _ in recs)
+        pl = payloads_of(wl)
         out = []
         for spec in session_specs():
             limit = spec.partition_limit(facts.limits)
             if spec.unavailable(facts) is not None or limit is None:
                 continue
             variants: list[tuple[dict[str, str], str]] = [({}, "")]
-            where = spec.placement(rec, bare, v)
-            if where not in (None, "inline"):
-                need = -(-rec // 16) * 16
+            where = [spec.placement(r, bare, v) for r, bare in recs]
+            over = [w for w in where if w not in (None, "inline")]
+            if over:
+                need = -(-longest // 16) * 16
                 variants = [
-                    ({}, (f"a {rec}-byte session record is over hash-max-listpack-value {v}: each payload "
-                          + ("is split over a continuation entry" if where == "split" else
-                             "lives out of line, in a key of its own") + " (the partitions stay listpacks)")),
+                    ({}, f"{placement_text(where, recs, v)} (the partitions stay listpacks)"),
                     ({"hash-max-listpack-value": str(need)},
-                     (f"with hash-max-listpack-value {need} a {rec}-byte record stays inline (no key of its own); "
-                      "a lookup scans longer listpack entries")),
+                     (f"with hash-max-listpack-value {need} every record (up to {longest} bytes) stays inline "
+                      "(no continuation entry, no key of its own); a lookup scans longer listpack entries")),
                 ]
             p = partition_count(wl.items, limit)
-            shape = {"kind": "sessions", "field": 16 - partition_bits(p) // 8, "record": rec}
+            shape = {"kind": "sessions", "field": 16 - partition_bits(p) // 8, "ttl": wl.ttl,
+                     "record": longest, **pl.shape(wl.items)}
             out += [Candidate(spec.name, p, "poisson", shape, options, note) for options, note in variants]
         return out
 
@@ -157,7 +179,8 @@ class SessionsPlanner:
 
     def sample_loader(self, client: Any, cand: Candidate, wl: Workload, chosen: list[int], n: int) -> Loader:
         """Sessions in the `chosen` partitions only (digests drawn with those top bits),
-        written by the layout's own put plans."""
+        written by the layout's own put plans, each with its payload framed as the store
+        would frame it (payloads.era_of: plain and dictionary-framed in the load's mix)."""
         from densekv.plan import SyncExecutor
         from densekv.sessions.model import Record
         from densekv.sessions.store import make_layout
@@ -165,35 +188,38 @@ class SessionsPlanner:
         layout = make_layout(cand.layout, NAMESPACE, self._facts(client), wl.items, cand.partitions)
         bits = partition_bits(cand.partitions)
         rng = random.Random(wl.seed)
-        payload = session_payload(wl.payload)
+        pl = payloads_of(wl)
         ex = SyncExecutor(client)
 
         def load(start: int, stop: int) -> None:
             now = int(time.time())
             for a, b in _chunks(start, stop, 2000):
                 plans = []
-                for _ in range(a, b):
+                for j in range(a, b):
                     p = rng.choice(chosen)
                     low = rng.getrandbits(128 - bits) if bits < 128 else 0
                     digest = ((p << (128 - bits)) | low).to_bytes(16, "big")
                     absolute = now + SESSION_TTL
                     expires = now + IDLE_TTL if wl.ttl else absolute
-                    rec = Record(digest, rng.randrange(1 << 24, 1 << 31), expires, absolute, payload=payload)
+                    identity, payload = pl.framed(*era_of(j, n, wl.items))
+                    rec = Record(digest, identity, expires, absolute, payload=payload)
                     plans.append(layout.plan_put(rec, now))
                 ex.run_many(plans)
 
         return load
 
     def load_full(self, client: Any, cand: Candidate, wl: Workload, n: int) -> None:
+        """The first n sessions of the workload, through SessionStore (which frames and
+        trains its dictionary as it always does)."""
         from densekv.sessions.store import SessionStore
 
         store = SessionStore(client, NAMESPACE, layout=cand.layout, ttl=SESSION_TTL,
                              idle_ttl=IDLE_TTL if wl.ttl else None, expected_sessions=wl.items,
                              index_identities=False, partitions=cand.partitions, facts=self._facts(client))
-        rng = random.Random(wl.seed + 1)
-        data = session_data(wl.payload)
-        for a, b in _chunks(0, n, 20_000):
-            store.create_many([rng.randrange(1 << 24, 1 << 31) for _ in range(a, b)], data, batch=5000)
+        pl = payloads_of(wl)
+        # batches of 1000 divide AUTO_TRAIN: the store frames exactly its first AUTO_TRAIN
+        # plain, as sessions created one at a time are (payloads.py)
+        store.create_each((pl.session(*store_era(i, n)) for i in range(n)), batch=1000)
 
     def usage(self, cand: Candidate, wl: Workload) -> str:
         """The constructor call, every feature on (the store's defaults)."""
@@ -290,6 +316,9 @@ class SetsPlanner:
     def lighter(self, cand: Candidate, wl: Workload) -> list[tuple[str, str, str]]:
         return []  # no feature a set can turn off for bytes
 
+    def payloads(self, wl: Workload) -> dict[str, Any] | None:
+        return None  # the item size is the payload
+
     def usage(self, cand: Candidate, wl: Workload) -> str:
         return (f"densekv.CompactSet(client, name, layout={cand.layout!r}, partitions={cand.partitions}, "
                 f"expected={wl.items}, item_size={self.item_size(wl)})")
@@ -366,6 +395,9 @@ class MapsPlanner:
 
     def lighter(self, cand: Candidate, wl: Workload) -> list[tuple[str, str, str]]:
         return []  # no feature a map can turn off for bytes
+
+    def payloads(self, wl: Workload) -> dict[str, Any] | None:
+        return None  # values: random integers, or --payload random bytes
 
     def usage(self, cand: Candidate, wl: Workload) -> str:
         ttl = f", ttl={MAP_TTL}" if wl.ttl else ""
