@@ -5,7 +5,7 @@
 -- index (1 if the stores keep the identity index, 0 if not: stores that disagree would let
 -- destroy_all miss sessions, so a store that disagrees refuses to open), cont ("here": split
 -- payloads keep their rest in the partition hash, the partitions sized for it; absent in a
--- hash written before 0.2, whose stores keep the separate continuation hash until a
+-- hash written by densekv 0.1.0, whose stores keep the separate continuation hash until a
 -- repartition).
 -- KEYS[1]  the metadata hash
 -- ARGV[1]  op: "read" | "open" | "begin" | "finish" | "dict"

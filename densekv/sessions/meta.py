@@ -215,7 +215,7 @@ class StoreMeta:
     dictionary: int | None = None  # the zstd dictionary new payloads are written with
     index: bool | None = None  # the stores keep the identity index (None: not recorded)
     #: split payloads keep their rest in the partition hash ("cont" = "here": a store made,
-    #: or repartitioned, by 0.2 or later, its partitions sized for two entries a session)
+    #: or repartitioned, after densekv 0.1.0, its partitions sized for two entries a session)
     here: bool = False
 
     @classmethod

@@ -128,7 +128,7 @@ class Record:
     ool: bytes | None = None
     part: bytes | None = None  # a split payload's first part (the rest: the continuation)
     #: a split payload's rest is in the continuation field of the record's own partition
-    #: hash (one HMGET reads both); False: in the separate continuation hash (0.1's layout)
+    #: hash (one HMGET reads both); False: in the separate continuation hash (densekv 0.1.0's layout)
     here: bool = False
 
     def live(self, now: int) -> bool:

@@ -20,9 +20,9 @@ Bytes, for the partitioned layouts (record flag F_FRAMED, densekv/sessions/recor
               session's own key (too large for hash-max-listpack-value), or
               0x0C (CONTINUED_HERE) + the framed payload's first part: the rest is
               the value of the session's continuation field in its own partition
-              hash (the field with CONT_SUFFIX appended), so one HMGET reads both, or
+              hash (partitioned.py cont_field), so one HMGET reads both, or
               0x0D (CONTINUED) + the first part, the rest in the partition's separate
-              continuation hash: what releases before 0.2 wrote (still read and
+              continuation hash: what densekv 0.1.0 wrote (still read and
               rewritten; densekv/sessions/layouts/partitioned.py)
 
     packed  = msgpack (bin type on) where a str value that is text of one of these kinds

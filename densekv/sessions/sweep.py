@@ -171,7 +171,7 @@ def partition_sizes(core: StoreCore) -> Flow[list[int]]:
 def outside_counts(core: StoreCore, counts: list[tuple[int, int]] | None = None) -> Flow[tuple[int, int]]:
     """(split, out of line): sessions of a partitioned store whose payload did not fit
     hash-max-listpack-value, counted as continuation fields (partition_counts) and entries
-    of the separate continuation hashes of 0.1's layout (HLEN, old and new levels while a
+    of the separate continuation hashes of densekv 0.1.0's layout (HLEN, old and new levels while a
     repartition runs), and out-of-line keys (a SCAN under the namespace's prefix: every
     key of the database is visited once, as count() does for the key-per-session
     layouts). Expired-but-unswept ones included. `counts`: partition_counts, if read."""

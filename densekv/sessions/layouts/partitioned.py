@@ -36,7 +36,7 @@ A record whose framed payload would take it past hash-max-listpack-value is
              `{ns}:so:{R}:<16-byte digest>` (R: the digest's base partition, so the key
              keeps its name through repartitions), with the session's absolute expiry
              (EXAT) as a backstop: a key's overhead, 50-70 bytes, on top of the payload.
-Releases before 0.2 kept a split payload's rest in a separate continuation hash
+densekv 0.1.0 kept a split payload's rest in a separate continuation hash
 `{ns}:sc:{P}` (marker 0x0D; a MULTI of two HGETs to read): such records are still read
 and are rewritten with the rest in the partition on their next write, or by a repartition
 (lua/hrec_split.lua). A layout whose partitions were sized for one entry a session (a
