@@ -25,8 +25,9 @@ import pytest
 import redis
 
 from densekv.sessions import SessionStore
-from densekv.sessions.layouts.partitioned import PartitionedLayout, cont_field, is_cont_field
+from densekv.sessions.layouts.partitioned import PartitionedLayout, cont_field
 from densekv.sessions.model import digest_of
+from tests.behaviour.monitored import commands_during, continuations
 
 REFERENCE = "85afc8b"  # 0.1's session layout, the commit before the continuation field
 REPO = Path(__file__).resolve().parents[2]
@@ -80,15 +81,7 @@ def _write_with_0_1(tree: Path, port: int) -> dict[str, Any]:
 
 
 def _where(client: redis.Redis, layout: PartitionedLayout) -> tuple[int, int]:
-    """(continuation fields in the partition hashes, entries of 0.1's continuation hashes)."""
-    here = old = 0
-    for k in client.scan_iter(match=f"{NS}:sd:*"):
-        if client.type(k) == b"hash":
-            here += sum(is_cont_field(f, layout.bits) for f in client.hkeys(k))
-    for k in client.scan_iter(match=f"{NS}:sc:*"):
-        if client.type(k) == b"hash":
-            old += client.hlen(k)
-    return here, old
+    return continuations(client, NS, layout.bits)
 
 
 def test_a_0_1_store_reads_whole_then_moves_to_the_continuation_field_under_traffic(
@@ -187,13 +180,8 @@ def test_a_0_1_store_reads_whole_then_moves_to_the_continuation_field_under_traf
     split = next(t for t in made if (d := digest_of(t)) is not None and client.hexists(
         new_layout.hash_key(new_layout.locate(d)[0]), cont_field(new_layout.locate(d)[1], new_layout.bits)))
     fresh._core.split_rate, fresh._core.ool_rate = 1.0, 0.0  # as after reads of split sessions
-    with client.monitor() as m:
-        assert fresh.get(split) is not None
-        client.set("densekv-test-monitor-end", 1)
-        seen = []
-        for line in m.listen():
-            if "densekv-test-monitor-end" in line["command"]:
-                break
-            seen.append(line["command"])
+    got: list[Any] = []
+    seen = commands_during(client, lambda: got.append(fresh.get(split)))
+    assert got[0] is not None
     reads = [c for c in seen if f"{NS}:" in c]
     assert len(reads) == 1 and reads[0].startswith("HMGET"), reads

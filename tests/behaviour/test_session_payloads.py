@@ -17,8 +17,9 @@ from densekv.codec import CONTENT_ID_MIN
 from densekv.lab.session_profiles import PROFILES, session, sessions
 from densekv.server.process import ServerProcess
 from densekv.sessions import LAYOUTS, AsyncSessionStore, SessionStore
-from densekv.sessions.layouts.partitioned import PartitionedLayout, is_cont_field
+from densekv.sessions.layouts.partitioned import PartitionedLayout
 from densekv.sessions.model import digest_of
+from tests.behaviour.monitored import continuations
 
 
 def present_layouts(client: redis.Redis) -> list[str]:
@@ -208,7 +209,7 @@ def test_stats_count_the_payloads_that_did_not_fit_inline(client: redis.Redis, s
     tokens = [store.create(i, {"b": os.urandom(n)}) for i, n in enumerate([4, 8, 70, 72, 74, 300, 900] * 3)]
     layout_ = store._core.layout
     assert isinstance(layout_, PartitionedLayout)
-    split = sum(is_cont_field(f, layout_.bits) for k in client.scan_iter(match=b"sess:sd:*") for f in client.hkeys(k))
+    split = continuations(client, "sess", layout_.bits)[0]
     outside = len(list(client.scan_iter(match=b"sess:so:*")))
     assert split > 0 and outside > 0  # the sizes above make both kinds
     assert not list(client.scan_iter(match=b"sess:sc:*"))  # 0.1's continuation hashes: none

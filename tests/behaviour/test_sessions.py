@@ -23,8 +23,9 @@ from densekv.lab.session_profiles import PROFILES
 from densekv.lab.session_profiles import session as profile_session
 from densekv.server.process import ServerProcess
 from densekv.sessions import LAYOUTS, AsyncSessionStore, SessionStore
-from densekv.sessions.layouts.partitioned import PartitionedLayout, cont_field, is_cont_field
+from densekv.sessions.layouts.partitioned import PartitionedLayout, cont_field
 from densekv.sessions.model import digest_of
+from tests.behaviour.monitored import commands_during, continuations
 
 
 def layouts_for(client: Any) -> list[str]:
@@ -347,9 +348,7 @@ def test_large_data_goes_out_of_line_and_partitions_stay_listpacks(client: redis
 
 
 def _continuations(client: redis.Redis, layout: PartitionedLayout) -> tuple[int, int]:
-    """(continuation fields in the partition hashes, entries of 0.1's continuation hashes)."""
-    here = sum(is_cont_field(f, layout.bits) for q in range(layout.partitions) for f in client.hkeys(layout.hash_key(q)))
-    return here, sum(client.hlen(layout.cont_key(q)) for q in range(layout.partitions))
+    return continuations(client, layout.namespace, layout.bits)
 
 
 @pytest.mark.parametrize("made_by", ["0.2", "0.1"])
@@ -413,14 +412,9 @@ def test_a_split_session_is_read_with_one_command(client: redis.Redis) -> None:
     tokens = [store.create(i, {"blob": "q." * 40}) for i in range(30)]
     for t in tokens:
         store.get(t)  # the store learns that its sessions are split
-    with client.monitor() as m:
-        assert store.get(tokens[0]).data == {"blob": "q." * 40}  # type: ignore[union-attr]
-        client.set("densekv-test-monitor-end", 1)
-        seen = []
-        for line in m.listen():
-            if "densekv-test-monitor-end" in line["command"]:
-                break
-            seen.append(line["command"])
+    got: list[Any] = []
+    seen = commands_during(client, lambda: got.append(store.get(tokens[0])))
+    assert got[0].data == {"blob": "q." * 40}
     reads = [c for c in seen if "sess:" in c]
     assert len(reads) == 1 and reads[0].startswith("HMGET"), reads
 
