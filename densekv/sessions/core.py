@@ -29,7 +29,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from densekv.errors import DecodeError, DensekvError, InvalidArgument, WrongType
 from densekv.errors import SessionDataInvalid as _SessionDataInvalid
@@ -69,6 +69,9 @@ from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES, PayloadCodec
 from densekv.sessions.payload_flows import AUTO_TRAIN, SAMPLE_SESSIONS
 from densekv.sessions.sweep import SWEEP_BATCH
 
+if TYPE_CHECKING:
+    from densekv.sessions.events import EventBuffer
+
 T = TypeVar("T")
 log = logging.getLogger("densekv.sessions")
 
@@ -78,6 +81,24 @@ META_REFRESH_S = 60.0  # otherwise this often (a dictionary trained by another p
 TOUCH_GAIN = 0.25  # due_for_touch: roll the idle expiry once this part of the window has passed
 OUTSIDE_WEIGHT = 0.05  # moving averages of reads that found a split / out-of-line payload ...
 OUTSIDE_SPECULATE = 0.1  # ... above which a get reads that part in the same round trip (only that one)
+
+
+class OneCreate:
+    """create()'s flow maker: the record is made in the first run (so a refusal, such as
+    data that would not come back equal, is the operation's error) and is the same record
+    on a retry (put_records is idempotent only for the same records)."""
+
+    __slots__ = ("data", "identity", "made", "token", "ttl")
+
+    def __init__(self, identity: Identity | None, data: dict[str, Any] | None, ttl: int | None,
+                 token: str | None) -> None:
+        self.identity, self.data, self.ttl, self.token = identity, data, ttl, token
+        self.made: list[tuple[Record, str, bytes | None]] | None = None
+
+    def __call__(self, core: SessionCore) -> Flow[list[str]]:
+        if self.made is None:
+            self.made = [core.new_record(self.identity, self.data, self.ttl, self.token)]
+        return core.put_records(self.made, given=self.token is not None)
 
 
 class SessionCore(MetadataFlows, IdentityFlows):
@@ -135,6 +156,27 @@ class SessionCore(MetadataFlows, IdentityFlows):
         self._present: tuple[int | None, tuple[Plan[Any], ...]] | None = None  # plans_present's, by dictionary
         self.split_rate = 0.0  # recent reads that found their payload split (a continuation entry)
         self.ool_rate = 0.0  # ... or out of line (a key of its own)
+        self.events: EventBuffer | None = None  # set while an observer listens (events.py)
+
+    # -- lifecycle events (densekv/sessions/events.py): recorded only while listened to --
+    def emit(self, kind: str, digest: bytes, identity: Identity | None, cause: str,
+             old: bytes | None = None, found_by: str | None = None, label: str | None = None) -> None:
+        if self.events is not None:
+            from densekv.sessions.events import SessionEvent  # loaded once observed
+
+            self.events.add(SessionEvent(kind, digest.hex(), identity, cause, self.now(),
+                                         old.hex() if old is not None else None, found_by, label))
+
+    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int) -> None:
+        """The event of a record this process removed: destroyed (`cause`) if it was live,
+        expired (idle or absolute) if it was not."""
+        if self.events is None:
+            return
+        if rec.live(now):
+            self.emit("destroyed", rec.digest, rec.identity, cause)
+        else:
+            self.emit("expired", rec.digest, rec.identity,
+                      "idle" if rec.expires_at < rec.absolute_at else "absolute", found_by=found_by)
 
     def now(self) -> int:
         return int(self.clock())
@@ -302,6 +344,9 @@ class SessionCore(MetadataFlows, IdentityFlows):
             yield from self.recover()
         if given and not all(stored):
             raise _SessionExists("a live session holds this token already: nothing was written")
+        if self.events is not None:
+            for rec, _, _ in made:
+                self.emit("created", rec.digest, rec.identity, "create")
         if self.codec.dictionary is None:  # sample()'s no-op case skipped (a create's hot path)
             yield from payloads.sample(self, [p for _, _, p in made if p is not None])
         return [token for _, token, _ in made]
@@ -459,7 +504,7 @@ class SessionCore(MetadataFlows, IdentityFlows):
         digest = digest_of(token)
         if digest is None:
             return False
-        return (yield from self.destroy_digest(digest))
+        return (yield from self.destroy_digest(digest, "logout"))
 
     def destroy_id(self, session_id: str) -> Flow[bool]:
         try:
@@ -468,15 +513,19 @@ class SessionCore(MetadataFlows, IdentityFlows):
             return False
         if len(digest) != 16:
             return False
-        return (yield from self.destroy_digest(digest))
+        return (yield from self.destroy_digest(digest, "admin"))
 
-    def destroy_digest(self, digest: bytes) -> Flow[bool]:
+    def destroy_digest(self, digest: bytes, cause: str) -> Flow[bool]:
+        """Remove the session of `digest` (a destroyed event with `cause`, or expired if it
+        was dead but unswept); True if it was live."""
         (rec,) = yield from self.run_on([digest], [self.layout.plan_delete(digest)])
         if rec is None:
             return False
+        now = self.now()
+        self.emit_removed(rec, cause, "destroy", now)
         if self.index is not None and rec.identity is not None:
             yield [self.index.plan_remove(rec.identity, [digest])]
-        return bool(rec.live(self.now()))
+        return bool(rec.live(now))
 
     def regenerate(self, token: str) -> Flow[str | None]:
         return (yield from self._move(token, ...))
@@ -495,7 +544,10 @@ class SessionCore(MetadataFlows, IdentityFlows):
         new_token_, new = self._token_in_group(old)
         if self.index is None and identity is ...:
             (moved,) = yield from self.run_on([old, new], [self.layout.plan_rename(old, new, self.now())])
-            return new_token_ if moved is not None else None
+            if moved is None:
+                return None
+            self.emit("rotated", new, moved.identity if isinstance(moved, Record) else None, "regenerate", old)
+            return new_token_
         for tries in range(MAX_CAS_TRIES):
             yield from cas_pause(tries)
             now = self.now()
@@ -513,7 +565,10 @@ class SessionCore(MetadataFlows, IdentityFlows):
                 if drop:
                     yield drop
             if moved != -2:
-                return new_token_ if moved is not None else None
+                if moved is None:
+                    return None
+                self.emit("rotated", new, owner, "regenerate" if identity is ... else "login", old)
+                return new_token_
         raise DensekvError(f"session {old.hex()} kept changing under {MAX_CAS_TRIES} tries to move it")
 
     def explain(self) -> dict[str, Any]:
@@ -535,9 +590,24 @@ class SessionCore(MetadataFlows, IdentityFlows):
         }
 
 
-__all__ = ["AUTO_TRAIN", "DEFAULT_TTL", "LAYOUTS", "SAMPLE_SESSIONS", "SWEEP_BATCH", "Choice",
-           "ServerFacts", "SessionCore", "StoreMeta", "choose_layout", "facts_from_probe",
-           "facts_of", "make_layout", "meta_key", "plan_meta"]
+__all__ = [
+    "AUTO_TRAIN",
+    "DEFAULT_TTL",
+    "LAYOUTS",
+    "SAMPLE_SESSIONS",
+    "SWEEP_BATCH",
+    "Choice",
+    "OneCreate",
+    "ServerFacts",
+    "SessionCore",
+    "StoreMeta",
+    "choose_layout",
+    "facts_from_probe",
+    "facts_of",
+    "make_layout",
+    "meta_key",
+    "plan_meta",
+]
 
 
 #: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release

@@ -37,6 +37,9 @@ class IdentityFlows:
     def run_on(self, digests: Iterable[bytes], plans: list[Plan[Any]]) -> Flow[list[Any]]:
         raise NotImplementedError
 
+    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int) -> None:
+        raise NotImplementedError
+
     def _live_records_of(self, identity: Identity) -> Flow[list[Record]]:
         """The live sessions of `identity`: index references, resolved and re-read; a stray
         match (another identity's session sharing a reference) is dropped here."""
@@ -102,5 +105,8 @@ class IdentityFlows:
             removed = yield from self.run_on(digests, [self.layout.plan_delete(d) for d in digests])
             yield [self.index.plan_remove(identity, digests)]
             now = self.now()
+            for r in removed:
+                if r is not None:
+                    self.emit_removed(r, "logout_everywhere", "destroy", now)
             ended += sum(1 for r in removed if r is not None and r.live(now) and r.identity == identity)
         raise DensekvError(f"the sessions of one identity kept changing under {MAX_CAS_TRIES} rounds of destroy_all")

@@ -36,6 +36,7 @@ from densekv.sessions.payload import PayloadCodec
 
 if TYPE_CHECKING:
     from densekv.server.probe import Capabilities
+    from densekv.sessions.model import Record
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,9 @@ class StoreCore(Protocol):
 
     def run_on(self, digests: Iterable[bytes], plans: list[Plan[Any]]) -> Flow[list[Any]]:
         """Run `plans` in one round trip, after the repartition splits they need."""
+
+    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int) -> None:
+        """Record the lifecycle event of a record this process removed (events.py)."""
 
 
 def meta_key(namespace: str) -> bytes:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 
@@ -25,6 +25,7 @@ from densekv.sessions.core import (
     AUTO_TRAIN,
     DEFAULT_TTL,
     LAYOUTS,
+    OneCreate,
     ServerFacts,
     SessionCore,
     facts_from_probe,
@@ -34,6 +35,9 @@ from densekv.sessions.core import (
 from densekv.sessions.model import Identity, Record, Session
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
 from densekv.twins import share_docstrings
+
+if TYPE_CHECKING:
+    from densekv.sessions.events import Observer
 
 __all__ = ["LAYOUTS", "AsyncSessionStore", "ServerFacts", "SessionStore",
            "facts_from_probe", "facts_of", "make_layout"]
@@ -111,6 +115,7 @@ class SessionStore(_Options):
     ) -> None:
         self.client = client
         self._ex = executor_for(client, durable=durable)
+        self._observers: list[Observer] = []
         self._core = SessionCore(
             facts or facts_from_probe(client),
             namespace=namespace, layout=layout, ttl=ttl, idle_ttl=idle_ttl,
@@ -123,9 +128,49 @@ class SessionStore(_Options):
     def _drive(self, flow: Flow[T]) -> T:
         return drive(flow, self._ex)
 
-    def _run(self, make: Callable[[SessionCore], Flow[T]]) -> T:
-        """Run a flow made by `make` (core -> flow) as SessionCore.guarded runs it."""
+    def _run(self, make: Callable[[SessionCore], Flow[T]], op: str = "") -> T:
+        """Run a flow made by `make` (core -> flow) as SessionCore.guarded runs it; `op`
+        names the operation for observers (events.py)."""
+        if self._observers:
+            return self._run_observed(make, op)
         return drive(self._core.guarded(make), self._ex)
+
+    def _run_observed(self, make: Callable[[SessionCore], Flow[T]], op: str) -> T:
+        from densekv.sessions.events import (
+            call_sync,  # loaded once observed: import densekv stays light
+        )
+
+        start = time.perf_counter()
+        error: str | None = None
+        try:
+            return drive(self._core.guarded(make), self._ex)
+        except BaseException as exc:
+            error = type(exc).__name__
+            raise
+        finally:
+            seconds = time.perf_counter() - start
+            observers = list(self._observers)
+            if self._core.events is not None:
+                for event in self._core.events.take():
+                    call_sync(observers, "on_event", event)
+            call_sync(observers, "on_operation", op, seconds, error)
+
+    def observe(self, observer: Observer) -> None:
+        """Tell `observer` of every lifecycle event (its `on_event(SessionEvent)`) and every
+        operation (`on_operation(name, seconds, error)`) from now on; events.py says which
+        events exist and when. A store without observers records none and costs nothing."""
+        from densekv.sessions.events import EventBuffer
+
+        if observer not in self._observers:
+            self._observers.append(observer)
+        self._core.events = self._core.events or EventBuffer()
+
+    def unobserve(self, observer: Observer) -> None:
+        """Stop telling `observer` (the last one gone, the store records no events)."""
+        if observer in self._observers:
+            self._observers.remove(observer)
+        if not self._observers:
+            self._core.events = None
 
     @property
     def layout(self) -> str:
@@ -139,9 +184,7 @@ class SessionStore(_Options):
         """A new session; identity None is anonymous. `token=` stores it under a given
         token (a session moved in from another store keeps its cookie value), unless a
         live session holds that token: SessionExists, nothing written."""
-        made = self._core.new_records([identity], data, ttl) if token is None else \
-            [self._core.new_record(identity, data, ttl, token)]
-        return self._run(lambda c: c.put_records(made, given=token is not None))[0]
+        return self._run(OneCreate(identity, data, ttl, token), "create")[0]
 
     def create_many(self, identities: Iterable[Identity | None], data: Data | None = None, ttl: int | None = None,
                     *, batch: int = 1000) -> list[str]:
@@ -159,7 +202,7 @@ class SessionStore(_Options):
 
     def _create_batch(self, identities: list[Identity | None], data: Data | None, ttl: int | None) -> list[str]:
         made = self._core.new_records(identities, data, ttl)  # the same records on a retry
-        return self._run(lambda c: c.put_records(made))
+        return self._run(lambda c: c.put_records(made), "create")
 
     def create_each(self, items: Iterable[tuple[Identity | None, Data | None]], ttl: int | None = None,
                     *, batch: int = 1000) -> list[str]:
@@ -170,43 +213,43 @@ class SessionStore(_Options):
         for identity, data in items:
             made.append(self._core.new_record(identity, data, ttl))
             if len(made) >= batch:
-                out += self._run(lambda c: c.put_records(made))  # noqa: B023 - run before made is rebound
+                out += self._run(lambda c: c.put_records(made), "create")  # noqa: B023 - run before made is rebound
                 made = []
         if made:
-            out += self._run(lambda c: c.put_records(made))
+            out += self._run(lambda c: c.put_records(made), "create")
         return out
 
     def repartition(self, partitions: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Grow a partitioned store to `partitions` online (see SessionCore.repartition)."""
-        return self._run(lambda c: c.repartition(partitions, progress))
+        return self._run(lambda c: c.repartition(partitions, progress), "repartition")
 
     def train_dictionary(self, samples: Iterable[Data] | None = None) -> int:
         """Train, store and adopt the namespace's zstd dictionary (from `samples`, or from
         sessions already stored); returns its id."""
-        return self._run(lambda c: c.train_dictionary(samples))
+        return self._run(lambda c: c.train_dictionary(samples), "train_dictionary")
 
     def get(self, token: str, *, undecodable: str = "raise") -> Session | None:
         """The live session of `token`, or None. A stored session that does not decode
         raises DecodeError; undecodable="none" reads it as None with one logged warning
         (namespace and digest, never the token), as the web backends do."""
-        return self._run(lambda c: c.get(token, undecodable))
+        return self._run(lambda c: c.get(token, undecodable), "get")
 
     def get_many(self, tokens: Iterable[str]) -> list[Session | None]:
         """get() of many tokens in one pipeline round trip per step (not one per token)."""
         todo = list(tokens)
-        return self._run(lambda c: c.get_many(todo))
+        return self._run(lambda c: c.get_many(todo), "get_many")
 
     def touch(self, token: str) -> bool:
-        return self._run(lambda c: c.touch(token))
+        return self._run(lambda c: c.touch(token), "touch")
 
     def set_ttl(self, token: str, ttl: int | None) -> bool:
         """A new lifetime for a live session: it ends `ttl` seconds from now (None: the
         store's ttl), longer or shorter than before (idle_ttl still applies). False if
         the session is gone; InvalidArgument for a ttl a record cannot hold."""
-        return self._run(lambda c: c.set_ttl(token, ttl))
+        return self._run(lambda c: c.set_ttl(token, ttl), "set_ttl")
 
     def update(self, token: str, data: Data | None) -> bool:
-        return self._run(lambda c: c.update(token, data))
+        return self._run(lambda c: c.update(token, data), "update")
 
     def apply(self, token: str, changes: Data, removed: Iterable[str] = (), *,
               ttl: int | None | EllipsisType = ..., read: Session | None = None) -> Data | None:
@@ -215,42 +258,42 @@ class SessionStore(_Options):
         lifetime in the same write, as set_ttl does (None: the store's ttl). `read=` the
         Session this request got from get(): written against it without reading it again
         (one round trip), merged afresh if it changed meanwhile."""
-        return self._run(lambda c: c.apply(token, changes, removed, ttl, read))
+        return self._run(lambda c: c.apply(token, changes, removed, ttl, read), "apply")
 
     def destroy(self, token: str) -> bool:
-        return self._run(lambda c: c.destroy(token))
+        return self._run(lambda c: c.destroy(token), "destroy")
 
     def destroy_id(self, session_id: str) -> bool:
         """End a session listed by sessions_of() (by its id, not its token)."""
-        return self._run(lambda c: c.destroy_id(session_id))
+        return self._run(lambda c: c.destroy_id(session_id), "destroy_id")
 
     def regenerate(self, token: str) -> str | None:
-        return self._run(lambda c: c.regenerate(token))
+        return self._run(lambda c: c.regenerate(token), "regenerate")
 
     def login(self, token: str, identity: Identity) -> str | None:
         """A new token for the session with `identity` set, the old token dead: one
         atomic step. None if the session is gone."""
-        return self._run(lambda c: c.login(token, identity))
+        return self._run(lambda c: c.login(token, identity), "login")
 
     def sessions_of(self, identity: Identity) -> list[Session]:
-        return self._run(lambda c: c.sessions_of(identity))
+        return self._run(lambda c: c.sessions_of(identity), "sessions_of")
 
     def destroy_all(self, identity: Identity) -> int:
-        return self._run(lambda c: c.destroy_all(identity))
+        return self._run(lambda c: c.destroy_all(identity), "destroy_all")
 
     def sweep(self, max_items: int | None = None) -> int:
-        return self._run(lambda c: c.sweep(max_items))
+        return self._run(lambda c: c.sweep(max_items), "sweep")
 
     def count(self) -> int:
-        return self._run(lambda c: c.count())
+        return self._run(lambda c: c.count(), "count")
 
     def stats(self) -> dict[str, Any]:
         """Layout, sessions stored, the fullest partition, how many payloads did not fit
         inline (split, out of line: a SCAN of the database), refusals, and warnings."""
         out: dict[str, Any] = {**self.explain(), "refused_too_large": self._core.refused_too_large}
         if self._core.layout.partitions:
-            counts = self._run(lambda c: c.partition_counts())
-            split, outside = self._run(lambda c: c.outside_counts(counts))
+            counts = self._run(lambda c: c.partition_counts(), "partition_counts")
+            split, outside = self._run(lambda c: c.outside_counts(counts), "outside_counts")
             sizes = [e - c for e, c in counts]
             out.update(sessions=sum(sizes), fullest_partition=max(sizes, default=0),
                        fullest_partition_entries=max((e for e, _ in counts), default=0),
@@ -291,22 +334,63 @@ class AsyncSessionStore(_Options):
                       "max_data_bytes": max_data_bytes, "auto_train": auto_train}
         self._facts = facts
         self._core: SessionCore | None = None
+        self._observers: list[Observer] = []
 
     async def ready(self) -> SessionCore:
         if self._core is None:
             facts = self._facts or facts_of(await adrive(probe_flow(), self._ex))
             core = SessionCore(facts, **self._args)  # type: ignore[arg-type]
             await self._drive(core.open())
+            if self._observers:
+                from densekv.sessions.events import EventBuffer
+
+                core.events = EventBuffer()
             self._core = core
         return self._core
 
     async def _drive(self, flow: Flow[T]) -> T:
         return await adrive(flow, self._ex)
 
-    async def _run(self, make: Callable[[SessionCore], Flow[T]]) -> T:
+    async def _run(self, make: Callable[[SessionCore], Flow[T]], op: str = "") -> T:
         """As SessionStore._run."""
+        if self._observers:
+            return await self._run_observed(make, op)
         core = await self.ready()
         return await adrive(core.guarded(make), self._ex)
+
+    async def _run_observed(self, make: Callable[[SessionCore], Flow[T]], op: str) -> T:
+        from densekv.sessions.events import call_async
+
+        start = time.perf_counter()
+        error: str | None = None
+        core: SessionCore | None = None
+        try:
+            core = await self.ready()
+            return await adrive(core.guarded(make), self._ex)
+        except BaseException as exc:
+            error = type(exc).__name__
+            raise
+        finally:
+            seconds = time.perf_counter() - start
+            observers = list(self._observers)
+            if core is not None and core.events is not None:
+                for event in core.events.take():
+                    await call_async(observers, "on_event", event)
+            await call_async(observers, "on_operation", op, seconds, error)
+
+    def observe(self, observer: Observer) -> None:
+        from densekv.sessions.events import EventBuffer
+
+        if observer not in self._observers:
+            self._observers.append(observer)
+        if self._core is not None:
+            self._core.events = self._core.events or EventBuffer()
+
+    def unobserve(self, observer: Observer) -> None:
+        if observer in self._observers:
+            self._observers.remove(observer)
+        if not self._observers and self._core is not None:
+            self._core.events = None
 
     @property
     def layout(self) -> str:
@@ -317,10 +401,7 @@ class AsyncSessionStore(_Options):
 
     async def create(self, identity: Identity | None = None, data: Data | None = None, ttl: int | None = None,
                      *, token: str | None = None) -> str:
-        core = await self.ready()
-        made = core.new_records([identity], data, ttl) if token is None else \
-            [core.new_record(identity, data, ttl, token)]
-        return (await self._run(lambda c: c.put_records(made, given=token is not None)))[0]
+        return (await self._run(OneCreate(identity, data, ttl, token), "create"))[0]
 
     async def create_many(self, identities: Iterable[Identity | None], data: Data | None = None,
                           ttl: int | None = None, *, batch: int = 1000) -> list[str]:
@@ -329,7 +410,7 @@ class AsyncSessionStore(_Options):
         pending = list(identities)
         for i in range(0, len(pending), batch):
             made = core.new_records(pending[i : i + batch], data, ttl)  # the same records on a retry
-            out += await self._run(lambda c, made=made: c.put_records(made))  # type: ignore[misc]
+            out += await self._run(lambda c, made=made: c.put_records(made), "create")  # type: ignore[misc]
         return out
 
     async def create_each(self, items: Iterable[tuple[Identity | None, Data | None]], ttl: int | None = None,
@@ -340,27 +421,27 @@ class AsyncSessionStore(_Options):
         for identity, data in items:
             made.append(core.new_record(identity, data, ttl))
             if len(made) >= batch:
-                out += await self._run(lambda c: c.put_records(made))  # noqa: B023 - run before made is rebound
+                out += await self._run(lambda c: c.put_records(made), "create")  # noqa: B023 - run before made is rebound
                 made = []
         if made:
-            out += await self._run(lambda c: c.put_records(made))
+            out += await self._run(lambda c: c.put_records(made), "create")
         return out
 
     async def repartition(self, partitions: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        return await self._run(lambda c: c.repartition(partitions, progress))
+        return await self._run(lambda c: c.repartition(partitions, progress), "repartition")
 
     async def train_dictionary(self, samples: Iterable[Data] | None = None) -> int:
-        return await self._run(lambda c: c.train_dictionary(samples))
+        return await self._run(lambda c: c.train_dictionary(samples), "train_dictionary")
 
     async def count(self) -> int:
-        return await self._run(lambda c: c.count())
+        return await self._run(lambda c: c.count(), "count")
 
     async def stats(self) -> dict[str, Any]:
         core = await self.ready()
         out: dict[str, Any] = {**core.explain(), "refused_too_large": core.refused_too_large}
         if core.layout.partitions:
-            counts = await self._run(lambda c: c.partition_counts())
-            split, outside = await self._run(lambda c: c.outside_counts(counts))
+            counts = await self._run(lambda c: c.partition_counts(), "partition_counts")
+            split, outside = await self._run(lambda c: c.outside_counts(counts), "outside_counts")
             sizes = [e - c for e, c in counts]
             out.update(sessions=sum(sizes), fullest_partition=max(sizes, default=0),
                        fullest_partition_entries=max((e for e, _ in counts), default=0),
@@ -371,45 +452,45 @@ class AsyncSessionStore(_Options):
         return out
 
     async def get(self, token: str, *, undecodable: str = "raise") -> Session | None:
-        return await self._run(lambda c: c.get(token, undecodable))
+        return await self._run(lambda c: c.get(token, undecodable), "get")
 
     async def get_many(self, tokens: Iterable[str]) -> list[Session | None]:
         todo = list(tokens)
-        return await self._run(lambda c: c.get_many(todo))
+        return await self._run(lambda c: c.get_many(todo), "get_many")
 
     async def touch(self, token: str) -> bool:
-        return await self._run(lambda c: c.touch(token))
+        return await self._run(lambda c: c.touch(token), "touch")
 
     async def set_ttl(self, token: str, ttl: int | None) -> bool:
-        return await self._run(lambda c: c.set_ttl(token, ttl))
+        return await self._run(lambda c: c.set_ttl(token, ttl), "set_ttl")
 
     async def update(self, token: str, data: Data | None) -> bool:
-        return await self._run(lambda c: c.update(token, data))
+        return await self._run(lambda c: c.update(token, data), "update")
 
     async def apply(self, token: str, changes: Data, removed: Iterable[str] = (), *,
                     ttl: int | None | EllipsisType = ..., read: Session | None = None) -> Data | None:
-        return await self._run(lambda c: c.apply(token, changes, removed, ttl, read))
+        return await self._run(lambda c: c.apply(token, changes, removed, ttl, read), "apply")
 
     async def destroy(self, token: str) -> bool:
-        return await self._run(lambda c: c.destroy(token))
+        return await self._run(lambda c: c.destroy(token), "destroy")
 
     async def destroy_id(self, session_id: str) -> bool:
-        return await self._run(lambda c: c.destroy_id(session_id))
+        return await self._run(lambda c: c.destroy_id(session_id), "destroy_id")
 
     async def regenerate(self, token: str) -> str | None:
-        return await self._run(lambda c: c.regenerate(token))
+        return await self._run(lambda c: c.regenerate(token), "regenerate")
 
     async def login(self, token: str, identity: Identity) -> str | None:
-        return await self._run(lambda c: c.login(token, identity))
+        return await self._run(lambda c: c.login(token, identity), "login")
 
     async def sessions_of(self, identity: Identity) -> list[Session]:
-        return await self._run(lambda c: c.sessions_of(identity))
+        return await self._run(lambda c: c.sessions_of(identity), "sessions_of")
 
     async def destroy_all(self, identity: Identity) -> int:
-        return await self._run(lambda c: c.destroy_all(identity))
+        return await self._run(lambda c: c.destroy_all(identity), "destroy_all")
 
     async def sweep(self, max_items: int | None = None) -> int:
-        return await self._run(lambda c: c.sweep(max_items))
+        return await self._run(lambda c: c.sweep(max_items), "sweep")
 
 
 share_docstrings(SessionStore, AsyncSessionStore)

@@ -92,6 +92,8 @@ def sweep(core: StoreCore, max_items: int | None) -> Flow[int]:
             visited += len(batch)
             gone: list[Record] = [r for rs in results for r in rs]
             removed_total += len(gone)
+            for r in gone:  # the script removed only what had expired by `now`
+                core.emit_removed(r, "", "sweep", now)
             cleanup: list[Plan[Any]] = core.layout.plan_drop_outside(gone)
             if core.index is not None and gone:
                 by_identity: dict[Identity, list[bytes]] = {}

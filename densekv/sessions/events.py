@@ -1,0 +1,128 @@
+"""Session lifecycle events and operation records: what a store tells its observers.
+
+An observer is any object with the methods it cares about (duck-typed, see `Observer`):
+  * `on_event(event)`: a session was created, rotated (login / regenerate: old and new
+    id), destroyed (with its cause) or expired (idle or absolute, and who found it);
+  * `on_operation(name, seconds, error)`: one store operation ended (`error` the exception's
+    type name, or None), for metrics (densekv/integrations/prometheus.py, .../otel.py).
+`SessionStore.observe(obj)` adds one; an async store awaits an observer's coroutine methods.
+
+Where events come from (the core records them, densekv/sessions/core.py, only while an
+observer listens: a store without one builds no event and costs nothing more):
+  * an event is the store's own step: created when a create stored the record, rotated
+    when the rename landed, destroyed when the delete removed a live record, expired when
+    the script that removed a dead one (sweep, or a destroy that met it) returned it. So
+    each removal of a record is reported once, by the process that removed it;
+  * a read that meets an expired, unswept record answers "no session" and reports
+    nothing: the sweep that removes it reports it (a read reporting it too would report
+    every such expiry twice). Layouts whose server expires the data itself (json, packed,
+    hash keys with EXPIRE; fieldttl's field TTLs) have no sweep and report no expiry;
+  * never a token: `session_id` is the digest in hex, as `Session.id` (destroy_id takes it).
+Delivery is in-process and after the operation's round trips (an operation that failed
+half-way still reports what it did); an observer that raises is logged, never the caller's
+error. What a killed process had not delivered is lost: in-process events are at most once.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from densekv.sessions.model import Identity
+
+__all__ = ["CAUSES", "KINDS", "EventBuffer", "Observer", "SessionEvent"]
+
+log = logging.getLogger("densekv.sessions")
+
+Kind = Literal["created", "rotated", "destroyed", "expired"]
+KINDS: tuple[str, ...] = ("created", "rotated", "destroyed", "expired")
+#: by kind, the causes an event may carry
+CAUSES: dict[str, tuple[str, ...]] = {
+    "created": ("create",),
+    "rotated": ("login", "regenerate"),
+    # logout: destroy(token); logout_everywhere: destroy_all(identity); limit: evicted by
+    # max_sessions_per_identity; admin: destroy_id(session_id) (an admin, or a user's
+    # "your devices" revoke)
+    "destroyed": ("logout", "logout_everywhere", "limit", "admin"),
+    "expired": ("idle", "absolute"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEvent:
+    """One lifecycle step of one session. `at`: the store's clock (unix s) when the
+    process saw the step done; `found_by` (expired only): "sweep" or "destroy"."""
+
+    kind: str
+    session_id: str
+    identity: Identity | None
+    cause: str
+    at: int
+    old_session_id: str | None = None  # rotated: the id the session had before
+    found_by: str | None = None
+    label: str | None = None  # the device label given at login (track_devices), if any
+
+
+class Observer(Protocol):
+    """What a store calls; an observer may define either method (or both), sync or async."""
+
+    def on_event(self, event: SessionEvent) -> Any: ...
+
+    def on_operation(self, name: str, seconds: float, error: str | None) -> Any: ...
+
+
+class EventBuffer:
+    """The events a core recorded and no shell has delivered yet (thread-safe append and
+    pop: deque). Several operations of one store may run at once (threads, tasks): each
+    delivers what is pending when it ends, so every event is delivered once."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        self.pending: deque[SessionEvent] = deque()
+
+    def add(self, event: SessionEvent) -> None:
+        self.pending.append(event)
+
+    def take(self) -> list[SessionEvent]:
+        out: list[SessionEvent] = []
+        while True:
+            try:
+                out.append(self.pending.popleft())
+            except IndexError:
+                return out
+
+
+def call_sync(observers: list[Any], method: str, *args: Any) -> None:
+    """Call `method` of every observer that has it; a failure is logged, not raised."""
+    for obs in observers:
+        fn = getattr(obs, method, None)
+        if fn is None:
+            continue
+        try:
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+                log.error("densekv: observer %r has an async %s: a SessionStore calls it synchronously; "
+                          "use AsyncSessionStore, or a plain function", obs, method)
+        except Exception:
+            log.exception("densekv: observer %r failed in %s", obs, method)
+
+
+async def call_async(observers: list[Any], method: str, *args: Any) -> None:
+    """As call_sync, awaiting what an observer returns."""
+    for obs in observers:
+        fn = getattr(obs, method, None)
+        if fn is None:
+            continue
+        try:
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("densekv: observer %r failed in %s", obs, method)

@@ -1,0 +1,181 @@
+"""Lifecycle events (densekv/sessions/events.py): every kind on every layout, sync and
+async, on each server of the matrix and the cluster fixture; each removal reported once
+(a sweep run twice reports nothing twice), no token in any event, a failing observer is
+not the caller's error, and a store without observers records nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+
+from densekv.sessions import AsyncSessionStore, SessionStore
+from densekv.sessions.events import CAUSES, KINDS, SessionEvent
+from densekv.sessions.model import digest_of
+from tests.behaviour.test_sessions import Clock, layouts_for
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[SessionEvent] = []
+        self.ops: list[tuple[str, float, str | None]] = []
+
+    def on_event(self, event: SessionEvent) -> None:
+        self.events.append(event)
+
+    def on_operation(self, name: str, seconds: float, error: str | None) -> None:
+        self.ops.append((name, seconds, error))
+
+    def kinds(self) -> list[tuple[str, str]]:
+        return [(e.kind, e.cause) for e in self.events]
+
+
+def sid(token: str) -> str:
+    digest = digest_of(token)
+    assert digest is not None
+    return digest.hex()
+
+
+def _sweeps(store: SessionStore) -> bool:
+    return store.layout in ("dense", "zset")
+
+
+def test_every_kind_on_every_layout(client: redis.Redis) -> None:
+    for layout in layouts_for(client):
+        clock = Clock()
+        ns = f"ev-{layout}"
+        store = SessionStore(client, ns, layout=layout, ttl=1000, idle_ttl=100, clock=clock)
+        rec = Recorder()
+        store.observe(rec)
+        anon = store.create(None, {"cart": [1]})
+        assert rec.kinds() == [("created", "create")], layout
+        assert rec.events[0].session_id == sid(anon) and rec.events[0].identity is None
+        logged = store.login(anon, 42)
+        assert logged is not None
+        ev = rec.events[-1]
+        assert (ev.kind, ev.cause, ev.identity, ev.old_session_id, ev.session_id) == \
+            ("rotated", "login", 42, sid(anon), sid(logged)), layout
+        again = store.regenerate(logged)
+        assert again is not None
+        ev = rec.events[-1]
+        assert (ev.kind, ev.cause, ev.identity, ev.old_session_id) == ("rotated", "regenerate", 42, sid(logged))
+        assert store.destroy(again)
+        assert rec.events[-1].kind == "destroyed" and rec.events[-1].cause == "logout"
+        assert rec.events[-1].session_id == sid(again) and rec.events[-1].identity == 42
+        assert not store.destroy(again)  # nothing removed: nothing reported
+        assert rec.events[-1].session_id == sid(again) and len(rec.events) == 4
+        a, b = store.create(7), store.create(7)
+        assert store.destroy_all(7) == 2
+        assert sorted((e.session_id, e.cause) for e in rec.events[-2:]) == \
+            sorted([(sid(a), "logout_everywhere"), (sid(b), "logout_everywhere")])
+        c = store.create(8)
+        assert store.destroy_id(sid(c))
+        assert (rec.events[-1].kind, rec.events[-1].cause) == ("destroyed", "admin")
+        # expiry: idle (no touch for 100 s) and absolute (1000 s whatever the touches)
+        idle = store.create(9)
+        absolute = store.create(10, ttl=50)
+        before = len(rec.events)
+        clock.now += 120
+        assert store.get(idle) is None and len(rec.events) == before  # a read reports nothing
+        store.sweep()
+        expired = {e.session_id: e for e in rec.events[before:]}
+        if _sweeps(store):
+            assert {k: (e.kind, e.cause, e.found_by) for k, e in expired.items()} == {
+                sid(idle): ("expired", "idle", "sweep"), sid(absolute): ("expired", "absolute", "sweep")}, layout
+            store.sweep()
+            assert len(rec.events) == before + 2  # a second sweep reports nothing again
+        else:  # the server expires these layouts' data itself: nothing sweeps, nothing to report
+            assert expired == {}, layout
+        for event in rec.events:
+            assert event.kind in KINDS and event.cause in CAUSES[event.kind]
+            assert not any(t in repr(event) for t in (anon, logged, again, a, b, c, idle, absolute))
+        names = [name for name, _, _ in rec.ops]
+        assert names[:4] == ["create", "login", "regenerate", "destroy"] and all(e is None for _, _, e in rec.ops)
+
+
+def test_destroy_of_an_unswept_expired_session_reports_expiry(client: redis.Redis) -> None:
+    clock = Clock()
+    store = SessionStore(client, "ev-late", layout="dense", ttl=60, clock=clock)
+    rec = Recorder()
+    store.observe(rec)
+    token = store.create(5)
+    clock.now += 61
+    assert not store.destroy(token)  # dead already: False, and the removal is an expiry
+    assert [(e.kind, e.cause, e.found_by) for e in rec.events[1:]] == [("expired", "absolute", "destroy")]
+
+
+def test_failing_observer_is_logged_not_raised(client: redis.Redis, caplog: pytest.LogCaptureFixture) -> None:
+    store = SessionStore(client, "ev-fail", layout="dense")
+
+    class Broken:
+        def on_event(self, event: SessionEvent) -> None:
+            raise RuntimeError("observer bug")
+
+    rec = Recorder()
+    store.observe(Broken())
+    store.observe(rec)
+    with caplog.at_level(logging.ERROR, logger="densekv.sessions"):
+        token = store.create(1)
+    assert store.get(token) is not None and rec.kinds() == [("created", "create")]
+    assert "observer bug" in caplog.text
+
+
+def test_errors_reach_on_operation_and_events_of_a_failed_call_are_kept(client: redis.Redis) -> None:
+    store = SessionStore(client, "ev-err", layout="dense")
+    rec = Recorder()
+    store.observe(rec)
+    with pytest.raises(Exception):  # noqa: B017 - any typed refusal
+        store.create(1, {"x": object()})
+    assert rec.ops[-1][0] == "create" and rec.ops[-1][2] == "SessionDataInvalid" and rec.events == []
+
+
+def test_no_observer_no_buffer(client: redis.Redis) -> None:
+    store = SessionStore(client, "ev-off", layout="dense")
+    rec = Recorder()
+    store.observe(rec)
+    store.unobserve(rec)
+    store.create(1)
+    assert rec.events == [] and store._core.events is None
+
+
+def test_async_store_awaits_async_observers(server: Any) -> None:
+    async def main() -> list[tuple[str, str]]:
+        client = redis.asyncio.Redis(port=server.port)
+        seen: list[SessionEvent] = []
+
+        class AsyncObserver:
+            async def on_event(self, event: SessionEvent) -> None:
+                await asyncio.sleep(0)
+                seen.append(event)
+
+        store = AsyncSessionStore(client, "ev-async", layout="dense")
+        store.observe(AsyncObserver())
+        token = await store.create(None)
+        token = await store.login(token, "ada") or ""
+        await store.destroy(token)
+        await client.aclose()
+        return [(e.kind, e.cause) for e in seen]
+
+    assert asyncio.run(main()) == [("created", "create"), ("rotated", "login"), ("destroyed", "logout")]
+
+
+def test_events_on_the_cluster(cluster_client: Any) -> None:
+    store = SessionStore(cluster_client, f"ev-cl-{time.time_ns()}", layout="dense", ttl=60, clock=(clock := Clock()))
+    rec = Recorder()
+    store.observe(rec)
+    tokens = [store.create(i) for i in range(20)]
+    moved = [store.login(t, i + 100) for i, t in enumerate(tokens)]
+    clock.now += 61
+    store.sweep()
+    kinds: dict[str, int] = {}
+    for e in rec.events:
+        kinds[e.kind] = kinds.get(e.kind, 0) + 1
+    assert kinds == {"created": 20, "rotated": 20, "expired": 20}
+    assert {e.session_id for e in rec.events if e.kind == "expired"} == {sid(t) for t in moved if t}
+
+
