@@ -28,6 +28,7 @@ from densekv.errors import (
     ServerUnavailable,
     SessionDataTooLarge,
     SessionExists,
+    SessionLimitReached,
     ValueTooLarge,
     WriteInDoubt,
 )
@@ -68,6 +69,7 @@ __all__ = [  # plain sorted(), as tests/unit/test_public_api.py asserts
     "Session",
     "SessionDataTooLarge",
     "SessionExists",
+    "SessionLimitReached",
     "SessionStore",
     "SetFamily",
     "ValueTooLarge",

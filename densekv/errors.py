@@ -100,6 +100,12 @@ class SessionExists(DensekvError):
     in a moment before)."""
 
 
+class SessionLimitReached(DensekvError):
+    """A login or create that would give an identity more live sessions than the store's
+    max_sessions_per_identity, with on_limit="refuse": nothing was written (the session
+    logging in stays as it was)."""
+
+
 class SessionIdentityInvalid(InvalidArgument, TypeError):
     """An identity that could not be stored and found again (a float, a bool, an int
     outside 0 .. 2**64-1, a str that is empty, longer than 254 UTF-8 bytes or not UTF-8
@@ -291,5 +297,5 @@ __all__ = ["AliasError", "AnalyzeError", "BadBloomItem", "BadItem", "BinaryMissi
            "MeterError", "NotAnInteger", "NotDurable", "NotReplayable", "PlanError", "PlannerError",
            "PortInUse", "ScriptError", "ServerStartFailed", "ServerTooOld", "ServerUnavailable",
            "ServerUnavailableError", "SessionDataInvalid", "SessionDataTooLarge", "SessionExists",
-           "SessionIdentityInvalid", "SetMismatch", "TransactionError", "ValueTooLarge",
+           "SessionIdentityInvalid", "SessionLimitReached", "SetMismatch", "TransactionError", "ValueTooLarge",
            "WriteInDoubt", "WrongType", "moved"]

@@ -1,12 +1,22 @@
 -- ix_sweep: drop identity-index entries whose session's absolute expiry has surely passed.
 -- KEYS[1]  an identity-index partition hash (fields: len + identity + session reference)
 -- ARGV[1]  now (unix s)   ARGV[2] seconds per day   ARGV[3] the day numbers' origin (DAY0)
+-- A value is a day number (format 0), or (format 1: stores that track devices or limit
+-- sessions, densekv/sessions/index.py) 0xD1 and the exact absolute_at in bytes 2-5.
 -- Reply:   the number of entries removed
 local all = redis.call('HGETALL', KEYS[1])
-local today = math.floor(tonumber(ARGV[1]) / tonumber(ARGV[2])) - tonumber(ARGV[3])
+local now = tonumber(ARGV[1])
+local today = math.floor(now / tonumber(ARGV[2])) - tonumber(ARGV[3])
 local removed = 0
+local function dead(v)
+  if #v >= 17 and string.byte(v, 1) == 0xD1 then
+    local a, b, c, d = string.byte(v, 2, 5)
+    return ((a * 256 + b) * 256 + c) * 256 + d <= now
+  end
+  return tonumber(v) <= today
+end
 for i = 1, #all, 2 do
-  if tonumber(all[i + 1]) <= today then
+  if dead(all[i + 1]) then
     redis.call('HDEL', KEYS[1], all[i])
     removed = removed + 1
   end

@@ -11,16 +11,17 @@ rotates its token meanwhile (listed under its new digest before it moves) is end
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any, cast
 
 from densekv.errors import DensekvError
 from densekv.flows import MAX_CAS_TRIES, Flow, cas_pause
 from densekv.plan import Plan
 from densekv.sessions import payload_flows as payloads
-from densekv.sessions.index import IdentityIndex
+from densekv.sessions.index import IdentityIndex, unpack_entry
 from densekv.sessions.layouts.base import Layout
 from densekv.sessions.meta import StoreCore
-from densekv.sessions.model import Identity, Record, Session, check_identity
+from densekv.sessions.model import Device, Identity, Record, Session, check_identity, digest_of
 
 __all__ = ["IdentityFlows"]
 
@@ -30,6 +31,8 @@ class IdentityFlows:
 
     index: IdentityIndex | None
     layout: Layout
+    track_devices: bool
+    idle_ttl: int | None
 
     def now(self) -> int:
         raise NotImplementedError
@@ -45,14 +48,18 @@ class IdentityFlows:
         match (another identity's session sharing a reference) is dropped here."""
         return (yield from self._live_refs_and_records(identity))[1]
 
-    def _live_refs_and_records(self, identity: Identity) -> Flow[tuple[list[bytes], list[Record]]]:
-        """(the index references of `identity`, sorted; its live sessions)."""
+    def _live_refs_and_records(self, identity: Identity,
+                               values: dict[bytes, bytes] | None = None) -> Flow[tuple[list[bytes], list[Record]]]:
+        """(the index references of `identity`, sorted; its live sessions); `values`, if
+        given, receives each reference's index value (devices)."""
         assert self.index is not None
         refs: list[bytes] = []
         cursor = 0
         while True:
             cursor, found = (yield [self.index.plan_scan(identity, cursor)])[0]
-            refs.extend(found)
+            refs.extend(ref for ref, _ in found)
+            if values is not None:
+                values.update(found)
             if cursor == 0:
                 break
         records: dict[bytes, Record] = {}
@@ -66,8 +73,9 @@ class IdentityFlows:
         now = self.now()
         return sorted(set(refs)), [r for r in records.values() if r.identity == identity and r.live(now)]
 
-    def _live_sessions_of(self, identity: Identity) -> Flow[list[Record]]:
-        records = yield from payloads.fill_outside(cast(StoreCore, self), (yield from self._live_records_of(identity)))
+    def _live_sessions_of(self, identity: Identity, values: dict[bytes, bytes] | None = None) -> Flow[list[Record]]:
+        found = (yield from self._live_refs_and_records(identity, values))[1]
+        records = yield from payloads.fill_outside(cast(StoreCore, self), found)
         return [r for r in records if r.identity == identity]  # a re-read may find a login
 
     def _need_index(self) -> None:
@@ -77,11 +85,29 @@ class IdentityFlows:
     def sessions_of(self, identity: Identity) -> Flow[list[Session]]:
         self._need_index()
         identity = check_identity(identity)
-        records = yield from self._live_sessions_of(identity)
-        return [r.session("") for r in records]
+        if not self.track_devices:
+            return [r.session("") for r in (yield from self._live_sessions_of(identity))]
+        assert self.index is not None
+        ref_len = self.index.ref_len
+        values: dict[bytes, bytes] = {}
+        records = yield from self._live_sessions_of(identity, values)
+        return [replace(r.session(""), device=self._device(r, values.get(r.digest[:ref_len])))
+                for r in records]
 
-    def destroy_all(self, identity: Identity) -> Flow[int]:
-        """End every session of `identity`; the count ended. Rounds of find-and-delete
+    def _device(self, rec: Record, value: bytes | None) -> Device | None:
+        """A listed session's device (index.py's format-1 value): last seen is when its
+        idle expiry was last rolled (the touch granularity), else its login."""
+        entry = unpack_entry(value) if value is not None else None
+        if entry is None:
+            return None
+        seen = entry.created_at
+        if self.idle_ttl is not None and rec.expires_at < rec.absolute_at:
+            seen = max(seen, rec.expires_at - self.idle_ttl)
+        return Device(entry.created_at, seen, entry.label)
+
+    def destroy_all(self, identity: Identity, keep: str | None = None) -> Flow[int]:
+        """End every session of `identity` (but the one of token `keep`: "log out my other
+        devices"); the count ended. Rounds of find-and-delete
         until two rounds in a row find no live session through the same index entries: a
         session that rotates (regenerate, login) while this runs is listed under its new
         digest before it moves there, so the round after the move finds it, and a move
@@ -90,11 +116,13 @@ class IdentityFlows:
         self._need_index()
         assert self.index is not None
         identity = check_identity(identity)
+        spared = digest_of(keep) if keep is not None else None
         ended = 0
         last: tuple[list[bytes], bool] | None = None
         for tries in range(MAX_CAS_TRIES):
             yield from cas_pause(tries - 1)
             refs, records = yield from self._live_refs_and_records(identity)
+            records = [r for r in records if r.digest != spared]
             if not records:
                 if last == (refs, False):
                     return ended

@@ -12,6 +12,17 @@ and an 8-byte reference: 12 + 2 bytes of field entry and 3 of value entry, about
 (the full digest and a 5-byte timestamp took 28).
 Q = the top bits of SHA-256(identity), so one identity's entries share a partition and
 sessions_of() is one HSCAN MATCH <len+identity>* (the length byte makes the prefix exact).
+A store that tracks devices or limits sessions per identity (SessionStore's track_devices,
+max_sessions_per_identity) writes values of format 1 instead, read by lua/ix_admit.lua,
+lua/ix_seen.lua and lua/ix_sweep.lua:
+    byte 0      0xD1 (never an ASCII digit: a format-0 value is a day number in decimal)
+    bytes 1-4   absolute_at, u32        bytes 5-8  expires_at as of the entry's last write
+                                                   (login, set_ttl, a limited store's touch)
+    bytes 9-12  created_at: when this device logged in (kept across regenerate)
+    bytes 13-16 line: random, the same through one device's rotations (what a limit counts)
+    bytes 17-   the device label the app gave at login, 0-32 bytes of UTF-8
+17 bytes more than format 0 with no label (the listpack's 2-byte integer becomes a string
+entry of 18): measured by benchmarks/session_devices.py. Both formats are read everywhere.
 Entries are removed when their session is destroyed or swept; sweep also drops entries
 whose expiry day has passed, so a failure between two steps cannot leak an entry for
 more than a day past the session's absolute expiry. Readers never trust the index alone:
@@ -21,7 +32,9 @@ every session found through it is re-read and its identity checked.
 from __future__ import annotations
 
 import hashlib
+import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from densekv.keys import glob_escape, partition_bits, tag
@@ -31,6 +44,36 @@ from densekv.sessions.model import Identity, identity_bytes
 
 DAY = 86_400
 DAY0 = 20_400  # 2025-11-09: day numbers stay below 4096 (a 2-byte listpack int) until 2036
+
+
+V1 = 0xD1
+LABEL_MAX = 32  # bytes of UTF-8
+_V1 = struct.Struct(">BIIII")  # format 1's fixed part: 0xD1, absolute, expires, created, line
+LIMIT_POLICIES = ("evict", "refuse")
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A format-1 index value, decoded."""
+
+    absolute_at: int
+    expires_at: int
+    created_at: int
+    line: int
+    label: str | None
+
+
+def pack_entry(absolute_at: int, expires_at: int, created_at: int, line: int, label: str | None) -> bytes:
+    return _V1.pack(V1, absolute_at, expires_at, created_at, line) + (label or "").encode()
+
+
+def unpack_entry(value: bytes) -> Entry | None:
+    """The format-1 value `value` holds, or None for a format-0 day number."""
+    if len(value) < _V1.size or value[0] != V1:
+        return None
+    _, absolute, expires, created, line = _V1.unpack_from(value)
+    label = value[_V1.size:].decode("utf-8", "replace") or None
+    return Entry(absolute, expires, created, line, label)
 
 
 def expiry_day(absolute_at: int) -> int:
@@ -67,16 +110,49 @@ class IdentityIndex:
         fields = list(dict.fromkeys(prefix + d[: self.ref_len] for d in digests))
         return command("HDEL", key, *fields, keys=(key,), decode=int)
 
-    def plan_scan(self, identity: Identity, cursor: int) -> Plan[tuple[int, list[bytes]]]:
-        """One HSCAN step: (next cursor, session references). A listpack comes whole."""
+    def plan_admit(self, identity: Identity, digest: bytes, value: bytes, source: bytes | None,
+                   relabel: bool, now: int, limit: int, policy: str) -> Plan[list[bytes] | int]:
+        """List a session with a format-1 value, at most `limit` live lines for the identity
+        (lua/ix_admit.lua): the references of the sessions evicted to make room (least
+        recently seen first), or 0 (refused, policy "refuse"), or -1 (`source`, the digest the
+        session rotates from, is no longer listed: the session was evicted or ended)."""
+        key = self.key(self.partition_of(identity))
+        prefix = self.prefix(identity)
+        src = prefix + source[: self.ref_len] if source is not None else b""
+
+        def decode(reply: Any) -> list[bytes] | int:
+            if reply[0] != 1:
+                return int(reply[0])
+            return [f[len(prefix):] for f in reply[1:]]
+
+        return Plan((ScriptCall(script("ix_admit"), (key,), (
+            glob_escape(prefix) + b"*", prefix + digest[: self.ref_len], value, src, b"1" if relabel else b"0",
+            now, limit, policy)),), lambda r: decode(r[0]))
+
+    def plan_seen(self, identity: Identity, digest: bytes, absolute_at: int, expires_at: int,
+                  whole: bytes) -> Plan[None]:
+        """New expiries in a format-1 entry, the rest kept (`whole`: the value to write if
+        the entry is missing or of format 0; lua/ix_seen.lua)."""
+        key = self.key(self.partition_of(identity))
+        field = self.prefix(identity) + digest[: self.ref_len]
+        return Plan((ScriptCall(script("ix_seen"), (key,), (field, struct.pack(">II", absolute_at, expires_at), whole)),),
+                    _none)
+
+    def plan_listed(self, identity: Identity, digest: bytes) -> Plan[bool]:
+        key = self.key(self.partition_of(identity))
+        return command("HEXISTS", key, self.prefix(identity) + digest[: self.ref_len], keys=(key,), decode=bool)
+
+    def plan_scan(self, identity: Identity, cursor: int) -> Plan[tuple[int, list[tuple[bytes, bytes]]]]:
+        """One HSCAN step: (next cursor, (session reference, value) pairs). A listpack
+        comes whole."""
         key = self.key(self.partition_of(identity))
         prefix = self.prefix(identity)
         pattern = glob_escape(prefix) + b"*"
 
-        def decode(reply: Any) -> tuple[int, list[bytes]]:
+        def decode(reply: Any) -> tuple[int, list[tuple[bytes, bytes]]]:
             nxt, flat = reply
-            refs = [f[len(prefix):] for f in flat[::2]
-                    if f.startswith(prefix) and len(f) == len(prefix) + self.ref_len]
+            refs = [(flat[i][len(prefix):], flat[i + 1]) for i in range(0, len(flat), 2)
+                    if flat[i].startswith(prefix) and len(flat[i]) == len(prefix) + self.ref_len]
             return int(nxt), refs
 
         return command("HSCAN", key, cursor, "MATCH", pattern, "COUNT", 1000, keys=(key,), decode=decode)
@@ -88,3 +164,7 @@ class IdentityIndex:
         """Drop the entries whose expiry day has begun (one partition, atomic)."""
         key = self.key(partition)
         return Plan((ScriptCall(script("ix_sweep"), (key,), (now, DAY, DAY0)),), lambda r: int(r[0]))
+
+
+def _none(replies: list[Any]) -> None:
+    return None

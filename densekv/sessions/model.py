@@ -24,7 +24,7 @@ from densekv.errors import DensekvError
 from densekv.errors import SessionIdentityInvalid as _SessionIdentityInvalid
 from densekv.errors import moved as _moved
 
-__all__ = ["MAX_STR_IDENTITY", "Identity", "Record", "Session", "check_identity", "check_owner", "digest_of",
+__all__ = ["MAX_STR_IDENTITY", "Device", "Identity", "Record", "Session", "check_identity", "check_owner", "digest_of",
            "identity_bytes", "new_token", "well_formed"]
 TOKEN_BYTES = 24
 TOKEN_CHARS = 32  # base64url of 24 bytes, no padding
@@ -89,6 +89,18 @@ def identity_bytes(identity: Identity) -> bytes:
     return b"s" + identity.encode()
 
 
+@dataclass(frozen=True, slots=True)
+class Device:
+    """What a store with track_devices=True knows of a session's device (sessions_of):
+    when it logged in, when it was last seen (at the touch granularity: the last roll of
+    its idle expiry, so within a quarter of idle_ttl; without idle_ttl, its login), and
+    the label the app gave at login (None if none)."""
+
+    created_at: int
+    last_seen: int
+    label: str | None
+
+
 @dataclass(frozen=True)
 class Session:
     """What `SessionStore.get` returns. `id` is the digest in hex: safe to show or log,
@@ -101,6 +113,7 @@ class Session:
     data: dict[str, Any] | None = None
     id: str = ""
     absolute_at: int = 0  # the hard end of its life: idle rolling never passes it
+    device: Device | None = None  # sessions_of() of a store with track_devices=True
     # the record as read (opaque): `apply(..., read=session)` writes against it without
     # reading the session again (one round trip for a web save); not compared, not shown
     read: Any = field(default=None, compare=False, repr=False)
@@ -136,7 +149,7 @@ class Record:
 
     def session(self, token: str) -> Session:
         return Session(token, self.identity, self.expires_at, self.data, self.digest.hex(), self.absolute_at,
-                       self)
+                       read=self)
 
 
 #: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release

@@ -112,6 +112,9 @@ class SessionStore(_Options):
         max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,
         auto_train: int | None = AUTO_TRAIN,
         durable: bool = False,
+        track_devices: bool = False,
+        max_sessions_per_identity: int | None = None,
+        on_limit: str = "evict",
     ) -> None:
         self.client = client
         self._ex = executor_for(client, durable=durable)
@@ -121,7 +124,8 @@ class SessionStore(_Options):
             namespace=namespace, layout=layout, ttl=ttl, idle_ttl=idle_ttl,
             expected_sessions=expected_sessions, index_identities=index_identities,
             partitions=partitions, clock=clock, fill=fill, max_data_bytes=max_data_bytes,
-            auto_train=auto_train,
+            auto_train=auto_train, track_devices=track_devices,
+            max_sessions_per_identity=max_sessions_per_identity, on_limit=on_limit,
         )
         self._drive(self._core.open())
 
@@ -180,11 +184,13 @@ class SessionStore(_Options):
         return self._core.explain()
 
     def create(self, identity: Identity | None = None, data: Data | None = None, ttl: int | None = None,
-               *, token: str | None = None) -> str:
+               *, token: str | None = None, label: str | None = None) -> str:
         """A new session; identity None is anonymous. `token=` stores it under a given
         token (a session moved in from another store keeps its cookie value), unless a
-        live session holds that token: SessionExists, nothing written."""
-        return self._run(OneCreate(identity, data, ttl, token), "create")[0]
+        live session holds that token: SessionExists, nothing written. `label`: its
+        device's label (track_devices); with max_sessions_per_identity, an identified
+        create is a login (the limit applies)."""
+        return self._run(OneCreate(identity, data, ttl, token, label), "create")[0]
 
     def create_many(self, identities: Iterable[Identity | None], data: Data | None = None, ttl: int | None = None,
                     *, batch: int = 1000) -> list[str]:
@@ -270,16 +276,21 @@ class SessionStore(_Options):
     def regenerate(self, token: str) -> str | None:
         return self._run(lambda c: c.regenerate(token), "regenerate")
 
-    def login(self, token: str, identity: Identity) -> str | None:
+    def login(self, token: str, identity: Identity, *, label: str | None = None) -> str | None:
         """A new token for the session with `identity` set, the old token dead: one
-        atomic step. None if the session is gone."""
-        return self._run(lambda c: c.login(token, identity), "login")
+        atomic step. None if the session is gone. `label`: the device's label, at most 32
+        bytes of UTF-8, listed by sessions_of (a store made with track_devices=True).
+        With max_sessions_per_identity, the least recently seen sessions past the limit
+        end (on_limit="evict") or the login raises SessionLimitReached ("refuse")."""
+        return self._run(lambda c: c.login(token, identity, label), "login")
 
     def sessions_of(self, identity: Identity) -> list[Session]:
         return self._run(lambda c: c.sessions_of(identity), "sessions_of")
 
-    def destroy_all(self, identity: Identity) -> int:
-        return self._run(lambda c: c.destroy_all(identity), "destroy_all")
+    def destroy_all(self, identity: Identity, *, keep: str | None = None) -> int:
+        """End every session of `identity` ("log out everywhere"), but the one of token
+        `keep` if given ("log out my other devices"); the number ended."""
+        return self._run(lambda c: c.destroy_all(identity, keep), "destroy_all")
 
     def sweep(self, max_items: int | None = None) -> int:
         return self._run(lambda c: c.sweep(max_items), "sweep")
@@ -325,13 +336,18 @@ class AsyncSessionStore(_Options):
         max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,
         auto_train: int | None = AUTO_TRAIN,
         durable: bool = False,
+        track_devices: bool = False,
+        max_sessions_per_identity: int | None = None,
+        on_limit: str = "evict",
     ) -> None:
         self.client = client
         self._ex = executor_for(client, durable=durable)
         self._args = {"namespace": namespace, "layout": layout, "ttl": ttl, "idle_ttl": idle_ttl,
                       "expected_sessions": expected_sessions, "index_identities": index_identities,
                       "partitions": partitions, "clock": clock, "fill": fill,
-                      "max_data_bytes": max_data_bytes, "auto_train": auto_train}
+                      "max_data_bytes": max_data_bytes, "auto_train": auto_train,
+                      "track_devices": track_devices, "max_sessions_per_identity": max_sessions_per_identity,
+                      "on_limit": on_limit}
         self._facts = facts
         self._core: SessionCore | None = None
         self._observers: list[Observer] = []
@@ -400,8 +416,8 @@ class AsyncSessionStore(_Options):
         return (await self.ready()).explain()
 
     async def create(self, identity: Identity | None = None, data: Data | None = None, ttl: int | None = None,
-                     *, token: str | None = None) -> str:
-        return (await self._run(OneCreate(identity, data, ttl, token), "create"))[0]
+                     *, token: str | None = None, label: str | None = None) -> str:
+        return (await self._run(OneCreate(identity, data, ttl, token, label), "create"))[0]
 
     async def create_many(self, identities: Iterable[Identity | None], data: Data | None = None,
                           ttl: int | None = None, *, batch: int = 1000) -> list[str]:
@@ -480,14 +496,14 @@ class AsyncSessionStore(_Options):
     async def regenerate(self, token: str) -> str | None:
         return await self._run(lambda c: c.regenerate(token), "regenerate")
 
-    async def login(self, token: str, identity: Identity) -> str | None:
-        return await self._run(lambda c: c.login(token, identity), "login")
+    async def login(self, token: str, identity: Identity, *, label: str | None = None) -> str | None:
+        return await self._run(lambda c: c.login(token, identity, label), "login")
 
     async def sessions_of(self, identity: Identity) -> list[Session]:
         return await self._run(lambda c: c.sessions_of(identity), "sessions_of")
 
-    async def destroy_all(self, identity: Identity) -> int:
-        return await self._run(lambda c: c.destroy_all(identity), "destroy_all")
+    async def destroy_all(self, identity: Identity, *, keep: str | None = None) -> int:
+        return await self._run(lambda c: c.destroy_all(identity, keep), "destroy_all")
 
     async def sweep(self, max_items: int | None = None) -> int:
         return await self._run(lambda c: c.sweep(max_items), "sweep")
