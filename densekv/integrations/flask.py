@@ -73,29 +73,26 @@ from flask import Flask, Request, Response, after_this_request, has_request_cont
 from flask.sessions import SessionInterface as FlaskSessionInterface
 from flask.sessions import SessionMixin
 
-from densekv.errors import DensekvError, ServerUnavailable, SessionExists, SessionIdentityInvalid
-from densekv.integrations.decide import NOTHING, Held, carry, decide
+from densekv.errors import DensekvError, ServerUnavailable, SessionExists
 from densekv.integrations.drive import run
-from densekv.integrations.flask_session import (
-    MISSING,
-    DensekvSession,
-    identity_forms,
-    identity_of,
-    tag_value,
-    untag_data,
+from densekv.integrations.flask_session import DensekvSession
+from densekv.integrations.flasklike import (
+    apply_cookie,
+    follow_identity_key,
+    load_found,
+    moved_in_form,
+    nothing_to_write,
+    save_flow,
+    served_without,
+    skip_save,
 )
 from densekv.integrations.urls import check_url
-from densekv.sessions.model import Identity, well_formed
+from densekv.sessions.model import well_formed
 from densekv.sessions.store import SessionStore
 
 __all__ = ["DensekvSession", "FlaskSessionFallback", "SessionInterface"]
 
 DEFAULT_NAMESPACE = "flask_sessions"  # of the stores built by SessionInterface.from_url
-#: what a load after the view (an after-request hook's) survives: the server not answering,
-#: refusing the credentials (AuthenticationError is a ConnectionError) or too slow
-UNAVAILABLE = (ServerUnavailable, redis.ConnectionError, redis.TimeoutError)
-#: a permanent session read (not written) is refreshed once this part of its lifetime passed
-REFRESH_GAIN = 0.25
 
 
 def _flask_marks_access() -> bool:
@@ -108,16 +105,6 @@ def _flask_marks_access() -> bool:
 
 
 _LAZY = _flask_marks_access()
-
-
-def _vary_cookie(response: Response) -> None:
-    """`Vary: Cookie`, as `response.vary.add("Cookie")` gives it, without building
-    werkzeug's HeaderSet and writing it back (every request that uses the session pays it)."""
-    vary = response.headers.get("Vary")
-    if not vary:
-        response.headers["Vary"] = "Cookie"
-    elif "cookie" not in (v.strip().lower() for v in vary.split(",")):
-        response.headers["Vary"] = f"{vary}, Cookie"
 
 
 def _decode_flask_session(raw: bytes) -> Any:
@@ -257,20 +244,11 @@ class SessionInterface(FlaskSessionInterface):
     def _load(self, app: Flask, session: DensekvSession, token: str) -> None:
         try:
             found = self.store.get(token, undecodable="none")
-        except UNAVAILABLE as exc:
-            if not session.after_view:
-                raise
-            # the view did not use the session; an after-request hook (Flask-Login's
-            # remember-cookie check reads it on every request) does: serve the response
-            # with the session empty for that hook, and write nothing (save_session)
-            session.unavailable = exc
-            app.logger.warning("densekv: the session could not be read after the view "
-                               "(%s: %s); the response is served without it",
-                               type(exc).__name__, exc)
-            return
-        if found is not None:
-            stored = found.data or {}
-            session.loaded(untag_data(stored), token, found, stored)
+        except Exception as exc:
+            if served_without(app, session, exc):  # after the view: served, nothing written
+                return
+            raise
+        if load_found(session, token, found):
             return
         if self.fallback is not None:
             self._move_in(app, session, token)
@@ -283,15 +261,11 @@ class SessionInterface(FlaskSessionInterface):
         if old is None:
             return
         data, ttl = old
-        stored = {k: tag_value(v) for k, v in data.items()}
-        identity = self._identity_in(app, data)
+        stored, identity = moved_in_form(app, self.identity_key, data)
         try:
             self.store.create(identity, stored, ttl, token=token)
         except SessionExists:  # another request moved it in a moment ago: theirs stands
-            found = self.store.get(token, undecodable="none")
-            if found is not None:
-                found_data = found.data or {}
-                session.loaded(untag_data(found_data), token, found, found_data)
+            load_found(session, token, self.store.get(token, undecodable="none"))
             return
         except ServerUnavailable:
             raise
@@ -301,160 +275,19 @@ class SessionInterface(FlaskSessionInterface):
         self.fallback.forget(token)
         session.loaded(data, token, None, stored)
 
-    def _identity_in(self, app: Flask, data: Mapping[str, Any]) -> Identity | None:
-        """The identity named by the session's identity_key, if any and storable."""
-        if self.identity_key is None or self.identity_key not in data:
-            return None
-        try:
-            return identity_of(data[self.identity_key])
-        except SessionIdentityInvalid as exc:
-            app.logger.warning("densekv: the session's %s (a %s) is not an identity densekv can "
-                               "index (%s); the session stays anonymous", self.identity_key,
-                               type(data[self.identity_key]).__name__, exc)
-            return None
-
-    # -- save ------------------------------------------------------------------------------
     def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
-        if not isinstance(session, DensekvSession) or session.failed or session.loader:
-            return  # open_session or the load raised (a 500), a save failed, or unused
-        if session.unavailable is not None:  # read after the view, server unavailable
-            if session.modified:  # a hook changed it: that cannot be saved, so it fails
-                session.failed = True
-                raise session.unavailable
+        if skip_save(session, response):
             return
-        if session.accessed:
-            _vary_cookie(response)
+        assert isinstance(session, DensekvSession)
         try:
-            self._follow_identity_key(app, session)
+            follow_identity_key(app, self.identity_key, session)
             self._save(app, session, response)
         except BaseException:
             session.failed = True
             raise
 
-    def _follow_identity_key(self, app: Flask, session: DensekvSession) -> None:
-        """Flask-Login's login_user() / logout_user() (or anything else that sets or
-        removes identity_key) as densekv's login / destroy. An explicit session.login()
-        in the same request wins."""
-        key = self.identity_key
-        if key is None or session.login_as is not None:
-            return
-        value = dict.get(session, key, MISSING)
-        before = session.stored.get(key, MISSING)
-        if value is MISSING:
-            if before is not MISSING and session.token is not None:  # logged out
-                session.restart(keep=dict(dict.items(session)))
-            return
-        if key not in session.set_keys and tag_value(value) == before:
-            return  # unchanged: nothing to do
-        identity = self._identity_in(app, session)
-        if identity is None:
-            return
-        current = session.identity
-        if current is not None and current != identity:  # another user: drop the old data
-            session.restart(keep={k: dict.__getitem__(session, k) for k in session.set_keys
-                                   if dict.__contains__(session, k)})
-        session.login_as = identity
-
     def _save(self, app: Flask, session: DensekvSession, response: Response) -> None:
-        if (session.token is None and not session.modified and not session.ended
-                and session.end_all is None and session.login_as is None):
-            # a new session nothing was put in (no cookie, or one that loaded nothing):
-            # decide() answers NOTHING; answered without the store, which would be built
-            # (and the server reached) for it otherwise
+        if nothing_to_write(session):
             return
         store = self.store
-        for token in session.ended:  # destroy() / a change of user / logout, asked for earlier
-            store.destroy(token)
-        if session.end_all is not None:
-            for form in identity_forms(identity_of(session.end_all)):
-                store.destroy_all(form)
-        if (not session.modified and session.login_as is None and not session.regenerate_asked
-                and session.token is not None and not self.should_set_cookie(app, session)):
-            # read only, no cookie to refresh (most requests): what decide() answers then,
-            # without building its Held: a touch when the idle expiry is due, else nothing
-            if session.found is not None and store.due_for_touch(session.found):
-                store.touch(session.token)
-            return
-        decision = decide(self._held(app, session, store))
-        if decision is NOTHING:  # most requests: read, nothing due
-            return
-        outcome = run(carry(decision, session.token), store)
-        if outcome.cookie == "set":
-            assert outcome.token is not None
-            self._set_cookie(app, session, response, outcome.token)
-        elif outcome.cookie == "delete":
-            self._drop_cookie(app, response)
-
-    def _held(self, app: Flask, session: DensekvSession, store: SessionStore) -> Held:
-        """The request's session as the save decision (integrations/decide.py) takes it."""
-        token, found, login_as = session.token, session.found, session.login_as
-        changed, removed = session.changes() if session.modified and token is not None else ({}, [])
-        refresh = self.should_set_cookie(app, session)
-        # a lifetime matters only to a write (a read-only request at most touches)
-        life = self._lifetime(app, session) if session.modified or refresh or token is None else None
-        # Flask's lifetime binds (permanent, or shorter than the store's ttl): each write
-        # restarts it, as Flask signs its cookie afresh; else the store's ttl from creation
-        restarts = life is not None or (session.modified and session.permanent)
-        idle = not changed and not removed  # refresh_ttl and touch_due count only then
-        return Held(
-            token=token, read=found, stale=session.stale, ended=bool(session.ended),
-            modified=session.modified,
-            data=session.tagged() if token is None or login_as is not None else {},
-            changed=changed, removed=removed,
-            # emptied: Flask removes a session left empty
-            emptied=not session and login_as is None and (
-                session.cleared or (session.modified and session.identity is None)),
-            identity=login_as,
-            rotate="login" if login_as is not None else (
-                "regenerate" if session.regenerate_asked else None),
-            ttl=life if restarts or "_permanent" in changed or "_permanent" in removed else ...,
-            life=life, renew_on_rotate=restarts, refresh=refresh,
-            refresh_ttl=idle and refresh and self._refresh_due(session, life),
-            touch_due=idle and found is not None and store.due_for_touch(found),
-            gone="create" if login_as is not None else "delete")
-
-    def _lifetime(self, app: Flask, session: DensekvSession) -> int | None:
-        """The stored session's ttl from now (None: the store's ttl): Flask refuses its own
-        cookie PERMANENT_SESSION_LIFETIME after it was signed, permanent or not, so a
-        permanent session lives that long and any other min(store ttl, that). A lifetime
-        under a second (Flask allows 0) is the store's ttl: the store refuses a session
-        that would be dead at once."""
-        flask_life = int(app.permanent_session_lifetime.total_seconds())
-        if flask_life < 1:
-            return None
-        if session.permanent:
-            return flask_life
-        return flask_life if flask_life < self.store.ttl else None
-
-    def _refresh_due(self, session: DensekvSession, life: int | None) -> bool:
-        """A session whose cookie Flask would sign afresh without a change (permanent,
-        SESSION_REFRESH_EACH_REQUEST): its stored lifetime (`life`, None: the store's ttl)
-        restarts once REFRESH_GAIN of it has passed, so reads do not each cost a write."""
-        found = session.found
-        if found is None or not found.absolute_at:
-            return False
-        now = self.store.now()  # the store's clock, as due_for_touch
-        return found.absolute_at - now <= (life or self.store.ttl) * (1 - REFRESH_GAIN)
-
-    # -- cookies ---------------------------------------------------------------------------
-    def _set_cookie(self, app: Flask, session: DensekvSession, response: Response,
-                    token: str) -> None:
-        response.set_cookie(
-            self.get_cookie_name(app), token,
-            expires=self.get_expiration_time(app, session),
-            httponly=self.get_cookie_httponly(app), domain=self.get_cookie_domain(app),
-            path=self.get_cookie_path(app), secure=self.get_cookie_secure(app),
-            samesite=self.get_cookie_samesite(app),
-            partitioned=self.get_cookie_partitioned(app),
-        )
-        _vary_cookie(response)
-
-    def _drop_cookie(self, app: Flask, response: Response) -> None:
-        response.delete_cookie(
-            self.get_cookie_name(app), domain=self.get_cookie_domain(app),
-            path=self.get_cookie_path(app), secure=self.get_cookie_secure(app),
-            samesite=self.get_cookie_samesite(app),
-            partitioned=self.get_cookie_partitioned(app),
-            httponly=self.get_cookie_httponly(app),
-        )
-        _vary_cookie(response)
+        apply_cookie(self, app, session, response, run(save_flow(self, app, session, store), store))

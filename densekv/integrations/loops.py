@@ -18,7 +18,7 @@ from typing import Any
 
 from densekv.sessions.store import AsyncSessionStore
 
-__all__ = ["StoresPerLoop", "closing"]
+__all__ = ["LoopStores", "StoresPerLoop", "closing"]
 
 
 async def closing(client: Any) -> AsyncIterator[None]:
@@ -55,3 +55,41 @@ class StoresPerLoop:
                     del self._stores[gone]  # its client was closed with it
                 self._stores[loop] = entry
         return entry[0]
+
+
+class LoopStores:
+    """The store of the running loop for a shell given a store or a factory: a factory (a
+    function of no arguments returning an AsyncSessionStore) is called once per running
+    loop, in it, and the client of what it returns closes with that loop (StoresPerLoop);
+    a store given directly serves the one loop it first serves, and a request on another
+    loop raises RuntimeError saying so (its client cannot move; it stays the caller's)."""
+
+    def __init__(self, store: AsyncSessionStore | Callable[[], AsyncSessionStore], who: str) -> None:
+        self.given: AsyncSessionStore | None = None
+        self._per_loop: StoresPerLoop | None = None
+        if isinstance(store, AsyncSessionStore):
+            self.given = store
+        elif callable(store):
+            self._per_loop = StoresPerLoop(store)
+        else:
+            raise TypeError(f"{who} takes an AsyncSessionStore or a function returning one, "
+                            f"not {type(store).__name__}")
+        self.who = who
+        self._home: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    async def current(self) -> AsyncSessionStore:
+        if self._per_loop is not None:
+            return await self._per_loop.current()
+        assert self.given is not None
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._home is None:
+                self._home = loop
+        if self._home is not loop:
+            raise RuntimeError(
+                f"this {self.who} was given one AsyncSessionStore, whose redis.asyncio client "
+                "serves the event loop it first served, and this request runs on another: "
+                "configure it from a URL or with a function returning a store, and densekv "
+                "builds one store per loop")
+        return self.given

@@ -25,7 +25,8 @@ SESSION_METHODS = ("create", "get", "get_many", "apply", "touch", "set_ttl", "lo
 FRAMEWORKS = {"flask": "densekv/integrations/flask.py",
               "django": "densekv/integrations/django/__init__.py",
               "starlette": "densekv/integrations/starlette.py",
-              "aiohttp": "densekv/integrations/aiohttp.py"}
+              "aiohttp": "densekv/integrations/aiohttp.py",
+              "quart": "densekv/integrations/quart.py"}
 # the methods a user calls on each framework's session object
 FRAMEWORK_METHODS = {
     "flask": ("DensekvSession.login", "DensekvSession.regenerate", "DensekvSession.destroy",
@@ -34,6 +35,9 @@ FRAMEWORK_METHODS = {
                "SessionStore.cycle_key"),
     "starlette": ("SessionMiddleware",),
     "aiohttp": ("Storage.load_session", "Storage.save_session"),
+    "quart": ("DensekvSession.login", "DensekvSession.regenerate", "DensekvSession.destroy",
+              "DensekvSession.logout_everywhere", "SessionInterface.from_url",
+              "SessionInterface.store"),
 }
 
 
@@ -123,6 +127,10 @@ INTERNALS = {
     "starlette": ("SessionMiddleware.load", "SessionMiddleware.save", "SessionMiddleware.stores",
                   "DenseSession.state"),
     "django": (),
+    "quart": ("DensekvSession.loader", "DensekvSession.login_as", "DensekvSession.end_all",
+              "DensekvSession.stored", "DensekvSession.restart", "DensekvSession.loaded",
+              "DensekvSession.read", "SessionInterface.open_session", "SessionInterface.save_session",
+              "SessionInterface.stores"),
 }
 
 

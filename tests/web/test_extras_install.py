@@ -1,6 +1,6 @@
 """Moving in works from a minimal install of each framework extra, as a user installs it.
 
-For flask, starlette and django: a fresh venv (`python -m venv`), `pip install '<this
+For flask, starlette, django and quart: a fresh venv (`python -m venv`), `pip install '<this
 source>[<extra>]'` and nothing else (Flask-Login too for flask: the users who move from
 Flask-Session are logged in by it), no Flask-Session, starsessions or msgspec. The old
 backend writes a live session into the test's real server (Flask-Session and starsessions
@@ -316,3 +316,49 @@ def test_docs_extra_builds_the_site_without_warnings(source: Path, tmp_path: Pat
     assert done.returncode == 0, done.stderr[-4000:]
     assert "requires either Black or Ruff" not in done.stderr + done.stdout
     assert "WARNING" not in done.stderr
+
+
+# -- Quart, from Quart-Session ------------------------------------------------------------------
+QUART_APP = """
+import asyncio, json, sys
+import quart, redis
+from densekv.integrations.quart import QuartSessionFallback, SessionInterface
+
+url, namespace, sid = sys.argv[1:4]
+app = quart.Quart("moved_in")
+app.session_interface = SessionInterface.from_url(url, namespace=namespace,
+                                                  fallback=QuartSessionFallback())
+
+@app.get("/me")
+async def me():
+    return {"user": quart.session.get("_user_id"), "cart": quart.session.get("cart")}
+
+async def main():
+    client = app.test_client()
+    client.set_cookie("localhost", "session", sid)
+    response = await client.get("/me")
+    store = await app.session_interface.store()
+    listed = [s.id for s in await store.sessions_of(12)] == [(await store.get(sid)).id]
+    return {"status": response.status_code, "body": await response.get_json(),
+            "listed": listed, "old_left": redis.Redis.from_url(url).exists("session:" + sid)}
+
+print(json.dumps(asyncio.run(main())))
+"""
+
+
+def test_quart_extra_moves_a_quart_session_user_in(source: Path,
+                                                   server: ServerProcess, tmp_path: Path) -> None:
+    """Quart-Session (it needs aioredis 1.x, which no longer installs) is stood in for by
+    what its RedisSessionInterface writes: Flask's tagged JSON under session:<uuid4>."""
+    from quart.sessions import session_json_serializer
+
+    python = venv_with("quart", source, tmp_path)
+    assert missing_in(python, "quart_session", "flask_session") == ["quart_session", "flask_session"]
+    sid = str(uuid.uuid4())
+    with server.client() as client:
+        client.set(f"session:{sid}", session_json_serializer.dumps(
+            {"_user_id": "12", "cart": ("A-1", 2)}), ex=900)
+        seen = run_in(python, QUART_APP, server.url, f"mv{uuid.uuid4().hex[:8]}", sid, cwd=tmp_path)
+    assert seen["status"] == 200
+    assert seen["body"] == {"user": "12", "cart": ["A-1", 2]}
+    assert seen["listed"] and not seen["old_left"]
