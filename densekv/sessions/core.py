@@ -611,13 +611,21 @@ class SessionCore(MetadataFlows, IdentityFlows):
             return False
         return (yield from self.destroy_digest(digest, "logout"))
 
-    def destroy_id(self, session_id: str) -> Flow[bool]:
+    def destroy_id(self, session_id: str, identity: Identity | None = None) -> Flow[bool]:
+        """End the session of a listed id (Session.id). With `identity`, only if the
+        session belongs to it ("your devices": a user revokes only their own); a session
+        keeps its identity for as long as it has this id (a login moves it to a new one)."""
         try:
             digest = bytes.fromhex(session_id)
         except (ValueError, TypeError):
             return False
         if len(digest) != 16:
             return False
+        if identity is not None:
+            identity = check_identity(identity)
+            (rec,) = yield from self.run_on([digest], [self.layout.plan_get(digest)])
+            if rec is None or rec.identity != identity:
+                return False
         return (yield from self.destroy_digest(digest, "admin"))
 
     def destroy_digest(self, digest: bytes, cause: str) -> Flow[bool]:

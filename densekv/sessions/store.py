@@ -269,9 +269,11 @@ class SessionStore(_Options):
     def destroy(self, token: str) -> bool:
         return self._run(lambda c: c.destroy(token), "destroy")
 
-    def destroy_id(self, session_id: str) -> bool:
-        """End a session listed by sessions_of() (by its id, not its token)."""
-        return self._run(lambda c: c.destroy_id(session_id), "destroy_id")
+    def destroy_id(self, session_id: str, *, identity: Identity | None = None) -> bool:
+        """End a session listed by sessions_of() (by its id, not its token). `identity=`:
+        only if the session is that identity's (a "your devices" revoke: a user can end
+        only their own sessions, whatever id a request names)."""
+        return self._run(lambda c: c.destroy_id(session_id, identity), "destroy_id")
 
     def regenerate(self, token: str) -> str | None:
         return self._run(lambda c: c.regenerate(token), "regenerate")
@@ -490,8 +492,8 @@ class AsyncSessionStore(_Options):
     async def destroy(self, token: str) -> bool:
         return await self._run(lambda c: c.destroy(token), "destroy")
 
-    async def destroy_id(self, session_id: str) -> bool:
-        return await self._run(lambda c: c.destroy_id(session_id), "destroy_id")
+    async def destroy_id(self, session_id: str, *, identity: Identity | None = None) -> bool:
+        return await self._run(lambda c: c.destroy_id(session_id, identity), "destroy_id")
 
     async def regenerate(self, token: str) -> str | None:
         return await self._run(lambda c: c.regenerate(token), "regenerate")

@@ -53,7 +53,10 @@ def test_devices_on_every_layout(client: Any, idle: int | None) -> None:
         assert dev is not None and (dev.created_at, dev.label) == (t0, "Firefox 2")
         # revoke one by id from another worker's store
         other = SessionStore(client, ns, layout=layout, idle_ttl=idle, track_devices=True, clock=clock)
-        assert other.destroy_id(store.get(laptop).id)  # type: ignore[union-attr]
+        laptop_id = store.get(laptop).id  # type: ignore[union-attr]
+        assert not other.destroy_id(laptop_id, identity="bob")  # not bob's: untouched
+        assert store.get(laptop) is not None
+        assert other.destroy_id(laptop_id, identity="ada")
         assert store.get(laptop) is None and len(store.sessions_of("ada")) == 1
         # log out the other devices, this one kept
         more = [store.create("ada", label=f"tab {i}") for i in range(3)]
