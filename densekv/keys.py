@@ -106,8 +106,10 @@ CODES: dict[str, str] = {
           "0.1 kept them (partitioned.py: read, and emptied as they are rewritten)",
     "so": "one session's out-of-line payload string, `{ns}:so:{<base partition>}:<digest>` "
           "(partitioned.py)",
-    "si": "a partition of the identity index: hash of identity + session ref -> expiry day "
-          "(sessions/index.py)",
+    "si": "a partition of the identity index: hash of identity + session ref -> expiry day, "
+          "or a format-1 entry with devices or a limit (sessions/index.py)",
+    "ev": "a session store's event stream, `{ns}:ev:{<ns>}`: a capped Redis Stream of "
+          "lifecycle events (sessions/events.py), when the store has events_stream",
     # -- maps (densekv/maps/) -------------------------------------------------------------
     "m": "a numeric-tail bucket hash, `{ns}:m:{<bucket, base62><zipped prefix>}` "
          "(maps/buckets.py locate)",

@@ -11,10 +11,13 @@
 --          with the top bit of the first byte set (a session's field has it clear)
 -- ARGV[5]  the length of a session's field here (with ARGV[4] 0, a continuation field is
 --          the field and one 0x00 byte)
+-- ARGV[6]  '1': a dry run, nothing removed (what a sweep at this `now` would remove, for
+--          a store that announces expiries in its event stream before it removes them)
 -- Reply:   flat list field1, record1, field2, record2, ... of what was removed
 local now = tonumber(ARGV[1])
 local limit = tonumber(ARGV[2])
 local topbit, flen = ARGV[4] ~= '0', tonumber(ARGV[5])
+local dry = ARGV[6] == '1'
 -- the session field a continuation field belongs to, or nil for a session's own field
 local function owner(f)
   if topbit then
@@ -38,13 +41,15 @@ if ARGV[3] == 'zset' then
   local due = redis.call('ZRANGEBYSCORE', KEYS[3], '-inf', now, 'LIMIT', 0, limit)
   for _, field in ipairs(due) do
     local rec = redis.call('HGET', KEYS[1], field)
-    redis.call('ZREM', KEYS[3], field)
+    if not dry then redis.call('ZREM', KEYS[3], field) end
     if rec and u32(rec, 2) <= now then
-      redis.call('HDEL', KEYS[1], field, cfield(field))
-      redis.call('HDEL', KEYS[2], field)
+      if not dry then
+        redis.call('HDEL', KEYS[1], field, cfield(field))
+        redis.call('HDEL', KEYS[2], field)
+      end
       out[#out + 1] = field
       out[#out + 1] = rec
-    elseif rec then
+    elseif rec and not dry then
       redis.call('ZADD', KEYS[3], u32(rec, 2), field)  -- index was stale: repair it
     end
   end
@@ -62,12 +67,16 @@ for i = 1, #all, 2 do
     local c = cont[field]
     cont[field] = nil
     if #out < 2 * limit and u32(all[i + 1], 2) <= now then
-      if c then redis.call('HDEL', KEYS[1], field, c) else redis.call('HDEL', KEYS[1], field) end
-      redis.call('HDEL', KEYS[2], field)
+      if not dry then
+        if c then redis.call('HDEL', KEYS[1], field, c) else redis.call('HDEL', KEYS[1], field) end
+        redis.call('HDEL', KEYS[2], field)
+      end
       out[#out + 1] = field
       out[#out + 1] = all[i + 1]
     end
   end
 end
-for _, c in pairs(cont) do redis.call('HDEL', KEYS[1], c) end  -- continuations of no session
+if not dry then
+  for _, c in pairs(cont) do redis.call('HDEL', KEYS[1], c) end  -- continuations of no session
+end
 return out

@@ -131,6 +131,7 @@ class SessionCore(MetadataFlows, IdentityFlows):
         track_devices: bool = False,
         max_sessions_per_identity: int | None = None,
         on_limit: str = "evict",
+        events_stream: int | None = None,
     ) -> None:
         """`clock`: wall-clock seconds (expiries); `ticks`: a monotonic clock (how long ago
         the metadata was read), both injected so a core runs without the real time."""
@@ -182,26 +183,42 @@ class SessionCore(MetadataFlows, IdentityFlows):
         self.split_rate = 0.0  # recent reads that found their payload split (a continuation entry)
         self.ool_rate = 0.0  # ... or out of line (a key of its own)
         self.events: EventBuffer | None = None  # set while an observer listens (events.py)
+        self.stream = events_stream  # the event stream's cap (None: no stream)
+        self.outbox: EventBuffer | None = None  # events not yet XADDed to it
+        if events_stream is not None:
+            if isinstance(events_stream, bool) or not isinstance(events_stream, int) or events_stream < 1:
+                raise InvalidArgument("events_stream is the number of recent events the stream keeps, or None")
+            from densekv.sessions.events import EventBuffer
+
+            self.outbox = EventBuffer()
 
     # -- lifecycle events (densekv/sessions/events.py): recorded only while listened to --
     def emit(self, kind: str, digest: bytes, identity: Identity | None, cause: str,
-             old: bytes | None = None, found_by: str | None = None, label: str | None = None) -> None:
-        if self.events is not None:
+             old: bytes | None = None, found_by: str | None = None, label: str | None = None,
+             stream: bool = True) -> None:
+        """Record an event for the observers and (unless `stream` is False: announced
+        already) the event stream."""
+        outbox = self.outbox if stream else None
+        if self.events is not None or outbox is not None:
             from densekv.sessions.events import SessionEvent  # loaded once observed
 
-            self.events.add(SessionEvent(kind, digest.hex(), identity, cause, self.now(),
-                                         old.hex() if old is not None else None, found_by, label))
+            event = SessionEvent(kind, digest.hex(), identity, cause, self.now(),
+                                 old.hex() if old is not None else None, found_by, label)
+            if self.events is not None:
+                self.events.add(event)
+            if outbox is not None:
+                outbox.add(event)
 
-    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int) -> None:
+    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int, stream: bool = True) -> None:
         """The event of a record this process removed: destroyed (`cause`) if it was live,
         expired (idle or absolute) if it was not."""
-        if self.events is None:
+        if self.events is None and (self.outbox is None or not stream):
             return
         if rec.live(now):
-            self.emit("destroyed", rec.digest, rec.identity, cause)
+            self.emit("destroyed", rec.digest, rec.identity, cause, stream=stream)
         else:
             self.emit("expired", rec.digest, rec.identity,
-                      "idle" if rec.expires_at < rec.absolute_at else "absolute", found_by=found_by)
+                      "idle" if rec.expires_at < rec.absolute_at else "absolute", found_by=found_by, stream=stream)
 
     def now(self) -> int:
         return int(self.clock())
@@ -373,7 +390,7 @@ class SessionCore(MetadataFlows, IdentityFlows):
             yield from self.recover()
         if given and not all(stored):
             raise _SessionExists("a live session holds this token already: nothing was written")
-        if self.events is not None:
+        if self.events is not None or self.outbox is not None:
             for rec, _, _ in made:
                 self.emit("created", rec.digest, rec.identity, "create", label=label)
         if evicted:

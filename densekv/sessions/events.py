@@ -21,6 +21,16 @@ observer listens: a store without one builds no event and costs nothing more):
 Delivery is in-process and after the operation's round trips (an operation that failed
 half-way still reports what it did); an observer that raises is logged, never the caller's
 error. What a killed process had not delivered is lost: in-process events are at most once.
+
+The event stream (a store's `events_stream=N`): the same events, XADDed to the capped
+Redis Stream `{ns}:ev:{ns}` (MAXLEN ~ N, hash-tagged with the namespace: one slot), for
+other services to read with consumer groups. Fields: kind, id, identity ("" when
+anonymous), itype ("int", "str" or ""), cause, at, and old, found_by, label when set;
+`event_from_stream` reads one back. Expiries are announced before they are removed: sweep
+runs its script dry first, XADDs what it would remove, then removes (the same `now`), so a
+sweep killed in between announces them again on its next run (at least once, and a
+duplicate per interrupted round at most); the other kinds are XADDed by the process that
+did the step, right after the operation (at most once: lost if it dies in between).
 """
 
 from __future__ import annotations
@@ -31,9 +41,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from densekv.keys import tag
+from densekv.plan import Plan, command
 from densekv.sessions.model import Identity
 
-__all__ = ["CAUSES", "KINDS", "EventBuffer", "Observer", "SessionEvent"]
+__all__ = ["CAUSES", "KINDS", "EventBuffer", "Observer", "SessionEvent", "event_from_stream", "plan_publish",
+           "stream_key"]
 
 log = logging.getLogger("densekv.sessions")
 
@@ -126,3 +139,42 @@ async def call_async(observers: list[Any], method: str, *args: Any) -> None:
                 await result
         except Exception:
             log.exception("densekv: observer %r failed in %s", obs, method)
+
+
+def stream_key(namespace: str) -> bytes:
+    """The namespace's event stream, `{ns}:ev:{<ns>}` (keys.CODES "ev")."""
+    return tag(namespace, "ev", namespace)
+
+
+def stream_fields(event: SessionEvent) -> list[str]:
+    """An event as XADD field, value, ... (strings; no token, ever)."""
+    ident = event.identity
+    out = ["kind", event.kind, "id", event.session_id,
+           "identity", "" if ident is None else str(ident),
+           "itype", "" if ident is None else "int" if isinstance(ident, int) else "str",
+           "cause", event.cause, "at", str(event.at)]
+    for name in ("old_session_id", "found_by", "label"):
+        value = getattr(event, name)
+        if value is not None:
+            out += ["old" if name == "old_session_id" else name, value]
+    return out
+
+
+def event_from_stream(fields: dict[Any, Any]) -> SessionEvent:
+    """The SessionEvent of one stream entry's fields (bytes or str keys and values)."""
+    f = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+         for k, v in fields.items()}
+    identity: Identity | None = None
+    if f.get("itype") == "int":
+        identity = int(f["identity"])
+    elif f.get("itype") == "str":
+        identity = f["identity"]
+    return SessionEvent(f["kind"], f["id"], identity, f["cause"], int(f["at"]), f.get("old"), f.get("found_by"),
+                        f.get("label"))
+
+
+def plan_publish(namespace: str, maxlen: int, events: list[SessionEvent]) -> list[Plan[Any]]:
+    """One XADD per event to the namespace's stream, capped near `maxlen` entries."""
+    key = stream_key(namespace)
+    return [command("XADD", key, "MAXLEN", "~", maxlen, "*", *stream_fields(e), keys=(key,), decode=lambda r: r)
+            for e in events]

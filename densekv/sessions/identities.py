@@ -40,7 +40,7 @@ class IdentityFlows:
     def run_on(self, digests: Iterable[bytes], plans: list[Plan[Any]]) -> Flow[list[Any]]:
         raise NotImplementedError
 
-    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int) -> None:
+    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int, stream: bool = True) -> None:
         raise NotImplementedError
 
     def _live_records_of(self, identity: Identity) -> Flow[list[Record]]:

@@ -267,7 +267,9 @@ class StoreCore(Protocol):
     def run_on(self, digests: Iterable[bytes], plans: list[Plan[Any]]) -> Flow[list[Any]]:
         """Run `plans` in one round trip, after the repartition splits they need."""
 
-    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int) -> None:
+    stream: int | None
+
+    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int, stream: bool = True) -> None:
         """Record the lifecycle event of a record this process removed (events.py)."""
 
 

@@ -20,6 +20,7 @@ from densekv.cluster_executor import executor_for
 from densekv.errors import DensekvError
 from densekv.errors import moved as _moved
 from densekv.flows import Flow, adrive, drive
+from densekv.plan import Plan
 from densekv.server.probe import probe_flow
 from densekv.sessions.core import (
     AUTO_TRAIN,
@@ -115,6 +116,7 @@ class SessionStore(_Options):
         track_devices: bool = False,
         max_sessions_per_identity: int | None = None,
         on_limit: str = "evict",
+        events_stream: int | None = None,
     ) -> None:
         self.client = client
         self._ex = executor_for(client, durable=durable)
@@ -126,6 +128,7 @@ class SessionStore(_Options):
             partitions=partitions, clock=clock, fill=fill, max_data_bytes=max_data_bytes,
             auto_train=auto_train, track_devices=track_devices,
             max_sessions_per_identity=max_sessions_per_identity, on_limit=on_limit,
+            events_stream=events_stream,
         )
         self._drive(self._core.open())
 
@@ -135,7 +138,7 @@ class SessionStore(_Options):
     def _run(self, make: Callable[[SessionCore], Flow[T]], op: str = "") -> T:
         """Run a flow made by `make` (core -> flow) as SessionCore.guarded runs it; `op`
         names the operation for observers (events.py)."""
-        if self._observers:
+        if self._observers or self._core.outbox is not None:
             return self._run_observed(make, op)
         return drive(self._core.guarded(make), self._ex)
 
@@ -153,11 +156,28 @@ class SessionStore(_Options):
             raise
         finally:
             seconds = time.perf_counter() - start
+            self._publish()
             observers = list(self._observers)
             if self._core.events is not None:
                 for event in self._core.events.take():
                     call_sync(observers, "on_event", event)
             call_sync(observers, "on_operation", op, seconds, error)
+
+    def _publish(self) -> None:
+        """XADD what the operation recorded to the event stream (events_stream); a failure
+        is logged, never the operation's (it happened)."""
+        core = self._core
+        if core.outbox is None or core.stream is None:
+            return
+        from densekv.sessions.events import log, plan_publish
+
+        events = core.outbox.take()
+        if events:
+            try:
+                drive(_one_round(plan_publish(core.namespace, core.stream, events)), self._ex)
+            except (DensekvError, redis.RedisError, OSError):
+                log.exception("densekv: %d session events not written to the event stream of %r",
+                              len(events), core.namespace)
 
     def observe(self, observer: Observer) -> None:
         """Tell `observer` of every lifecycle event (its `on_event(SessionEvent)`) and every
@@ -341,6 +361,7 @@ class AsyncSessionStore(_Options):
         track_devices: bool = False,
         max_sessions_per_identity: int | None = None,
         on_limit: str = "evict",
+        events_stream: int | None = None,
     ) -> None:
         self.client = client
         self._ex = executor_for(client, durable=durable)
@@ -349,7 +370,7 @@ class AsyncSessionStore(_Options):
                       "partitions": partitions, "clock": clock, "fill": fill,
                       "max_data_bytes": max_data_bytes, "auto_train": auto_train,
                       "track_devices": track_devices, "max_sessions_per_identity": max_sessions_per_identity,
-                      "on_limit": on_limit}
+                      "on_limit": on_limit, "events_stream": events_stream}
         self._facts = facts
         self._core: SessionCore | None = None
         self._observers: list[Observer] = []
@@ -371,7 +392,8 @@ class AsyncSessionStore(_Options):
 
     async def _run(self, make: Callable[[SessionCore], Flow[T]], op: str = "") -> T:
         """As SessionStore._run."""
-        if self._observers:
+        if self._observers or (self._core is not None and self._core.outbox is not None) or \
+                (self._core is None and self._args["events_stream"] is not None):
             return await self._run_observed(make, op)
         core = await self.ready()
         return await adrive(core.guarded(make), self._ex)
@@ -390,11 +412,26 @@ class AsyncSessionStore(_Options):
             raise
         finally:
             seconds = time.perf_counter() - start
+            if core is not None:
+                await self._publish(core)
             observers = list(self._observers)
             if core is not None and core.events is not None:
                 for event in core.events.take():
                     await call_async(observers, "on_event", event)
             await call_async(observers, "on_operation", op, seconds, error)
+
+    async def _publish(self, core: SessionCore) -> None:
+        if core.outbox is None or core.stream is None:
+            return
+        from densekv.sessions.events import log, plan_publish
+
+        events = core.outbox.take()
+        if events:
+            try:
+                await adrive(_one_round(plan_publish(core.namespace, core.stream, events)), self._ex)
+            except (DensekvError, redis.RedisError, OSError):
+                log.exception("densekv: %d session events not written to the event stream of %r",
+                              len(events), core.namespace)
 
     def observe(self, observer: Observer) -> None:
         from densekv.sessions.events import EventBuffer
@@ -509,6 +546,11 @@ class AsyncSessionStore(_Options):
 
     async def sweep(self, max_items: int | None = None) -> int:
         return await self._run(lambda c: c.sweep(max_items), "sweep")
+
+
+def _one_round(plans: list[Plan[Any]]) -> Flow[list[Any]]:
+    """A flow of one round trip: `plans`, their replies."""
+    return (yield plans)
 
 
 share_docstrings(SessionStore, AsyncSessionStore)

@@ -87,13 +87,16 @@ def sweep(core: StoreCore, max_items: int | None) -> Flow[int]:
             # share what is left of the budget among this round trip's partitions
             left = budget - removed_total
             limit = 1 << 30 if max_items is None else max(1, -(-int(left) // len(batch)))
+            announced = core.stream is not None
+            if announced:  # the event stream hears of an expiry before it is removed
+                yield from announce(core, batch, now, limit)
             results = yield from run_on_units(core, batch, [core.layout.plan_sweep(u, now, limit) for u in batch])
             core.sweep_cursor = (core.sweep_cursor + len(batch)) % len(units)
             visited += len(batch)
             gone: list[Record] = [r for rs in results for r in rs]
             removed_total += len(gone)
             for r in gone:  # the script removed only what had expired by `now`
-                core.emit_removed(r, "", "sweep", now)
+                core.emit_removed(r, "", "sweep", now, stream=not announced)
             cleanup: list[Plan[Any]] = core.layout.plan_drop_outside(gone)
             if core.index is not None and gone:
                 by_identity: dict[Identity, list[bytes]] = {}
@@ -113,6 +116,21 @@ def sweep(core: StoreCore, max_items: int | None) -> Flow[int]:
             yield [core.index.plan_sweep(p, now) for p in batch]
         core.index_cursor = (core.index_cursor + todo) % len(parts)
     return removed_total
+
+
+def announce(core: StoreCore, batch: list[int], now: int, limit: int) -> Flow[None]:
+    """XADD to the event stream the expiries that a sweep of `batch` at `now` will remove
+    (a dry run of the same script first): a sweep killed after this and before its removal
+    announces them again next time (at least once), never after a removal it did not tell."""
+    from densekv.sessions.events import SessionEvent, plan_publish
+
+    dry = yield from run_on_units(core, batch, [core.layout.plan_sweep(u, now, limit, dry=True) for u in batch])
+    events = [SessionEvent("expired", r.digest.hex(), r.identity,
+                           "idle" if r.expires_at < r.absolute_at else "absolute", now, None, "sweep")
+              for rs in dry for r in rs]
+    assert core.stream is not None
+    if events:
+        yield plan_publish(core.namespace, core.stream, events)
 
 
 def run_on_units(core: StoreCore, units: list[int], plans: list[Plan[Any]]) -> Flow[list[Any]]:

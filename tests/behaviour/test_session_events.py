@@ -153,19 +153,25 @@ def test_async_store_awaits_async_observers(server: Any) -> None:
                 await asyncio.sleep(0)
                 seen.append(event)
 
-        store = AsyncSessionStore(client, "ev-async", layout="dense")
+        ns = f"ev-async-{time.time_ns()}"
+        store = AsyncSessionStore(client, ns, layout="dense", events_stream=100)
         store.observe(AsyncObserver())
         token = await store.create(None)
         token = await store.login(token, "ada") or ""
         await store.destroy(token)
+        from densekv.sessions.events import event_from_stream, stream_key
+
+        streamed = [event_from_stream(f) for _, f in await client.xrange(stream_key(ns))]
         await client.aclose()
+        assert streamed == seen
         return [(e.kind, e.cause) for e in seen]
 
     assert asyncio.run(main()) == [("created", "create"), ("rotated", "login"), ("destroyed", "logout")]
 
 
 def test_events_on_the_cluster(cluster_client: Any) -> None:
-    store = SessionStore(cluster_client, f"ev-cl-{time.time_ns()}", layout="dense", ttl=60, clock=(clock := Clock()))
+    ns = f"ev-cl-{time.time_ns()}"
+    store = SessionStore(cluster_client, ns, layout="dense", ttl=60, clock=(clock := Clock()), events_stream=10_000)
     rec = Recorder()
     store.observe(rec)
     tokens = [store.create(i) for i in range(20)]
@@ -177,5 +183,76 @@ def test_events_on_the_cluster(cluster_client: Any) -> None:
         kinds[e.kind] = kinds.get(e.kind, 0) + 1
     assert kinds == {"created": 20, "rotated": 20, "expired": 20}
     assert {e.session_id for e in rec.events if e.kind == "expired"} == {sid(t) for t in moved if t}
+    assert sorted(_stream(cluster_client, ns), key=repr) == sorted(rec.events, key=repr)  # one slot: the namespace's
 
 
+
+
+def _stream(client: Any, ns: str) -> list[SessionEvent]:
+    from densekv.sessions.events import event_from_stream, stream_key
+
+    return [event_from_stream(fields) for _, fields in client.xrange(stream_key(ns))]
+
+
+def test_event_stream_carries_every_kind(client: redis.Redis) -> None:
+    clock = Clock()
+    ns = f"evs-{time.time_ns()}"
+    store = SessionStore(client, ns, layout="dense", ttl=100, idle_ttl=50, clock=clock, events_stream=1000,
+                         track_devices=True)
+    rec = Recorder()
+    store.observe(rec)
+    anon = store.create(None)
+    user = store.login(anon, "ada", label="phone") or ""
+    store.destroy(store.create(7))
+    store.create(8)
+    clock.now += 60
+    store.sweep()
+    got = _stream(client, ns)
+    assert got == rec.events  # the same events, in order, both ways (`at` is the store's clock)
+    assert [(e.kind, e.cause) for e in got] == [("created", "create"), ("rotated", "login"), ("created", "create"),
+                                                ("destroyed", "logout"), ("created", "create"),
+                                                ("expired", "idle"), ("expired", "idle")]
+    assert got[1].label == "phone" and got[1].identity == "ada"
+    raw = b"".join(v for _, f in client.xrange(f"{ns}:ev:{{{ns}}}") for v in f.values())
+    assert anon.encode() not in raw and user.encode() not in raw
+
+
+class KillsTheRemoval:
+    """An executor that loses the connection on the round trip that would remove expired
+    sessions (hrec_sweep, not dry): a sweep dying between its announcement and removal."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.client = inner.client
+
+    def run_many(self, plans: Any) -> Any:
+        for plan in plans:
+            for step in plan.steps:
+                script = getattr(step, "script", None)
+                if script is not None and script.name == "hrec_sweep" and step.args[-1] == b"0":
+                    raise redis.ConnectionError("killed between announcing and removing")
+        return self.inner.run_many(plans)
+
+
+def test_a_sweep_killed_after_its_announcement_announces_again(client: redis.Redis) -> None:
+    """Expiries reach the stream at least once: a sweep that dies after announcing and
+    before removing leaves the sessions and their announcement; the next sweep announces
+    them again (one duplicate per interruption) and removes them."""
+    clock = Clock()
+    ns = f"evk-{time.time_ns()}"
+    # one partition: one sweep round, killed after its announcement
+    store = SessionStore(client, ns, layout="dense", ttl=10, clock=clock, events_stream=1000, partitions=1)
+    tokens = [store.create(i) for i in range(20)]
+    clock.now += 11
+    real = store._ex
+    store._ex = KillsTheRemoval(real)  # type: ignore[assignment]
+    with pytest.raises(redis.ConnectionError):
+        store.sweep()
+    store._ex = real
+    expired = sorted(e.session_id for e in _stream(client, ns) if e.kind == "expired")
+    assert expired == sorted(sid(t) for t in tokens) and store.count() == 20  # told, nothing removed
+    store.sweep()
+    expired = sorted(e.session_id for e in _stream(client, ns) if e.kind == "expired")
+    assert expired == sorted([sid(t) for t in tokens] * 2) and store.count() == 0
+    store.sweep()  # nothing left: nothing announced
+    assert len([e for e in _stream(client, ns) if e.kind == "expired"]) == 40

@@ -177,7 +177,7 @@ class Layout(ABC):
         """What sweep visits one at a time (partitions); none for server-expired data."""
         return iter(())
 
-    def plan_sweep(self, unit: Any, now: int, limit: int) -> Plan[list[Record]]:
+    def plan_sweep(self, unit: Any, now: int, limit: int, dry: bool = False) -> Plan[list[Record]]:
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:

@@ -424,7 +424,10 @@ class PartitionedLayout(Layout):
     def sweep_units(self) -> Iterator[int]:
         return iter(range(self.partitions))
 
-    def plan_sweep(self, unit: int, now: int, limit: int) -> Plan[list[Record]]:
+    def plan_sweep(self, unit: int, now: int, limit: int, dry: bool = False) -> Plan[list[Record]]:
+        """Remove what expired by `now` in one partition (at most `limit`); `dry`: remove
+        nothing, reply what would go (a store announcing expiries first)."""
+
         def decode(reply: Any) -> list[Record]:
             return [
                 unpack_record(join_digest(unit, reply[i], self.bits), reply[i + 1])
@@ -432,7 +435,8 @@ class PartitionedLayout(Layout):
             ]
 
         keys = (self.hash_key(unit), self.cont_key(unit), *self._keys(unit)[1:])
-        return script_call(script("hrec_sweep"), keys, (now, limit, self.mode, self.bits % 8, 16 - self.bits // 8), decode)
+        args = (now, limit, self.mode, self.bits % 8, 16 - self.bits // 8, b"1" if dry else b"0")
+        return script_call(script("hrec_sweep"), keys, args, decode)
 
 
 class DenseLayout(PartitionedLayout):
