@@ -74,7 +74,20 @@ by self time.
 --pin CLIENT,SERVER pins this process and the server to one core each (the issue 30 figures:
 --pin 0,1 on the 2-core machine).
 
+--observe prometheus (or otel) measures instead what session metrics cost (issue 34: <= 5% of
+the client's CPU per call): for session_get, session_touch and session_apply the two sides are
+the same densekv calls, "observed" with densekv.integrations.prometheus.SessionMetrics (or
+.otel's, on an SDK MeterProvider with an InMemoryMetricReader) attached to every session store
+of the run and "bare" with none, taking turns as above (the observer attached before the
+observed side's turn, removed before the bare side's, outside the timing). No scrape runs
+during the turns (what a scrape costs is per scrape, not per call). The records
+(benchmark "hot_path_observed") give `client_ratio` = observed / bare of the medians,
+`client_ratio_paired` the median of the per-round ratios, `client_ratio_rounds` them all
+(their spread is the noise of the run: the machine's 2 cores are shared), and
+`client_target` 1.05.
+
 Usage: python benchmarks/hot_path.py [--quick] [--pin 0,1] [--servers valkey-9.1,redis-7.0]
+       [--observe prometheus|otel]
        [--bloom-server redis-7.4 | --bloom-server ''] [--ops session_get,...] [--rounds 16]
        [--calls 1000] [--sessions 10000] [--out FILE | --no-save]
        python benchmarks/hot_path.py --profile [--servers valkey-9.1] [--calls 3000]
@@ -147,6 +160,9 @@ LOGIN_PROFILES = ("P1k", "P2")
 OPS = tuple(dict.fromkeys(op for op, _ in TARGETS))
 
 Call = Callable[[int], Any]  # one operation on input i
+SESSION_STORES: list[Any] = []  # every session store sessions_store() made (--observe attaches to them)
+OBSERVED_OPS = ("session_get", "session_touch", "session_apply")  # --observe measures these
+OBSERVE_TARGET = 1.05  # issue 34: metrics cost <= 5% of the client's CPU per call
 
 
 @dataclass
@@ -303,6 +319,7 @@ def sessions_store(url: str, namespace: str, profile: str, n: int,
     store.train_dictionary([login_session(profile, i)[1] for i in range(TRAIN_N)])
     items = [login_session(profile, i) for i in range(n)]
     tokens = store.create_each(items, batch=1000)
+    SESSION_STORES.append(store)
     return store, tokens, [data for _, data in items]
 
 
@@ -525,7 +542,10 @@ def measure(server: str, ops: list[str], args: argparse.Namespace) -> list[dict[
             os.sched_setaffinity(proc.proc.pid, {args.pin[1]})
             os.sched_setaffinity(0, {args.pin[0]})
         stats_client = proc.client()
+        SESSION_STORES.clear()
         cases, facts = build_cases(proc.url, binary, ops, args.sessions, total)
+        if args.observe:
+            cases = observed_cases(cases, args.observe)
         info = stats_client.info("server")
         version = str(info.get("valkey_version") or info["redis_version"])
         setup_s = time.perf_counter() - t0
@@ -543,17 +563,85 @@ def measure(server: str, ops: list[str], args: argparse.Namespace) -> list[dict[
                 for side in sides if r % 2 == 0 else sides[::-1]:
                     turn(stats_client, side, start, args.calls)
                 start += args.calls
-            records.append(record(case, server, version, facts, args))
+            rec = record(case, server, version, facts, args)
+            records.append(observed_record(rec, case, args.observe) if args.observe else rec)
         stats_client.close()
     for rec in records:
         rec["server_setup_s"] = round(setup_s, 1)
     return records
 
 
+def metrics_observer(kind: str) -> tuple[Callable[[], None], Callable[[], None]]:
+    """(attach, detach) of session metrics of `kind` to every store of SESSION_STORES."""
+    if kind == "prometheus":
+        import prometheus_client
+
+        from densekv.integrations.prometheus import SessionMetrics
+
+        metrics: Any = SessionMetrics(prometheus_client.CollectorRegistry())
+    else:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        from densekv.integrations.otel import SessionMetrics as OtelMetrics
+
+        metrics = OtelMetrics(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+
+    def attach() -> None:
+        for store in SESSION_STORES:
+            if store not in [t.store for t in metrics.tallies]:
+                metrics.observe(store)
+
+    def detach() -> None:
+        for store in SESSION_STORES:
+            metrics.unobserve(store)
+    return attach, detach
+
+
+def observed_cases(cases: list[Case], kind: str) -> list[Case]:
+    """--observe: each session case as two sides of densekv itself, observed and bare."""
+    attach, detach = metrics_observer(kind)
+
+    def with_state(state: Callable[[], None], prepare: Callable[[int, int], None] | None
+                   ) -> Callable[[int, int], None]:
+        def run(lo: int, hi: int) -> None:
+            state()
+            if prepare is not None:
+                prepare(lo, hi)
+        return run
+
+    out = []
+    for case in cases:
+        if case.op not in OBSERVED_OPS:
+            continue
+        d = case.densekv
+        out.append(Case(case.op, case.variant,
+                        Side("observed", d.call, with_state(attach, d.prepare)),
+                        Side("bare", d.call, with_state(detach, d.prepare)),
+                        f"{case.what.split(' / ')[0]}, with {kind} session metrics / without"))
+    return out
+
+
+def observed_record(rec: dict[str, Any], case: Case, kind: str) -> dict[str, Any]:
+    """A record of --observe: observed / bare, the per-round ratios, the 5% bound."""
+    o, b = case.densekv, case.plain
+    assert b is not None
+    rounds = [x / y for x, y in zip(o.cpu_us, b.cpu_us) if y]
+    rec.update(benchmark="hot_path_observed", observer=kind, client_target=OBSERVE_TARGET,
+               client_ok=rec["client_ratio"] is not None and rec["client_ratio"] <= OBSERVE_TARGET,
+               client_ratio_rounds=[round(r, 3) for r in rounds],
+               client_ratio_spread=[round(min(rounds), 3), round(max(rounds), 3)] if rounds else None,
+               overhead_us=round(median(o.cpu_us) - median(b.cpu_us), 2),
+               server_target=None, server_ok=None)
+    for key in ("server_cpu_target", "server_cpu_ok"):
+        rec.pop(key, None)
+    return rec
+
+
 def record(case: Case, server: str, version: str, facts: dict[str, Any],
            args: argparse.Namespace) -> dict[str, Any]:
     d, p = case.densekv, case.plain
-    client_target, server_target = TARGETS[(case.op, case.variant)]
+    client_target, server_target = TARGETS[(case.op, case.variant)]  # --observe: observed_record's
     rec: dict[str, Any] = {
         "benchmark": "hot_path", "commit": COMMIT, "server": server, "version": version,
         "op": case.op, "variant": case.variant, "what": case.what, "rounds": args.rounds,
@@ -669,10 +757,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--no-save", action="store_true", help="print the records only")
     ap.add_argument("--profile", action="store_true", help="cProfile session get, apply and create instead")
+    ap.add_argument("--observe", choices=("prometheus", "otel"), default=None,
+                    help="session get / touch / apply with these session metrics against without them")
     args = ap.parse_args()
     args.rounds = args.rounds or (4 if args.quick else 16)
     args.calls = args.calls or (200 if args.quick else 1000)
     servers = [s for s in args.servers.split(",") if s]
+    if args.observe:
+        args.bloom_server = ""  # the session operations only
     missing = [s for s in (*servers, args.bloom_server) if s and s not in find_servers()]
     if missing:
         sys.exit(f"servers not on this machine: {', '.join(missing)} (scripts/get-servers)")
@@ -681,6 +773,8 @@ def main() -> None:
             profile(server, args)
         return
     ops = [o for o in args.ops.split(",") if o]
+    if args.observe:
+        ops = [o for o in ops if o in OBSERVED_OPS] or list(OBSERVED_OPS)
     unknown = set(ops) - set(OPS)
     if unknown:
         sys.exit(f"unknown ops: {', '.join(sorted(unknown))} (one of {', '.join(OPS)})")

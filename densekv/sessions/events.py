@@ -4,7 +4,10 @@ An observer is any object with the methods it cares about (duck-typed, see `Obse
   * `on_event(event)`: a session was created, rotated (login / regenerate: old and new
     id), destroyed (with its cause) or expired (idle or absolute, and who found it);
   * `on_operation(name, seconds, error)`: one store operation ended (`error` the exception's
-    type name, or None), for metrics (densekv/integrations/prometheus.py, .../otel.py).
+    type name, or None), for metrics (densekv/integrations/prometheus.py, .../otel.py);
+  * `on_payloads(sizes)`: the bytes of each session payload the operation encoded to store
+    (after compression; a compare-and-set that tried again encoded again), before its
+    `on_operation`, only for operations that encoded one.
 `SessionStore.observe(obj)` adds one; an async store awaits an observer's coroutine methods.
 
 Where events come from (the core records them, densekv/sessions/core.py, only while an
@@ -86,19 +89,34 @@ class Observer(Protocol):
 
     def on_operation(self, name: str, seconds: float, error: str | None) -> Any: ...
 
+    def on_payloads(self, sizes: list[int]) -> Any: ...
+
 
 class EventBuffer:
     """The events a core recorded and no shell has delivered yet (thread-safe append and
     pop: deque). Several operations of one store may run at once (threads, tasks): each
     delivers what is pending when it ends, so every event is delivered once."""
 
-    __slots__ = ("pending",)
+    __slots__ = ("pending", "sizes")
 
     def __init__(self) -> None:
         self.pending: deque[SessionEvent] = deque()
+        self.sizes: deque[int] = deque()  # payload bytes encoded to store (on_payloads)
 
     def add(self, event: SessionEvent) -> None:
         self.pending.append(event)
+
+    def sized(self, nbytes: int) -> None:
+        self.sizes.append(nbytes)
+
+    def take_sizes(self) -> list[int]:
+        out: list[int] = []
+        while self.sizes:
+            try:
+                out.append(self.sizes.popleft())
+            except IndexError:
+                break
+        return out
 
     def take(self) -> list[SessionEvent]:
         out: list[SessionEvent] = []
@@ -117,7 +135,7 @@ def call_sync(observers: list[Any], method: str, *args: Any) -> None:
             continue
         try:
             result = fn(*args)
-            if inspect.isawaitable(result):
+            if result is not None and inspect.isawaitable(result):  # None: a plain method's, the common case
                 close = getattr(result, "close", None)
                 if close is not None:
                     close()
@@ -135,7 +153,7 @@ async def call_async(observers: list[Any], method: str, *args: Any) -> None:
             continue
         try:
             result = fn(*args)
-            if inspect.isawaitable(result):
+            if result is not None and inspect.isawaitable(result):
                 await result
         except Exception:
             log.exception("densekv: observer %r failed in %s", obs, method)

@@ -36,6 +36,7 @@ from densekv.sessions.payload import PayloadCodec
 
 if TYPE_CHECKING:
     from densekv.server.probe import Capabilities
+    from densekv.sessions.events import EventBuffer
     from densekv.sessions.model import Record
 
 
@@ -255,6 +256,7 @@ class StoreCore(Protocol):
     refused_too_large: int
     sweep_cursor: int
     index_cursor: int
+    events: EventBuffer | None
 
     def now(self) -> int: ...
 

@@ -64,12 +64,13 @@ def encode(core: StoreCore, data: dict[str, Any] | None) -> tuple[bytes | None, 
     try:
         if not core.layout.holds_bytes:
             no_bytes(data)
-        if core.layout.framed:
-            return core.codec.encode(data)
-        return pack_data(data, core.codec.max_bytes), None
+        out = core.codec.encode(data) if core.layout.framed else (pack_data(data, core.codec.max_bytes), None)
     except SessionDataTooLarge:
         core.refused_too_large += 1
         raise
+    if core.events is not None:  # observed: the bytes to be stored, for metrics (events.py)
+        core.events.sized(len(out[1] if out[1] is not None else out[0]))
+    return out
 
 
 def complete(core: StoreCore, digest: bytes, rec: Record | None) -> Flow[Record | None]:

@@ -10,7 +10,7 @@ drift: they expose the same operations with the same arguments.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from types import EllipsisType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -81,6 +81,13 @@ class _Options:
         rolled: call touch(token) only then, and most reads cost no write."""
         return self._core_or_none().due_for_touch(session)
 
+    def read_shares(self) -> tuple[float, float]:
+        """(split, out of line): moving averages (weight 0.05) of this process's recent reads
+        that found their payload split / stored out of line; no server call (for metrics:
+        stats() counts the stored ones exactly, at the cost of a SCAN)."""
+        core = self._core_or_none()
+        return core.split_rate, core.ool_rate
+
 
 class SessionStore(_Options):
     """Sessions in Redis/Valkey at a few dozen bytes each. Guide: docs/sessions.md.
@@ -121,6 +128,7 @@ class SessionStore(_Options):
         self.client = client
         self._ex = executor_for(client, durable=durable)
         self._observers: list[Observer] = []
+        self._call_sync: Callable[..., None] | None = None  # events.call_sync, once observed
         self._core = SessionCore(
             facts or facts_from_probe(client),
             namespace=namespace, layout=layout, ttl=ttl, idle_ttl=idle_ttl,
@@ -143,10 +151,6 @@ class SessionStore(_Options):
         return drive(self._core.guarded(make), self._ex)
 
     def _run_observed(self, make: Callable[[SessionCore], Flow[T]], op: str) -> T:
-        from densekv.sessions.events import (
-            call_sync,  # loaded once observed: import densekv stays light
-        )
-
         start = time.perf_counter()
         error: str | None = None
         try:
@@ -158,9 +162,15 @@ class SessionStore(_Options):
             seconds = time.perf_counter() - start
             self._publish()
             observers = list(self._observers)
-            if self._core.events is not None:
-                for event in self._core.events.take():
-                    call_sync(observers, "on_event", event)
+            call_sync = self._call_sync  # events.call_sync, set by observe(): no import per call
+            assert call_sync is not None
+            events = self._core.events
+            if events is not None:
+                if events.pending:
+                    for event in events.take():
+                        call_sync(observers, "on_event", event)
+                if events.sizes:
+                    call_sync(observers, "on_payloads", events.take_sizes())
             call_sync(observers, "on_operation", op, seconds, error)
 
     def _publish(self) -> None:
@@ -183,8 +193,9 @@ class SessionStore(_Options):
         """Tell `observer` of every lifecycle event (its `on_event(SessionEvent)`) and every
         operation (`on_operation(name, seconds, error)`) from now on; events.py says which
         events exist and when. A store without observers records none and costs nothing."""
-        from densekv.sessions.events import EventBuffer
+        from densekv.sessions.events import EventBuffer, call_sync  # loaded once observed
 
+        self._call_sync = call_sync
         if observer not in self._observers:
             self._observers.append(observer)
         self._core.events = self._core.events or EventBuffer()
@@ -374,6 +385,7 @@ class AsyncSessionStore(_Options):
         self._facts = facts
         self._core: SessionCore | None = None
         self._observers: list[Observer] = []
+        self._call_async: Callable[..., Awaitable[None]] | None = None  # events.call_async, once observed
 
     async def ready(self) -> SessionCore:
         if self._core is None:
@@ -399,8 +411,8 @@ class AsyncSessionStore(_Options):
         return await adrive(core.guarded(make), self._ex)
 
     async def _run_observed(self, make: Callable[[SessionCore], Flow[T]], op: str) -> T:
-        from densekv.sessions.events import call_async
-
+        call_async = self._call_async  # events.call_async, set by observe(): no import per call
+        assert call_async is not None
         start = time.perf_counter()
         error: str | None = None
         core: SessionCore | None = None
@@ -416,8 +428,11 @@ class AsyncSessionStore(_Options):
                 await self._publish(core)
             observers = list(self._observers)
             if core is not None and core.events is not None:
-                for event in core.events.take():
-                    await call_async(observers, "on_event", event)
+                if core.events.pending:
+                    for event in core.events.take():
+                        await call_async(observers, "on_event", event)
+                if core.events.sizes:
+                    await call_async(observers, "on_payloads", core.events.take_sizes())
             await call_async(observers, "on_operation", op, seconds, error)
 
     async def _publish(self, core: SessionCore) -> None:
@@ -434,8 +449,9 @@ class AsyncSessionStore(_Options):
                               len(events), core.namespace)
 
     def observe(self, observer: Observer) -> None:
-        from densekv.sessions.events import EventBuffer
+        from densekv.sessions.events import EventBuffer, call_async
 
+        self._call_async = call_async
         if observer not in self._observers:
             self._observers.append(observer)
         if self._core is not None:

@@ -161,3 +161,28 @@ def test_the_command_without_the_tools_says_what_to_install() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "pip install 'densekv[tools]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_metrics_libraries_load_only_with_their_integration() -> None:
+    """Issue 34: session metrics are off by default and cost no import: `import densekv`, a
+    store's module and an observed store load neither prometheus_client nor opentelemetry
+    (densekv.integrations.prometheus / .otel import them, and only they). redis-py 8 itself
+    imports opentelemetry when it is installed (redis.observability): that is redis's, not
+    densekv's, so the check is of what densekv adds to `import redis`."""
+    code = """
+import json, sys
+libs = ("prometheus_client", "opentelemetry")
+def loaded():
+    return {m for m in sys.modules if m.split(".")[0] in libs}
+import redis, redis.asyncio
+by_redis = loaded()
+import densekv
+import densekv.sessions.store, densekv.sessions.events, densekv.integrations
+by_densekv = sorted(loaded() - by_redis)
+import densekv.integrations.prometheus
+with_it = sorted({m.split(".")[0] for m in loaded() - by_redis})
+print(json.dumps({"by_densekv": by_densekv, "with_it": with_it}))
+"""
+    report = json.loads(_run(code))
+    assert report["by_densekv"] == []
+    assert report["with_it"] == ["prometheus_client"]

@@ -1,0 +1,234 @@
+"""What the metrics integrations count, without their libraries: one `Tally` per observed
+store, and the `Active` count of its sessions.
+
+A `Tally` is the store's observer (densekv/sessions/events.py): each operation, event and
+payload size adds to plain dicts under one lock (a dict update and a bisect, well under a
+microsecond), and the exporters read them when scraped: densekv/integrations/prometheus.py
+turns them into metric families at each scrape (a custom collector: no prometheus_client
+object is touched per operation), densekv/integrations/otel.py into observable counters
+(its histograms are recorded per operation: the OpenTelemetry API has no other way in).
+
+`Active` counts a store's sessions at most once per `every` seconds, and says how:
+  * partitioned layouts (dense, zset, fieldttl): `store.count()` runs one small script per
+    partition (HLEN-like, lua/part_len.lua; ~1 ms per 100 partitions): exact, of the records
+    stored, so expired ones that no sweep removed yet are counted too (method
+    "partition_counts", estimated "false");
+  * one key per session (json, packed, hash): a SCAN of the whole database (every key
+    visited, ~1 s per million keys on one core of the server): keys expiring or a rehash
+    during the scan may miscount a few (method "scan", estimated "true");
+  * `stats=True` counts with `store.stats()` instead, which adds the split and out-of-line
+    sessions stored: a SCAN of the database for every layout.
+Its refresh is timed (`refresh_seconds`), so the cost is in the metrics themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import time
+from bisect import bisect_left
+from typing import Any
+
+from densekv.sessions.events import SessionEvent
+
+__all__ = ["LATENCY_BUCKETS", "SIZE_BUCKETS", "Active", "Tally", "namespace_of"]
+
+log = logging.getLogger("densekv.sessions")
+
+#: seconds: a session operation on loopback takes 50-500 us, a sweep or count up to seconds
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.01, 0.05, 0.25, 1.0, 5.0)
+#: bytes of a stored payload (after compression; max_data_bytes is 64 KiB by default)
+SIZE_BUCKETS = (64, 128, 256, 512, 1024, 4096, 16384, 65536)
+
+
+def namespace_of(store: Any, namespace: str | None) -> str:
+    """The namespace label of a store: given, or the store's (an AsyncSessionStore knows
+    it once ready: pass namespace= to observe one that has not run an operation yet)."""
+    if namespace is not None:
+        return namespace
+    try:
+        return str(store.namespace)
+    except RuntimeError:
+        raise RuntimeError("this AsyncSessionStore is not ready: await store.ready() first, "
+                           "or give namespace=") from None
+
+
+class Tally:
+    """The counts of one store (its observer)."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.lock = threading.Lock()
+        # (operation, error type or None) -> latency bucket counts (+Inf last), then the sum
+        self.calls: dict[tuple[str, str | None], list[float]] = {}
+        self.events: dict[tuple[str, str, str], int] = {}  # (kind, cause, found_by or "") -> events
+        self.sizes: list[float] = [0] * (len(SIZE_BUCKETS) + 2)  # buckets, +Inf, sum
+        self.active: Active | None = None
+        self.store: Any = None  # the store observed (read_shares), set by the exporter
+
+    # -- the observer (events.py) ----------------------------------------------------------
+    def on_operation(self, name: str, seconds: float, error: str | None) -> None:
+        # one dict entry per (operation, error): its latency buckets, sum and count; the
+        # operations and errors counters are summed from them when read
+        with self.lock:
+            row = self.calls.get((name, error))
+            if row is None:
+                row = self.calls[(name, error)] = [0] * (len(LATENCY_BUCKETS) + 2)
+            row[bisect_left(LATENCY_BUCKETS, seconds)] += 1
+            row[-1] += seconds
+
+    def on_event(self, event: SessionEvent) -> None:
+        key = (event.kind, event.cause, event.found_by or "")
+        with self.lock:
+            self.events[key] = self.events.get(key, 0) + 1
+
+    def on_payloads(self, sizes: list[int]) -> None:
+        with self.lock:
+            row = self.sizes
+            for n in sizes:
+                row[bisect_left(SIZE_BUCKETS, n)] += 1
+                row[-1] += n
+
+    # -- for the exporters -------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """A consistent copy of every count."""
+        with self.lock:
+            calls = {k: list(v) for k, v in self.calls.items()}
+            events, sizes = dict(self.events), list(self.sizes)
+        ops: dict[tuple[str, str], int] = {}
+        errors: dict[str, int] = {}
+        latency: dict[str, list[float]] = {}
+        for (name, error), row in calls.items():
+            n = int(sum(row[:-1]))
+            ops[(name, error or "ok")] = n
+            if error is not None:
+                errors[error] = errors.get(error, 0) + n
+            have = latency.get(name)
+            latency[name] = row if have is None else [a + b for a, b in zip(have, row)]
+        return {"ops": ops, "errors": errors, "events": events, "latency": latency, "sizes": sizes}
+
+    def read_shares(self) -> tuple[float, float] | None:
+        try:
+            return self.store.read_shares() if self.store is not None else None
+        except RuntimeError:  # an async store not ready yet
+            return None
+
+
+def cumulative(row: list[float], bounds: tuple[float, ...]) -> tuple[list[tuple[float, float]], float, float]:
+    """(upper bound, cumulative count) per bucket with +Inf last, the sum and the count."""
+    out, total = [], 0.0
+    for bound, n in zip((*bounds, float("inf")), row[:-1]):
+        total += n
+        out.append((bound, total))
+    return out, row[-1], total
+
+
+class Active:
+    """The sessions a store holds, counted at most once per `every` seconds (see the module
+    docstring for what each layout's count costs), only when the metrics are read: a sync
+    store is counted by the thread that reads them (a scrape), when the last count is older
+    than `every`; an async store by a task on the event loop it was observed from, which a
+    scrape starts when the count is due and does not wait for (it reports the last count;
+    the first is started when the store is observed)."""
+
+    def __init__(self, store: Any, every: float, stats: bool) -> None:
+        self.store, self.every, self.stats = store, float(every), stats
+        self.is_async = inspect.iscoroutinefunction(store.count)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        if self.is_async:
+            try:
+                self.loop = asyncio.get_running_loop()
+            except RuntimeError:
+                raise RuntimeError("watch an AsyncSessionStore from its event loop (in a startup "
+                                   "hook, or where the store is made)") from None
+        self.value: int | None = None
+        self.split: int | None = None
+        self.out_of_line: int | None = None
+        self.method = "?"
+        self.estimated = True
+        self.refresh_seconds: float | None = None
+        self.refreshed_at: float | None = None  # time.monotonic()
+        self.next_at = 0.0
+        self.lock = threading.Lock()
+        self.running = False
+        self.task: asyncio.Future[None] | None = None
+
+    def due(self) -> bool:
+        return not self.running and time.monotonic() >= self.next_at
+
+    def kick(self) -> None:
+        """Start a count if one is due and none runs: a sync store's now (in this thread),
+        an async store's as a task on its loop."""
+        with self.lock:
+            if not self.due():
+                return
+            self.running = True
+            self.next_at = time.monotonic() + self.every
+        if not self.is_async:
+            try:
+                self._take(self._count_sync())
+            finally:
+                self.running = False
+            return
+        assert self.loop is not None
+        if self.loop.is_closed():
+            self.running = False
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            self.task = self.loop.create_task(self._count_async())
+        else:
+            self.task = asyncio.run_coroutine_threadsafe(self._count_async(), self.loop)  # type: ignore[assignment]
+
+    def refresh(self) -> None:
+        """A sync store: count now (whatever `every` says)."""
+        self.next_at = 0.0
+        self.kick()
+
+    def _count_sync(self) -> tuple[Any, float, dict[str, Any]] | None:
+        start = time.perf_counter()
+        try:
+            got = self.store.stats() if self.stats else self.store.count()
+        except Exception:
+            log.exception("densekv: counting the sessions of %r for metrics failed", self.store)
+            return None
+        return got, time.perf_counter() - start, self.store.explain()
+
+    async def _count_async(self) -> None:
+        start = time.perf_counter()
+        try:
+            got = await (self.store.stats() if self.stats else self.store.count())
+            seconds = time.perf_counter() - start
+            explained = await self.store.explain()
+        except Exception:
+            log.exception("densekv: counting the sessions of %r for metrics failed", self.store)
+            return
+        finally:
+            self.running = False
+        self._take((got, seconds, explained))
+
+    async def arefresh(self) -> None:
+        """An async store: count now, in this task (whatever `every` says)."""
+        self.running = True
+        self.next_at = time.monotonic() + self.every
+        await self._count_async()
+
+    def _take(self, done: tuple[Any, float, dict[str, Any]] | None) -> None:
+        if done is None:
+            return
+        got, seconds, explained = done
+        if isinstance(got, dict):
+            self.value = int(got["sessions"])
+            self.split, self.out_of_line = got.get("split_sessions"), got.get("out_of_line_sessions")
+        else:
+            self.value = int(got)
+        partitioned = bool(explained.get("partitions"))
+        self.method = "partition_counts" if partitioned else "scan"
+        self.estimated = not partitioned
+        self.refresh_seconds = seconds
+        self.refreshed_at = time.monotonic()
