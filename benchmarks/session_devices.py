@@ -1,6 +1,7 @@
 """Bytes per session with the lifecycle features off and on (issue 34): the identity
 index in format 0 (every feature off), track_devices with no label and with a 16-byte
-label ("Firefox on Linux"), and max_sessions_per_identity (format 1 entries, no label).
+label ("Firefox on Linux"), max_sessions_per_identity (format 1 entries, no label), and
+events_stream (one stream entry per session created: its bytes less "off"'s are an event's).
 
 One fresh server per (server, variant); N sessions with integer identities 0..N-1 and no
 payload, created 5000 per round trip, measured with densekv's Meter at N/10 and N (the
@@ -9,7 +10,7 @@ one every store without the features pays, before and after this change.
 Records: benchmarks/results/session_devices.jsonl (records.emit), one per run.
 
 Usage: python benchmarks/session_devices.py [--n 1000000] [--server NAME ...]
-       [--variant off|devices|devices_label|limit ...] [--no-save]
+       [--variant off|devices|devices_label|limit|stream ...] [--no-save]
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ VARIANTS: dict[str, tuple[dict[str, Any], str | None]] = {
     "devices": ({"track_devices": True}, None),
     "devices_label": ({"track_devices": True}, "Firefox on Linux"),
     "limit": ({"max_sessions_per_identity": 5}, None),
+    # the event stream, uncapped for the load: one "created" entry per session
+    "stream": ({"events_stream": 1 << 40}, None),
 }
 OUT = Path(__file__).parent / "results" / "session_devices.jsonl"
 

@@ -142,7 +142,8 @@ def _use_lines(rec: Any) -> list[str]:
     for use in rec.use or [{"call": rec.usage, "bytes_per_item": rec.predicted_bytes_per_item, "plus": None,
                             "loses": None}]:
         bytes_ = f"{use['bytes_per_item']:.2f} B/item" + (f" + {use['plus']}" if use["plus"] else "")
-        what = f"loses: {use['loses']}" if use["loses"] else "every feature on"
+        what = f"loses: {use['loses']}" if use["loses"] else f"adds: {use['adds']}" if use.get("adds") \
+            else "every feature on"
         out.append(f"use         {use['call']}  # {bytes_}; {what}")
     return out
 

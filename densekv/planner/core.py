@@ -470,12 +470,14 @@ def use_lines(kp: Any, best: Candidate, wl: Workload, total: float) -> list[dict
     off; the plan only says what each costs."""
     per_item = round(total / wl.items, 3)
     lighter = kp.lighter(best, wl)
-    if not lighter:
-        return [{"call": kp.usage(best, wl), "bytes_per_item": per_item, "plus": None, "loses": None}]
-    plus = "; ".join(extra for _, _, extra in lighter)
+    heavier = kp.heavier(best, wl) if hasattr(kp, "heavier") else []
+    plus = "; ".join(extra for _, _, extra in lighter) or None
     out: list[dict[str, Any]] = [{"call": kp.usage(best, wl), "bytes_per_item": per_item, "plus": plus,
                                   "loses": None}]
     out += [{"call": call, "bytes_per_item": per_item, "plus": None, "loses": loses} for call, loses, _ in lighter]
+    # the opt-in features: their bytes on top of the default call's
+    out += [{"call": call, "bytes_per_item": per_item, "plus": "; ".join(filter(None, (plus, extra))),
+             "loses": None, "adds": adds} for call, adds, extra in heavier]
     return out
 
 

@@ -234,10 +234,26 @@ class SessionsPlanner:
         return [(off, "store.sessions_of() and store.destroy_all() (log out everywhere), which then refuse", INDEX_BYTES)]
 
 
+    def heavier(self, cand: Candidate, wl: Workload) -> list[tuple[str, str, str]]:
+        """(the call with an opt-in feature on, what it adds, its bytes) for the features
+        that are off by default (docs/session-lifecycle.md)."""
+        base = self.usage(cand, wl)[:-1]
+        return [(base + ", track_devices=True)", '"your devices": login time, last seen and a label per session',
+                 DEVICES_BYTES),
+                (base + ", max_sessions_per_identity=N)", "a per-user session limit, atomic with each login",
+                 LIMIT_BYTES)]
+
+
 #: the bytes of the identity index, which the sessions' figures leave out (the planner loads
 #: its samples without it); the figure is the benchmark's in docs/sessions.md
 INDEX_BYTES = ("the identity index, about 17 B per logged-in session (not measured by this plan: docs/sessions.md, "
                "'With the identity index')")
+#: the opt-in lifecycle features' bytes beyond the identity index's, from
+#: `python benchmarks/session_devices.py --n 1000000` (docs/session-lifecycle.md, "What each costs")
+DEVICES_BYTES = ("devices, 16-18 B more per logged-in session, 32-34 B with a 16-byte label (at 1M on valkey-9.1 / "
+                 "redis-7.0: benchmarks/session_devices.py)")
+LIMIT_BYTES = ("the limit, 16-18 B more per logged-in session (at 1M on valkey-9.1 / redis-7.0: "
+               "benchmarks/session_devices.py); with devices too, the same entry")
 
 
 # --- sets ----------------------------------------------------------------------------

@@ -163,15 +163,15 @@ class SessionStore(_Options):
             self._publish()
             observers = list(self._observers)
             call_sync = self._call_sync  # events.call_sync, set by observe(): no import per call
-            assert call_sync is not None
             events = self._core.events
-            if events is not None:
-                if events.pending:
-                    for event in events.take():
-                        call_sync(observers, "on_event", event)
-                if events.sizes:
-                    call_sync(observers, "on_payloads", events.take_sizes())
-            call_sync(observers, "on_operation", op, seconds, error)
+            if call_sync is not None and observers:  # else only the stream listens
+                if events is not None:
+                    if events.pending:
+                        for event in events.take():
+                            call_sync(observers, "on_event", event)
+                    if events.sizes:
+                        call_sync(observers, "on_payloads", events.take_sizes())
+                call_sync(observers, "on_operation", op, seconds, error)
 
     def _publish(self) -> None:
         """XADD what the operation recorded to the event stream (events_stream); a failure
@@ -412,7 +412,6 @@ class AsyncSessionStore(_Options):
 
     async def _run_observed(self, make: Callable[[SessionCore], Flow[T]], op: str) -> T:
         call_async = self._call_async  # events.call_async, set by observe(): no import per call
-        assert call_async is not None
         start = time.perf_counter()
         error: str | None = None
         core: SessionCore | None = None
@@ -427,13 +426,14 @@ class AsyncSessionStore(_Options):
             if core is not None:
                 await self._publish(core)
             observers = list(self._observers)
-            if core is not None and core.events is not None:
-                if core.events.pending:
-                    for event in core.events.take():
-                        await call_async(observers, "on_event", event)
-                if core.events.sizes:
-                    await call_async(observers, "on_payloads", core.events.take_sizes())
-            await call_async(observers, "on_operation", op, seconds, error)
+            if call_async is not None and observers:  # else only the stream listens
+                if core is not None and core.events is not None:
+                    if core.events.pending:
+                        for event in core.events.take():
+                            await call_async(observers, "on_event", event)
+                    if core.events.sizes:
+                        await call_async(observers, "on_payloads", core.events.take_sizes())
+                await call_async(observers, "on_operation", op, seconds, error)
 
     async def _publish(self, core: SessionCore) -> None:
         if core.outbox is None or core.stream is None:

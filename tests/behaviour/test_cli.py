@@ -399,11 +399,15 @@ def test_plan_figures_belong_to_the_config_printed_beside_them(
     assert f"({advice['saving_pct']}% smaller)" in line
     # issue 32: the use line keeps every feature on; the lighter one beside it says what it loses
     assert "index_identities" not in rec.usage
-    on, off = [line for line in text if line.startswith("use ")]
+    on, off, devices, limit = [line for line in text if line.startswith("use ")]
     assert rec.usage in on and "every feature on" in on and "identity index, about 17 B per logged-in" in on
     assert f"{rec.predicted_bytes_per_item:.2f} B/item" in on and f"{rec.predicted_bytes_per_item:.2f} B/item" in off
     assert "index_identities=False)" in off and "loses: store.sessions_of() and store.destroy_all()" in off
-    assert [u["call"] for u in rec.use] == [rec.usage, off.split("  #")[0].split(None, 1)[1]]
+    assert [u["call"] for u in rec.use][:2] == [rec.usage, off.split("  #")[0].split(None, 1)[1]]
+    # issue 34: the opt-in features, each with its bytes on top and what it adds
+    assert "track_devices=True)" in devices and "adds: \"your devices\"" in devices
+    assert "max_sessions_per_identity=N)" in limit and "adds: a per-user session limit" in limit
+    assert "identity index, about 17 B" in devices and "benchmarks/session_devices.py" in limit
 
 
 def test_server_start_refuses_an_unwritable_state_dir_before_starting(tmp_path: Path) -> None:

@@ -256,3 +256,13 @@ def test_a_sweep_killed_after_its_announcement_announces_again(client: redis.Red
     assert expired == sorted([sid(t) for t in tokens] * 2) and store.count() == 0
     store.sweep()  # nothing left: nothing announced
     assert len([e for e in _stream(client, ns) if e.kind == "expired"]) == 40
+
+
+def test_a_stream_without_observers(client: redis.Redis) -> None:
+    """events_stream alone (no observer): the stream hears every event, sync and async."""
+    from densekv.sessions.events import stream_key
+
+    ns = f"evso-{time.time_ns()}"
+    store = SessionStore(client, ns, layout="dense", events_stream=100)
+    store.destroy(store.create(1))
+    assert [f[b"kind"] for _, f in client.xrange(stream_key(ns))] == [b"created", b"destroyed"]

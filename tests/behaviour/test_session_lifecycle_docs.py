@@ -17,7 +17,7 @@ def test_the_page_runs_as_written(client: Any) -> None:
         keys = list(client.scan_iter(match=f"{ns}:*"))
         if keys:
             client.delete(*keys)
-    blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.S)
+    blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.DOTALL)
     assert len(blocks) >= 4
     scope: dict[str, Any] = {"client": client}
     with contextlib.redirect_stdout(io.StringIO()) as out:
