@@ -237,6 +237,8 @@ class SessionRules:
     lifetime is `max_age` (None: the browser's session and the store's ttl; <= 0: nothing
     outlives its request) and which may move sessions in from `move_in`."""
 
+    session_class: type[DenseSession] = DenseSession  # what load() makes
+
     def __init__(self, max_age: int | None, move_in: MoveInSource | None = None) -> None:
         self.max_age = max_age
         self.bound = max_age if max_age is not None and max_age > 0 else None
@@ -246,16 +248,16 @@ class SessionRules:
         """The session a cookie names; empty (and no server call) for a junk cookie. A
         load that raises gives a session that raises the same error when first used."""
         if token is None or not well_formed(token):
-            return DenseSession(store, max_age=self.max_age)
+            return self.session_class(store, max_age=self.max_age)
         try:
             found = await store.get(token, undecodable="none")
             if found is None and self.move_in is not None:
                 found = await self._move_in(store, token)
         except Exception as exc:  # noqa: BLE001 - raised again where the app uses the session
-            session = DenseSession(store, max_age=self.max_age)
+            session = self.session_class(store, max_age=self.max_age)
             session.state.failed = exc
             return session
-        session = DenseSession(store, found, max_age=self.max_age)
+        session = self.session_class(store, found, max_age=self.max_age)
         if found is None:
             session.state.sent = token
         return session
