@@ -54,8 +54,8 @@ class SessionState:
 
 class DenseSession(TrackedDict):
     """request.session: a dict that records which top-level keys this request set or
-    deleted. `accessed` and `modified` mean what they mean on Starlette's Session;
-    `identity` is the session's owner (None while anonymous)."""
+    deleted. `accessed`: the request used the session (Vary: Cookie); `modified`: it changed
+    it (as on Starlette's Session); `identity` is the session's owner (None while anonymous)."""
 
     def __init__(self, store: AsyncSessionStore, found: Session | None = None, *,
                  max_age: int | None = None) -> None:
