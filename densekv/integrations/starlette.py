@@ -86,21 +86,25 @@ import json
 import math
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from starlette.datastructures import MutableHeaders
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from densekv.connect import from_url
-from densekv.errors import SessionDataInvalid, SessionDataTooLarge, SessionExists
-from densekv.integrations.decide import NOTHING, Held, carry, decide
-from densekv.integrations.drive import arun
+from densekv.integrations import asgi
+from densekv.integrations.asgi import (
+    MAX_AGE_KEY,
+    DenseSession,
+    MoveInSource,
+    SessionRules,
+    SessionState,
+    check_lifetime,
+)
 from densekv.integrations.loops import StoresPerLoop
-from densekv.integrations.tracked import TrackedDict
 from densekv.integrations.urls import check_url
-from densekv.sessions.model import Identity, Session, well_formed
+from densekv.sessions.model import Identity
 from densekv.sessions.store import AsyncSessionStore
 
 __all__ = ["DEFAULT_MAX_AGE", "DEFAULT_NAMESPACE", "MAX_AGE_KEY", "DenseSession",
@@ -109,118 +113,11 @@ __all__ = ["DEFAULT_MAX_AGE", "DEFAULT_NAMESPACE", "MAX_AGE_KEY", "DenseSession"
 
 DEFAULT_MAX_AGE = 14 * 24 * 60 * 60
 """The middleware's max_age when none is given: Starlette's own default, 14 days in seconds."""
-MAX_AGE_KEY = "_max_age"
-"""The session key where remember() keeps a session's own max_age."""
 DEFAULT_NAMESPACE = "starlette_sessions"
 """The namespace of the stores built from url= when store_options gives none."""
 _EXPIRED = "expires=Thu, 01 Jan 1970 00:00:00 GMT; "
 
 StoreFactory = Callable[[], AsyncSessionStore]
-
-
-@dataclass
-class SessionState:
-    """What the middleware and the module functions keep about a request's session beside
-    its data: where it is stored and what to write back. Theirs to change, not the app's."""
-
-    store: AsyncSessionStore
-    found: Session | None  # as loaded when the request began (for due_for_touch)
-    token: str | None
-    identity: Identity | None
-    max_age: int | None = None  # this session's: the cookie's Max-Age, bounds every write's ttl
-    default_max_age: int | None = None  # the middleware's (a session not remembered)
-    sent: str | None = None  # a well-formed token the cookie carried that loaded nothing
-    changed: set[str] = field(default_factory=set)
-    removed: set[str] = field(default_factory=set)
-    cleared: bool = False  # clear() was called: the stored session ends at the save
-    new_cookie: bool = False  # login/regenerate drew a token the browser lacks
-    lifetime_set: bool = False  # written with ttl this request: no set_ttl for the new cookie
-    ended: bool = False  # the session ended during the request: clear the cookie
-    failed: BaseException | None = None  # the load raised: raised again on first use
-
-
-class DenseSession(TrackedDict):
-    """request.session: a dict that records which top-level keys this request set or
-    deleted. `accessed` and `modified` mean what they mean on Starlette's Session;
-    `identity` is the session's owner (None while anonymous)."""
-
-    def __init__(self, store: AsyncSessionStore, found: Session | None = None, *,
-                 max_age: int | None = None) -> None:
-        super().__init__(found.data if found is not None and found.data else {})
-        self.accessed = False
-        self.modified = False
-        self.state = SessionState(store, found, found.token if found else None,
-                                  found.identity if found else None, max_age, max_age)
-        if MAX_AGE_KEY in self:
-            self._remembered()
-
-    @property
-    def identity(self) -> Identity | None:
-        """The session's user (login()), or None while anonymous."""
-        return self.state.identity
-
-    # -- change tracking -------------------------------------------------------
-    def mark_accessed(self) -> None:
-        """Starlette's request.session calls this first: a session whose load failed
-        raises that error here, so only the requests that use it fail."""
-        if self.state.failed is not None:
-            raise self.state.failed
-        self.accessed = True
-
-    def mark_modified(self, *keys: str) -> None:
-        """Count `keys` (every key, if none is named) as changed by this request."""
-        self.accessed = self.modified = True
-        for key in keys or tuple(self):
-            self.state.changed.add(key)
-            self.state.removed.discard(key)
-
-    def _deleted(self, key: str) -> None:
-        self.accessed = self.modified = True
-        self.state.changed.discard(key)
-        self.state.removed.add(key)
-        if key == MAX_AGE_KEY:
-            self.state.max_age = self.state.default_max_age
-
-    def _set(self, key: str) -> None:
-        self.mark_modified(key)
-        if key == MAX_AGE_KEY:
-            self._remembered()
-
-    def _on_clear(self) -> None:
-        self.state.cleared = self.accessed = self.modified = True
-
-    def _remembered(self) -> None:
-        value = self.get(MAX_AGE_KEY)
-        valid = value is None or (type(value) is int and value >= 1)
-        self.state.max_age = value if valid else self.state.default_max_age
-
-
-def _forget(session: DenseSession) -> None:
-    """Empty the session here, without counting it as a change of this request."""
-    dict.clear(session)
-    state = session.state
-    state.changed.clear()
-    state.removed.clear()
-    state.cleared = False
-    state.max_age = state.default_max_age
-
-
-def _end(session: DenseSession) -> None:
-    """The stored session is gone: forget it here too, and clear the cookie."""
-    _forget(session)
-    state = session.state
-    state.token = state.identity = state.found = state.sent = None
-    state.new_cookie = False
-    state.ended = session.accessed = session.modified = True
-
-
-async def _ttl(state: SessionState) -> int | None:
-    """The ttl a write passes: max_age, but never past the store's own ttl (None: the
-    store's ttl)."""
-    if state.max_age is None or state.max_age <= 0:
-        return None
-    await state.store.ready()
-    return min(state.max_age, state.store.ttl)
 
 
 def _session_of(request: HTTPConnection) -> DenseSession:
@@ -243,14 +140,6 @@ def store_of(request: HTTPConnection) -> AsyncSessionStore:
     return session.state.store
 
 
-async def _drop_sent(state: SessionState) -> None:
-    """The cookie named a session that did not load (undecodable, or gone): make sure it
-    is gone before the browser gets another cookie."""
-    if state.sent is not None:
-        await state.store.destroy(state.sent)
-        state.sent = None
-
-
 async def login(request: HTTPConnection, identity: Identity) -> None:
     """Bind the session to `identity` under a new token, the old one dead (one atomic
     step on the server). The session of another identity ends, and the new one starts
@@ -259,39 +148,14 @@ async def login(request: HTTPConnection, identity: Identity) -> None:
     keeps its data and this request's changes. A request without a stored session (or
     whose session ended meanwhile) gets a new one holding its current data, written now
     even if empty: a login is worth a session."""
-    session = _session_of(request)
-    state = session.state
-    store = state.store
-    if state.token is not None and state.identity is not None and state.identity != identity:
-        await store.destroy(state.token)
-        _forget(session)
-        state.token = state.found = None
-    token = await store.login(state.token, identity) if state.token else None
-    if token is None:
-        await _drop_sent(state)
-        token = await store.create(identity, dict(session), ttl=await _ttl(state))
-        state.changed.clear()
-        state.removed.clear()
-        state.lifetime_set = True
-    state.token, state.identity = token, identity
-    state.new_cookie, state.cleared, state.ended = True, False, False
-    session.modified = True
+    await asgi.login(_session_of(request), identity)
 
 
 async def regenerate(request: HTTPConnection) -> None:
     """A new token for the same data and identity, the old one dead. A session not yet
     stored needs none (its first save draws one); a session that ended meanwhile ends
     here too (empty, cookie cleared)."""
-    session = _session_of(request)
-    state = session.state
-    if state.token is None:
-        return
-    token = await state.store.regenerate(state.token)
-    if token is None:
-        _end(session)
-    else:
-        state.token, state.new_cookie = token, True
-        session.modified = True
+    await asgi.regenerate(_session_of(request))
 
 
 async def remember(request: HTTPConnection, max_age: int | None) -> None:
@@ -299,8 +163,7 @@ async def remember(request: HTTPConnection, max_age: int | None) -> None:
     max_age seconds from each write (None: a cookie that ends with the browser, kept the
     store's ttl on the server), instead of the middleware's max_age, until it ends. Kept in
     the session as MAX_AGE_KEY (a change of this request: the cookie is sent again)."""
-    if max_age is not None and (type(max_age) is not int or max_age < 1):
-        raise ValueError(f"max_age is a number of seconds from 1, or None, not {max_age!r}")
+    check_lifetime(max_age)
     _session_of(request)[MAX_AGE_KEY] = max_age
 
 
@@ -308,38 +171,16 @@ async def logout(request: HTTPConnection) -> None:
     """End this session now (it leaves sessions_of(identity)); the session is empty and
     its cookie is cleared. `request.session.clear()` does the same when the response
     starts."""
-    session = _session_of(request)
-    state = session.state
-    if state.token is not None:
-        await state.store.destroy(state.token)
-    await _drop_sent(state)
-    _end(session)
+    await asgi.logout(_session_of(request))
 
 
 async def logout_everywhere(request: HTTPConnection) -> None:
     """End every session of this session's identity (this one too); an anonymous
     session ends alone. The session is empty afterwards and its cookie is cleared."""
-    session = _session_of(request)
-    state = session.state
-    if state.identity is not None:
-        await state.store.destroy_all(state.identity)
-    elif state.token is not None:
-        await state.store.destroy(state.token)
-    await _drop_sent(state)
-    _end(session)
+    await asgi.logout_everywhere(_session_of(request))
 
 
 # -- where sessions move in from -------------------------------------------------------------
-
-class MoveInSource(Protocol):
-    """Where sessions densekv does not have yet may still live, by cookie value."""
-
-    async def read(self, token: str) -> tuple[dict[str, Any], int | None] | None:
-        """The session's data and its seconds left (None: no expiry), or None."""
-
-    async def forget(self, token: str) -> None:
-        """Delete the old copy once densekv holds the session."""
-
 
 class StarsessionsRedis:
     """Sessions written by starsessions 2.2's RedisStore: one string key per session,
@@ -425,7 +266,7 @@ class _PerLoop:
         return await self._per_loop.current()
 
 
-class SessionMiddleware:
+class SessionMiddleware(SessionRules):
     """ASGI middleware: scope["session"] is a DenseSession stored in densekv. The
     sessions' store: url= (one per event loop), store=<function> (called once per loop)
     or store=<AsyncSessionStore> (one loop). Cookie arguments and defaults are Starlette's
@@ -455,13 +296,11 @@ class SessionMiddleware:
     ) -> None:
         if store_options and url is None:
             raise TypeError("store_options go with url=; a store given is built already")
+        super().__init__(max_age, move_in)
         self.app = app
         self.stores = _PerLoop(store, url, store_options or {}, client_options or {})
         self.session_cookie = session_cookie
-        self.max_age = max_age
-        self.bound = max_age if max_age is not None and max_age > 0 else None
         self.path = path
-        self.move_in = move_in
         self.security_flags = "httponly; samesite=" + same_site
         if https_only:  # Secure flag can be used with HTTPS only
             self.security_flags += "; secure"
@@ -495,99 +334,15 @@ class SessionMiddleware:
 
         await self.app(scope, receive, send_wrapper)
 
-    async def load(self, store: AsyncSessionStore, token: str | None) -> DenseSession:
-        """The session a cookie names; empty (and no server call) for a junk cookie. A
-        load that raises gives a session that raises the same error when first used."""
-        if token is None or not well_formed(token):
-            return DenseSession(store, max_age=self.max_age)
-        try:
-            found = await store.get(token, undecodable="none")
-            if found is None and self.move_in is not None:
-                found = await self._move_in(store, token)
-        except Exception as exc:  # noqa: BLE001 - raised again where the app uses the session
-            session = DenseSession(store, max_age=self.max_age)
-            session.state.failed = exc
-            return session
-        session = DenseSession(store, found, max_age=self.max_age)
-        if found is None:
-            session.state.sent = token
-        return session
-
-    async def _move_in(self, store: AsyncSessionStore, token: str) -> Session | None:
-        source: Any = self.move_in
-        bind = getattr(source, "for_store", None)
-        if bind is not None:
-            source = bind(store)
-        old = await source.read(token)
-        if old is None:
-            return None
-        data, left = old
-        if not data:
-            await source.forget(token)
-            return None
-        await store.ready()
-        bound = min(self.bound or store.ttl, store.ttl)
-        ttl = bound if left is None else min(left, bound)
-        try:
-            await store.create(None, data, ttl=ttl, token=token)
-        except SessionExists:  # another request moved it in a moment ago: theirs stands
-            return await store.get(token, undecodable="none")
-        except (SessionDataTooLarge, SessionDataInvalid):
-            return None  # left where it is, to expire there; this browser starts afresh
-        await source.forget(token)
-        return await store.get(token, undecodable="none")
-
     async def save(self, session: DenseSession) -> str | None:
         """Write what the request changed (see the module docstring and integrations/
         decide.py); return the Set-Cookie value to send, if any."""
-        state = session.state
-        store = state.store
-        if state.max_age is not None and state.max_age <= 0:  # dead at birth
-            return await self._save_nothing(session)
-        token, found = state.token, state.found
-        if (token is not None and not session.modified and not state.changed and not state.removed
-                and not state.cleared and not state.new_cookie and not state.ended):
-            # read only (most requests): what decide() answers then, without building its
-            # Held: a touch when the idle expiry is due, else nothing; no cookie either way
-            if found is not None and store.due_for_touch(found):
-                await store.touch(token)
+        change = await self.write(session)
+        if change is None:
             return None
-        creates = token is None or state.cleared
-        writes = bool(session) if creates else state.changed or state.removed or state.new_cookie
-        ttl = await _ttl(state) if writes else None  # (ready() opens the store: not for nothing)
-        held = Held(
-            token=token, read=found, stale=state.sent, ended=state.ended,
-            modified=session.modified,
-            data=dict(session) if creates else {},
-            changed={key: session[key] for key in state.changed}, removed=sorted(state.removed),
-            emptied=state.cleared,  # a logout: what was set after the clear starts anew
-            rotated=state.new_cookie, lifetime_set=state.lifetime_set, ttl=ttl, life=ttl,
-            touch_due=found is not None and store.due_for_touch(found))
-        decision = decide(held)
-        if decision is NOTHING:  # most requests: read, nothing due
-            return None
-        outcome = await arun(carry(decision, token), store)
-        state.token = outcome.token
-        if session.modified:
-            state.sent = None
-        if state.cleared:
-            state.identity, state.found, state.cleared = None, None, False
-        if outcome.cookie == "set":
-            assert outcome.token is not None
-            return self._cookie(outcome.token, state.max_age)
-        return self._cleared_cookie() if outcome.cookie == "delete" else None
-
-    async def _save_nothing(self, session: DenseSession) -> str | None:
-        """max_age <= 0: a session that would be dead at once is not stored; the cookie
-        Starlette would send (with that Max-Age) is sent, holding no token."""
-        state = session.state
-        if state.token is not None and (session.modified or state.new_cookie):
-            await state.store.destroy(state.token)
-        if session.modified and session:
-            return self._cookie("null", state.max_age)
-        if session.modified and (state.token is not None or state.sent is not None):
+        if change.value is None:
             return self._cleared_cookie()
-        return None
+        return self._cookie(change.value, change.max_age)
 
     def _cookie(self, token: str, max_age_of: int | None) -> str:
         max_age = f"Max-Age={max_age_of}; " if max_age_of is not None else ""

@@ -26,7 +26,8 @@ FRAMEWORKS = {"flask": "densekv/integrations/flask.py",
               "django": "densekv/integrations/django/__init__.py",
               "starlette": "densekv/integrations/starlette.py",
               "aiohttp": "densekv/integrations/aiohttp.py",
-              "quart": "densekv/integrations/quart.py"}
+              "quart": "densekv/integrations/quart.py",
+              "litestar": "densekv/integrations/litestar.py"}
 # the methods a user calls on each framework's session object
 FRAMEWORK_METHODS = {
     "flask": ("DensekvSession.login", "DensekvSession.regenerate", "DensekvSession.destroy",
@@ -38,6 +39,7 @@ FRAMEWORK_METHODS = {
     "quart": ("DensekvSession.login", "DensekvSession.regenerate", "DensekvSession.destroy",
               "DensekvSession.logout_everywhere", "SessionInterface.from_url",
               "SessionInterface.store"),
+    "litestar": ("SessionConfig.middleware", "SessionConfig.current_store"),
 }
 
 
@@ -131,6 +133,9 @@ INTERNALS = {
               "DensekvSession.stored", "DensekvSession.restart", "DensekvSession.loaded",
               "DensekvSession.read", "SessionInterface.open_session", "SessionInterface.save_session",
               "SessionInterface.stores"),
+    "litestar": ("SessionConfig.rules", "SessionConfig.stores", "SessionConfig.cookie",
+                 "SessionBackend.load_from_connection", "SessionBackend.store_in_message",
+                 "DenseSession.state"),
 }
 
 

@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:  # the apps are imported as tests.web.apps.<fw>_ap
 
 from tests.web.driver import Driver
 
-FRAMEWORKS = ["flask", "django", "starlette", "aiohttp", "quart"]
+FRAMEWORKS = ["flask", "django", "starlette", "aiohttp", "quart", "litestar"]
 _NAMESPACES = itertools.count()
 
 

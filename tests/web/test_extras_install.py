@@ -9,6 +9,9 @@ densekv app, set up as the framework's guide says, serves a request with the old
 the venv through the framework: the user is still logged in (or their data is there), the
 session is in densekv under the same cookie value, and the old key is gone.
 
+And the litestar extra, which has no old backend to move from here: a venv with only
+`.[litestar]` (so no Starlette) logs a user in through Litestar.
+
 And the docs extra: a venv with only `.[docs]` builds the site with `mkdocs build --strict`,
 signatures formatted (README says that is the extra to install).
 
@@ -362,3 +365,46 @@ def test_quart_extra_moves_a_quart_session_user_in(source: Path,
     assert seen["status"] == 200
     assert seen["body"] == {"user": "12", "cart": ["A-1", 2]}
     assert seen["listed"] and not seen["old_left"]
+
+
+# -- Litestar, without Starlette -----------------------------------------------------------------
+LITESTAR_APP = """
+import json, sys
+import redis
+from litestar import Litestar, Request, get, post
+from litestar.params import FromPath
+from litestar.testing import TestClient
+import densekv
+from densekv.integrations.litestar import SessionConfig, login
+
+url, namespace = sys.argv[1:3]
+config = SessionConfig(url=url, store_options={"namespace": namespace})
+
+@post("/login/{uid:int}", status_code=200)
+async def sign_in(request: Request, uid: FromPath[int]) -> dict:
+    await login(request, uid)
+    request.session["cart"] = ["A-1", 2]
+    return {"ok": True}
+
+@get("/me")
+async def me(request: Request) -> dict:
+    return {"user": request.session.identity, "cart": request.session.get("cart")}
+
+with TestClient(Litestar([sign_in, me], middleware=[config.middleware])) as client:
+    status = client.post("/login/12").status_code
+    body = client.get("/me").json()
+with redis.Redis.from_url(url) as c:
+    listed = len(densekv.SessionStore(c, namespace=namespace).sessions_of(12))
+print(json.dumps({"status": status, "body": body, "listed": listed}))
+"""
+
+
+def test_litestar_extra_serves_sessions_without_starlette(source: Path, server: ServerProcess,
+                                                          tmp_path: Path) -> None:
+    """Litestar does not depend on Starlette, and neither does densekv's Litestar backend (the
+    ASGI half it shares with the Starlette backend, integrations/asgi.py, imports no
+    framework): a venv with only .[litestar] logs a user in through Litestar."""
+    python = venv_with("litestar", source, tmp_path)
+    assert missing_in(python, "starlette", "litestar") == ["starlette"]
+    seen = run_in(python, LITESTAR_APP, server.url, f"ls{uuid.uuid4().hex[:8]}", cwd=tmp_path)
+    assert seen == {"status": 200, "body": {"user": 12, "cart": ["A-1", 2]}, "listed": 1}

@@ -1,0 +1,339 @@
+"""The framework-neutral half of the ASGI session backends (Starlette's middleware, Litestar's
+session backend): a request's session as a dict that remembers which top-level keys the
+request set or deleted (DenseSession) with what the shell keeps beside it (SessionState),
+the operations that act at once (login, regenerate, logout, log out everywhere, a session's
+own lifetime), loading a cookie's session (moving it in from an old store if asked) and the
+save when the response starts (integrations/decide.py's decision, carried out on the store).
+
+It imports no web framework: each shell reads the cookie, puts the session where its
+framework looks for it, and turns the save's CookieChange into its framework's Set-Cookie
+header. The rules are the Starlette backend's (docs/starlette.md): max_age is the cookie's
+Max-Age and bounds every write's ttl; a login as another identity ends that session and
+starts an empty one; a load that failed raises where the app first uses the session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from densekv.errors import SessionDataInvalid, SessionDataTooLarge, SessionExists
+from densekv.integrations.decide import NOTHING, Held, carry, decide
+from densekv.integrations.drive import arun
+from densekv.integrations.tracked import TrackedDict
+from densekv.sessions.model import Identity, Session, well_formed
+from densekv.sessions.store import AsyncSessionStore
+
+__all__ = ["MAX_AGE_KEY", "CookieChange", "DenseSession", "MoveInSource", "SessionRules",
+           "SessionState", "check_lifetime", "login", "logout", "logout_everywhere", "regenerate"]
+
+MAX_AGE_KEY = "_max_age"
+"""The session key where remember() keeps a session's own max_age."""
+
+
+@dataclass
+class SessionState:
+    """What the middleware and the module functions keep about a request's session beside
+    its data: where it is stored and what to write back. Theirs to change, not the app's."""
+
+    store: AsyncSessionStore
+    found: Session | None  # as loaded when the request began (for due_for_touch)
+    token: str | None
+    identity: Identity | None
+    max_age: int | None = None  # this session's: the cookie's Max-Age, bounds every write's ttl
+    default_max_age: int | None = None  # the middleware's (a session not remembered)
+    sent: str | None = None  # a well-formed token the cookie carried that loaded nothing
+    changed: set[str] = field(default_factory=set)
+    removed: set[str] = field(default_factory=set)
+    cleared: bool = False  # clear() was called: the stored session ends at the save
+    new_cookie: bool = False  # login/regenerate drew a token the browser lacks
+    lifetime_set: bool = False  # written with ttl this request: no set_ttl for the new cookie
+    ended: bool = False  # the session ended during the request: clear the cookie
+    failed: BaseException | None = None  # the load raised: raised again on first use
+
+
+class DenseSession(TrackedDict):
+    """request.session: a dict that records which top-level keys this request set or
+    deleted. `accessed`: the request used the session (Vary: Cookie); `modified`: it changed
+    it (as on Starlette's Session); `identity` is the session's owner (None while anonymous)."""
+
+    def __init__(self, store: AsyncSessionStore, found: Session | None = None, *,
+                 max_age: int | None = None) -> None:
+        super().__init__(found.data if found is not None and found.data else {})
+        self.accessed = False
+        self.modified = False
+        self.state = SessionState(store, found, found.token if found else None,
+                                  found.identity if found else None, max_age, max_age)
+        if dict.__contains__(self, MAX_AGE_KEY):
+            self._remembered()
+
+    @property
+    def identity(self) -> Identity | None:
+        """The session's user (login()), or None while anonymous."""
+        return self.state.identity
+
+    # -- change tracking -------------------------------------------------------
+    def mark_accessed(self) -> None:
+        """Starlette's request.session calls this first: a session whose load failed
+        raises that error here, so only the requests that use it fail."""
+        if self.state.failed is not None:
+            raise self.state.failed
+        self.accessed = True
+
+    def mark_modified(self, *keys: str) -> None:
+        """Count `keys` (every key, if none is named) as changed by this request."""
+        self.accessed = self.modified = True
+        for key in keys or tuple(self):
+            self.state.changed.add(key)
+            self.state.removed.discard(key)
+
+    def _deleted(self, key: str) -> None:
+        self.accessed = self.modified = True
+        self.state.changed.discard(key)
+        self.state.removed.add(key)
+        if key == MAX_AGE_KEY:
+            self.state.max_age = self.state.default_max_age
+
+    def _set(self, key: str) -> None:
+        self.mark_modified(key)
+        if key == MAX_AGE_KEY:
+            self._remembered()
+
+    def _on_clear(self) -> None:
+        self.state.cleared = self.accessed = self.modified = True
+
+    def _remembered(self) -> None:
+        value = dict.get(self, MAX_AGE_KEY)
+        valid = value is None or (type(value) is int and value >= 1)
+        self.state.max_age = value if valid else self.state.default_max_age
+
+
+def _forget(session: DenseSession) -> None:
+    """Empty the session here, without counting it as a change of this request."""
+    dict.clear(session)
+    state = session.state
+    state.changed.clear()
+    state.removed.clear()
+    state.cleared = False
+    state.max_age = state.default_max_age
+
+
+def _end(session: DenseSession) -> None:
+    """The stored session is gone: forget it here too, and clear the cookie."""
+    _forget(session)
+    state = session.state
+    state.token = state.identity = state.found = state.sent = None
+    state.new_cookie = False
+    state.ended = session.accessed = session.modified = True
+
+
+async def _ttl(state: SessionState) -> int | None:
+    """The ttl a write passes: max_age, but never past the store's own ttl (None: the
+    store's ttl)."""
+    if state.max_age is None or state.max_age <= 0:
+        return None
+    await state.store.ready()
+    return min(state.max_age, state.store.ttl)
+
+
+async def _drop_sent(state: SessionState) -> None:
+    """The cookie named a session that did not load (undecodable, or gone): make sure it
+    is gone before the browser gets another cookie."""
+    if state.sent is not None:
+        await state.store.destroy(state.sent)
+        state.sent = None
+
+
+# -- what acts at once ------------------------------------------------------------------------
+# Each shell's module functions (login(request, 42), ...) find the request's session and call
+# these; their docstrings are the shells'.
+
+async def login(session: DenseSession, identity: Identity) -> None:
+    """Bind `session` to `identity` under a new token, the old one dead (see the shells'
+    login())."""
+    state = session.state
+    store = state.store
+    if state.token is not None and state.identity is not None and state.identity != identity:
+        await store.destroy(state.token)
+        _forget(session)
+        state.token = state.found = None
+    token = await store.login(state.token, identity) if state.token else None
+    if token is None:
+        await _drop_sent(state)
+        token = await store.create(identity, dict(session), ttl=await _ttl(state))
+        state.changed.clear()
+        state.removed.clear()
+        state.lifetime_set = True
+    state.token, state.identity = token, identity
+    state.new_cookie, state.cleared, state.ended = True, False, False
+    session.modified = True
+
+
+async def regenerate(session: DenseSession) -> None:
+    """A new token for the same data and identity, the old one dead."""
+    state = session.state
+    if state.token is None:
+        return
+    token = await state.store.regenerate(state.token)
+    if token is None:
+        _end(session)
+    else:
+        state.token, state.new_cookie = token, True
+        session.modified = True
+
+
+def check_lifetime(max_age: int | None) -> None:
+    """remember()'s argument: a number of seconds from 1, or None."""
+    if max_age is not None and (type(max_age) is not int or max_age < 1):
+        raise ValueError(f"max_age is a number of seconds from 1, or None, not {max_age!r}")
+
+
+async def logout(session: DenseSession) -> None:
+    """End `session` now; it is empty and its cookie is cleared."""
+    state = session.state
+    if state.token is not None:
+        await state.store.destroy(state.token)
+    await _drop_sent(state)
+    _end(session)
+
+
+async def logout_everywhere(session: DenseSession) -> None:
+    """End every session of the session's identity (this one too; an anonymous session
+    ends alone)."""
+    state = session.state
+    if state.identity is not None:
+        await state.store.destroy_all(state.identity)
+    elif state.token is not None:
+        await state.store.destroy(state.token)
+    await _drop_sent(state)
+    _end(session)
+
+
+# -- where sessions move in from -------------------------------------------------------------
+
+class MoveInSource(Protocol):
+    """Where sessions densekv does not have yet may still live, by cookie value."""
+
+    async def read(self, token: str) -> tuple[dict[str, Any], int | None] | None:
+        """The session's data and its seconds left (None: no expiry), or None."""
+
+    async def forget(self, token: str) -> None:
+        """Delete the old copy once densekv holds the session."""
+
+
+# -- load and save ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CookieChange:
+    """What the response's session cookie becomes: `value` with Max-Age `max_age` (None:
+    no Max-Age), or, with value None, cleared (expired at once)."""
+
+    value: str | None
+    max_age: int | None = None
+
+
+class SessionRules:
+    """Loading a cookie's session and saving it when the response starts, for a shell whose
+    lifetime is `max_age` (None: the browser's session and the store's ttl; <= 0: nothing
+    outlives its request) and which may move sessions in from `move_in`."""
+
+    session_class: type[DenseSession] = DenseSession  # what load() makes
+
+    def __init__(self, max_age: int | None, move_in: MoveInSource | None = None) -> None:
+        self.max_age = max_age
+        self.bound = max_age if max_age is not None and max_age > 0 else None
+        self.move_in = move_in
+
+    async def load(self, store: AsyncSessionStore, token: str | None) -> DenseSession:
+        """The session a cookie names; empty (and no server call) for a junk cookie. A
+        load that raises gives a session that raises the same error when first used."""
+        if token is None or not well_formed(token):
+            return self.session_class(store, max_age=self.max_age)
+        try:
+            found = await store.get(token, undecodable="none")
+            if found is None and self.move_in is not None:
+                found = await self._move_in(store, token)
+        except Exception as exc:  # noqa: BLE001 - raised again where the app uses the session
+            session = self.session_class(store, max_age=self.max_age)
+            session.state.failed = exc
+            return session
+        session = self.session_class(store, found, max_age=self.max_age)
+        if found is None:
+            session.state.sent = token
+        return session
+
+    async def _move_in(self, store: AsyncSessionStore, token: str) -> Session | None:
+        source: Any = self.move_in
+        bind = getattr(source, "for_store", None)
+        if bind is not None:
+            source = bind(store)
+        old = await source.read(token)
+        if old is None:
+            return None
+        data, left = old
+        if not data:
+            await source.forget(token)
+            return None
+        await store.ready()
+        bound = min(self.bound or store.ttl, store.ttl)
+        ttl = bound if left is None else min(left, bound)
+        try:
+            await store.create(None, data, ttl=ttl, token=token)
+        except SessionExists:  # another request moved it in a moment ago: theirs stands
+            return await store.get(token, undecodable="none")
+        except (SessionDataTooLarge, SessionDataInvalid):
+            return None  # left where it is, to expire there; this browser starts afresh
+        await source.forget(token)
+        return await store.get(token, undecodable="none")
+
+    async def write(self, session: DenseSession) -> CookieChange | None:
+        """Write what the request changed (integrations/decide.py's decision); return what
+        the session cookie becomes, or None to send none."""
+        state = session.state
+        store = state.store
+        if state.max_age is not None and state.max_age <= 0:  # dead at birth
+            return await self._write_nothing(session)
+        token, found = state.token, state.found
+        if (token is not None and not session.modified and not state.changed and not state.removed
+                and not state.cleared and not state.new_cookie and not state.ended):
+            # read only (most requests): what decide() answers then, without building its
+            # Held: a touch when the idle expiry is due, else nothing; no cookie either way
+            if found is not None and store.due_for_touch(found):
+                await store.touch(token)
+            return None
+        creates = token is None or state.cleared
+        writes = bool(session) if creates else state.changed or state.removed or state.new_cookie
+        ttl = await _ttl(state) if writes else None  # (ready() opens the store: not for nothing)
+        held = Held(
+            token=token, read=found, stale=state.sent, ended=state.ended,
+            modified=session.modified,
+            data=dict(session) if creates else {},
+            changed={key: session[key] for key in state.changed}, removed=sorted(state.removed),
+            emptied=state.cleared,  # a logout: what was set after the clear starts anew
+            rotated=state.new_cookie, lifetime_set=state.lifetime_set, ttl=ttl, life=ttl,
+            touch_due=found is not None and store.due_for_touch(found))
+        decision = decide(held)
+        if decision is NOTHING:  # most requests: read, nothing due
+            return None
+        outcome = await arun(carry(decision, token), store)
+        state.token = outcome.token
+        if session.modified:
+            state.sent = None
+        if state.cleared:
+            state.identity, state.found, state.cleared = None, None, False
+        if outcome.cookie == "set":
+            assert outcome.token is not None
+            return CookieChange(outcome.token, state.max_age)
+        return CookieChange(None) if outcome.cookie == "delete" else None
+
+    async def _write_nothing(self, session: DenseSession) -> CookieChange | None:
+        """max_age <= 0: a session that would be dead at once is not stored; the cookie
+        Starlette would send (with that Max-Age) is sent, holding no token."""
+        state = session.state
+        if state.token is not None and (session.modified or state.new_cookie):
+            await state.store.destroy(state.token)
+        if session.modified and session:
+            return CookieChange("null", state.max_age)
+        if session.modified and (state.token is not None or state.sent is not None):
+            return CookieChange(None)
+        return None
