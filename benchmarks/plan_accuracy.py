@@ -162,7 +162,7 @@ _CAPS: dict[str, object] = {}
 def _caps(name: str) -> object:
     """The probe of a scratch server of this kind (the candidates' limits), once per server."""
     if name not in _CAPS:
-        from densekv.server.probe import probe
+        from densekv.capabilities import probe
 
         with ServerProcess(find_servers()[name]) as proc:
             client = proc.client()

@@ -33,9 +33,9 @@ from typing import Any
 
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
+from densekv.capabilities import probe
 from densekv.measure import Meter
 from densekv.server.binaries import find_servers
-from densekv.server.probe import probe
 from densekv.server.process import ServerProcess
 from densekv.sets import CompactSet, SetFamily
 

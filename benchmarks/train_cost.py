@@ -22,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.gitstamp import commit
+from densekv.dictionaries import train_dictionary
 from densekv.lab.session_profiles import sessions
-from densekv.maps.dictionaries import train_dictionary
 from densekv.sessions.payload import pack_data
 from densekv.sessions.payload_flows import AUTO_TRAIN
 

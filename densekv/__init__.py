@@ -18,6 +18,7 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from densekv.capabilities import Capabilities, probe
 from densekv.connect import connect
 from densekv.errors import (
     DecodeError,
@@ -32,7 +33,6 @@ from densekv.errors import (
     WriteInDoubt,
 )
 from densekv.maps import AsyncCompactMap, AsyncMapBatch, CompactMap, MapBatch
-from densekv.server.probe import Capabilities, probe
 from densekv.sessions import AsyncSessionStore, Session, SessionStore
 from densekv.sets import AsyncCompactSet, AsyncSetFamily, CompactSet, SetFamily
 from densekv.sets.bloom import AsyncBloomFilter, BloomFilter

@@ -89,7 +89,7 @@ def cli() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print the capabilities as JSON")
 def probe(url: str | None, server_name: str | None, as_json: bool) -> None:
     """What the server really supports: limits, field TTL and its encoding, modules."""
-    from densekv.server.probe import probe as run_probe
+    from densekv.capabilities import probe as run_probe
 
     with target_client(url, server_name) as client:
         caps = run_probe(client)

@@ -164,8 +164,8 @@ class SessionsMove(_Dropping):
         return done
 
     def _train(self, store: Any, datas: list[dict[str, Any]]) -> None:
+        from densekv.dictionaries import dictionary_key
         from densekv.errors import DensekvError
-        from densekv.maps.dictionaries import dictionary_key
 
         try:
             store.train_dictionary(datas[:2000])

@@ -506,7 +506,7 @@ def plan(kind: str, items: int, payload: int = 0, ttl: bool = False, *, sample: 
         unknown = [name for name in layouts if name not in kp.layouts]
         if unknown or not layouts:
             raise PlannerError(f"layouts for {kind} are {', '.join(kp.layouts)}")
-    from densekv.server.probe import probe
+    from densekv.capabilities import probe
 
     tracker = Tracker(progress)
     tracker.say(f"connecting to {redact(url)}" if url else "probing the given server" if client is not None

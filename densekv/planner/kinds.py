@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from densekv.capabilities import Capabilities
 from densekv.errors import PlannerError
 from densekv.keys import partition_bits, partition_count
 from densekv.planner.payloads import Incompressible, Payloads, era_of, store_era
-from densekv.server.probe import Capabilities
 
 SESSION_TTL = 30 * 86400
 IDLE_TTL = 3600

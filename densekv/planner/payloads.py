@@ -182,8 +182,8 @@ class Sampled:
         payloads, as the store does; then frame the priced part with it, in order."""
         if self._raw is not None:
             return
+        from densekv.dictionaries import train_dictionary
         from densekv.errors import CodecUnavailable
-        from densekv.maps.dictionaries import train_dictionary
 
         plain = _codec(None)
         self._raw = [None if d is None else plain.encode(d)[1] for _, d in self.train]

@@ -35,7 +35,7 @@ from densekv.sessions.layouts.perkey import HashLayout, JsonLayout, PackedLayout
 from densekv.sessions.payload import PayloadCodec
 
 if TYPE_CHECKING:
-    from densekv.server.probe import Capabilities
+    from densekv.capabilities import Capabilities
 
 
 @dataclass(frozen=True)
@@ -290,7 +290,7 @@ def facts_of(caps: Capabilities) -> ServerFacts:
 
 def facts_from_probe(client: Any) -> ServerFacts:
     """The facts of a sync (or cluster) client's server: facts_of(probe(client))."""
-    from densekv.server.probe import probe
+    from densekv.capabilities import probe
 
     return facts_of(probe(client))
 

@@ -9,8 +9,8 @@ import redis
 import redis.asyncio
 
 import densekv
+from densekv.capabilities import aprobe
 from densekv.server.cluster import LocalCluster
-from densekv.server.probe import aprobe
 
 # What each server of the matrix must report (issue 2's "done when").
 EXPECTED = {

@@ -10,8 +10,8 @@ import zlib
 import pytest
 
 from densekv.codec import Codec, ZstdDictionary, _window_bits, decode
+from densekv.dictionaries import train_dictionary
 from densekv.lab.session_profiles import session
-from densekv.maps.dictionaries import train_dictionary
 from densekv.sessions.payload import pack_data
 
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from densekv.capabilities import Capabilities
 from densekv.codec import ZstdDictionary
+from densekv.dictionaries import train_dictionary
 from densekv.errors import PlannerError
 from densekv.lab.session_profiles import session, write_sample
-from densekv.maps.dictionaries import train_dictionary
 from densekv.planner.core import check_input
 from densekv.planner.kinds import SessionsPlanner, Workload
 from densekv.planner.payloads import (
@@ -29,7 +30,6 @@ from densekv.planner.payloads import (
     sampled,
     store_era,
 )
-from densekv.server.probe import Capabilities
 from densekv.sessions.payload import PayloadCodec, pack_data
 
 

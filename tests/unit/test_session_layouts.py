@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from densekv.capabilities import Capabilities
 from densekv.errors import LayoutUnavailable
 from densekv.keys import partition_count
 from densekv.lab.experiments.sessions import plan_variants
 from densekv.listpack import entry_size
 from densekv.planner.kinds import SessionsPlanner, Workload
-from densekv.server.probe import Capabilities
 from densekv.sessions import meta
 from densekv.sessions.layouts.base import Layout
 from densekv.sessions.layouts.partitioned import DenseLayout

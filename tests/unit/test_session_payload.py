@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from densekv.codec import ZstdDictionary
+from densekv.dictionaries import train_dictionary
 from densekv.errors import SessionDataInvalid, SessionDataTooLarge
 from densekv.lab.session_profiles import PROFILES, session, sessions
-from densekv.maps.dictionaries import train_dictionary
 from densekv.sessions.payload import PayloadCodec, pack_data, unpack_data
 
 texts = st.one_of(

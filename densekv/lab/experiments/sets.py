@@ -95,7 +95,7 @@ class Sets(Experiment):
     budget_s = 45.0
 
     def run(self, ctx: Context) -> Output:
-        from densekv.server.probe import probe
+        from densekv.capabilities import probe
         from densekv.sets.compact import limits_of
 
         target = ctx.target
@@ -384,7 +384,7 @@ def replay(record: Mapping[str, Any]) -> Replay:
     Lua heap grown); load opens the same CompactSet or BloomFilter (same name, layout,
     partition count, expected N, limits) and adds the record's n IDs from
     workloads.ids16 (default seed) in the same chunks. Call both with the same client."""
-    from densekv.server.probe import probe
+    from densekv.capabilities import probe
     from densekv.sets.compact import limits_from_probe, limits_of
 
     n, layout, params = int(record["n"]), str(record["layout"]), dict(record.get("params") or {})
