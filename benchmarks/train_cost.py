@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.gitstamp import commit
 from densekv.dictionaries import train_dictionary
-from densekv.lab.session_profiles import sessions
 from densekv.sessions.payload import pack_data
 from densekv.sessions.payload_flows import AUTO_TRAIN
+from densekv.tools.lab.session_profiles import sessions
 
 
 def main() -> None:

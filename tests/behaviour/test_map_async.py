@@ -18,7 +18,7 @@ import redis.asyncio
 
 from densekv.capabilities import probe
 from densekv.maps import AsyncCompactMap, CompactMap
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 TTL_MODES = ["packed", "field"]
 SEED = 14  # the data's fixed seed

@@ -29,7 +29,7 @@ from densekv.maps import AsyncCompactMap, CompactMap
 from densekv.maps.buckets import locate
 from densekv.maps.fast import run_fast
 from densekv.maps.queue import QueuedGet
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 TTL_MODES = ["packed", "field"]
 

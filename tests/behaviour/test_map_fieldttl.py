@@ -24,7 +24,7 @@ from densekv.capabilities import probe
 from densekv.errors import FieldTtlUnavailable, MapConfigError
 from densekv.maps import AsyncCompactMap, CompactMap
 from densekv.maps.compact import MapFacts, meta_key
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 
 def field_ttl_of(client: Any) -> str:

@@ -16,7 +16,7 @@ import redis
 from densekv.capabilities import probe
 from densekv.maps import CompactMap
 from densekv.maps.compact import plain_value
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 TTL_MODES = ["packed", "field"]
 

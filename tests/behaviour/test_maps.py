@@ -25,7 +25,7 @@ import redis.asyncio
 from densekv.capabilities import probe
 from densekv.errors import DecodeError, KeyTooLong, MapConfigError, NotAnInteger, ValueTooLarge
 from densekv.maps import AsyncCompactMap, CompactMap
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 from tests.behaviour.seeds import shows_seed, stable_seed
 
 TTL_MODES = ["packed", "field"]

@@ -10,7 +10,7 @@ import redis.asyncio
 
 import densekv
 from densekv.capabilities import aprobe
-from densekv.server.cluster import LocalCluster
+from densekv.tools.server.cluster import LocalCluster
 
 # What each server of the matrix must report (issue 2's "done when").
 EXPECTED = {

@@ -21,11 +21,11 @@ import redis
 from densekv.codec import content_id
 from densekv.dictionaries import dictionary_key
 from densekv.errors import DecodeError, DensekvError, ScriptError, SessionDataInvalid
-from densekv.lab.session_profiles import session, sessions
-from densekv.server.process import ServerProcess
 from densekv.sessions import SessionStore
 from densekv.sessions.meta import meta_key
 from densekv.sessions.payload import MAX_NESTING
+from densekv.tools.lab.session_profiles import session, sessions
+from densekv.tools.server.process import ServerProcess
 from tests.behaviour.test_reliability_limits import LAYOUTS, store_for
 
 SERVERS = ["valkey-9.1", "redis-7.0"]

@@ -11,8 +11,8 @@ import pytest
 
 from densekv.codec import Codec, ZstdDictionary, _window_bits, decode
 from densekv.dictionaries import train_dictionary
-from densekv.lab.session_profiles import session
 from densekv.sessions.payload import pack_data
+from densekv.tools.lab.session_profiles import session
 
 
 def _full_window(level: int, mem_level: int, data: bytes, zdict: bytes | None) -> bytes:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import pytest
 
 from densekv.dictionaries import dictionary_key
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 from tests.web.conftest import WebFactory
 from tests.web.driver import Driver
 
