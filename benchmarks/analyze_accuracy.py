@@ -42,11 +42,11 @@ import redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.behaviour.producers
 
-from densekv.analyze.run import Options, analyze
-from densekv.analyze.shapes import decode_dict
-from densekv.measure import Meter
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.analyze.run import Options, analyze
+from densekv.tools.analyze.shapes import decode_dict
+from densekv.tools.measure import Meter
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 from tests.behaviour.producers import TRUTH_OPTIONS, Keyspace, record, replay, wait_rehashed
 
 QUIET = TRUTH_OPTIONS  # latency tracking and slowlog off, DEBUG on (wait_rehashed)

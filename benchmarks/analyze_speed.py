@@ -35,9 +35,9 @@ from typing import Any
 import gitstamp  # benchmarks/gitstamp.py
 import redis
 
-from densekv.lab.observe import commandstats
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.lab.observe import commandstats
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 BIG = ("user", "sess", "cart", "seen", "score")
 SMALL_PATTERNS, SMALL_KEYS = 1000, 100
@@ -61,7 +61,7 @@ def cpu(client: redis.Redis) -> float:
 # the servers it stopped).
 CHILD = """
 import resource, sys
-from densekv.cli import main
+from densekv.tools.cli import main
 sys.argv = ["densekv", "analyze", *sys.argv[1:]]
 try:
     main()

@@ -70,9 +70,9 @@ import gitstamp
 
 import densekv.lua
 import densekv.sets.bloom
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
 from densekv.sets.bloom_math import items_bytes
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 RESULTS = Path(__file__).parent / "results" / "bloom_blocked.jsonl"
 LUA = Path(__file__).parent / "lua"

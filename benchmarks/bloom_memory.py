@@ -18,7 +18,7 @@ used_memory delta minus MEMORY USAGE of every key (server memory that is not the
 filter's data). The items are added through a second
 connection that is closed before the reading (its query buffer is not data). Then N
 random 16-byte items are added with add_many and measured:
-  * bits_per_item   8 x used_memory delta / N (densekv.measure.Meter, fresh server)
+  * bits_per_item   8 x used_memory delta / N (densekv.tools.measure.Meter, fresh server)
   * f_measured      false positives among M absent random items / M
   * f_formula       (1 - e^(-kn/m))^k of every stage of every shard with its real count
                     (stats()["fp_rate"]); native: RedisBloom's sizing, m = 8 x BF.INFO Size,
@@ -53,10 +53,10 @@ from typing import Any
 
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
-from densekv.measure import Meter
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
 from densekv.sets.bloom import BloomFilter
+from densekv.tools.measure import Meter
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 LN2_SQUARED = math.log(2) ** 2
 RESULTS = Path(__file__).parent / "results" / "bloom_memory.jsonl"

@@ -85,8 +85,8 @@ from records import emit  # benchmarks/records.py: print and append each record
 import densekv
 import densekv.lua
 import densekv.sets.bloom
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 RESULTS = Path(__file__).parent / "results" / "bloom_speed.jsonl"
 RB_BATCH = 500  # items per BF.MADD / BF.MEXISTS (as in issue 16's measurement)

@@ -13,7 +13,7 @@ import time
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
 import densekv
-from densekv.bulk import bulk_load
+from densekv.tools.bulk import bulk_load
 
 
 def main() -> None:

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test suite's
 
 import densekv
 from densekv import SessionStore
-from densekv.server.binaries import find_servers
+from densekv.tools.server.binaries import find_servers
 from tests.behaviour.cluster_writers import KINDS, Writer, busiest_master, check, stall_after
 
 

@@ -58,10 +58,10 @@ from densekv import SessionStore
 from densekv.codec import BYTES, Codec
 from densekv.codec import decode as codec_decode
 from densekv.integrations.flask import SessionInterface
-from densekv.lab.session_profiles import session
 from densekv.sessions.layouts.partitioned import cont_field
 from densekv.sessions.model import digest_of
 from densekv.sessions.record import unpack_record, with_rest
+from densekv.tools.lab.session_profiles import session
 
 RESULTS = Path(__file__).parent / "results" / "flask_request_parts.jsonl"
 TTL = 14 * 86_400

@@ -122,12 +122,12 @@ from records import emit  # benchmarks/records.py: print and append each record
 
 import densekv
 import densekv.wire
-from densekv.lab.observe import HOUSEKEEPING, WRAPPERS
-from densekv.lab.session_profiles import session
 from densekv.maps import CompactMap
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
 from densekv.sets.bloom import BloomFilter
+from densekv.tools.lab.observe import HOUSEKEEPING, WRAPPERS
+from densekv.tools.lab.session_profiles import session
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 RESULTS = Path(__file__).parent / "results" / "hot_path.jsonl"
 COMMIT = gitstamp.commit()  # the code this process imported (densekv/ may change during a run)

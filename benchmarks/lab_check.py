@@ -5,7 +5,7 @@ layouts with dense and Bloom, small sets, maps layouts and codecs) the same item
 loaded again into a brand-new server process of the same kind (one per record, started
 with the record's listpack settings and without a slow log, whose entries of ~1 KB each
 would count as memory), through the record's experiment module's `replay`
-(densekv/lab/experiments/*.py: the same densekv calls, workload generators and seeds as
+(densekv/tools/lab/experiments/*.py: the same densekv calls, workload generators and seeds as
 the lab). densekv's Meter is not used: the figure is INFO memory used_memory read once
 before and once after the load, by a connection of its own, each time after
 
@@ -51,10 +51,10 @@ import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted co
 import redis
 
 from densekv.errors import NotReplayable
-from densekv.lab.experiments import replay_of
-from densekv.lab.experiments.base import Replay
-from densekv.server.binaries import EMBEDDED, ServerBinary, find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.lab.experiments import replay_of
+from densekv.tools.lab.experiments.base import Replay
+from densekv.tools.server.binaries import EMBEDDED, ServerBinary, find_servers
+from densekv.tools.server.process import ServerProcess
 
 DEFAULT_OUT = Path(__file__).parent / "results" / "lab_check.jsonl"
 TOLERANCE_PCT = 5.0
@@ -140,8 +140,8 @@ def plain_delta(binary: ServerBinary, replay: Replay, *, prime: bool = True) -> 
 
 
 def run_lab(name: str, n: int | None, only: tuple[str, ...] | None, out: Path) -> dict[str, Any]:
-    from densekv.lab.runner import LabConfig
-    from densekv.lab.runner import run_lab as lab
+    from densekv.tools.lab.runner import LabConfig
+    from densekv.tools.lab.runner import run_lab as lab
 
     run = lab(LabConfig(servers=(name,), n=n, only=only, out=out / name,
                         command=f"benchmarks/lab_check.py --server {name}"))

@@ -1,6 +1,6 @@
 """How long the default `densekv lab` takes (issue 6: at most 3 minutes on 2 cores).
 
-Runs `python -m densekv.lab --json --out TMPDIR` exactly as a user would (the embedded
+Runs `python -m densekv.tools.lab --json --out TMPDIR` exactly as a user would (the embedded
 valkey-9.1, the default N), in a fresh process, and prints one JSON record: wall time,
 N, the machine's CPU count, each experiment's status and seconds, and the server stamp.
 Appends it to benchmarks/results/lab_duration.jsonl.
@@ -32,7 +32,7 @@ def main() -> None:
     commit = gitstamp.commit()
     with tempfile.TemporaryDirectory(prefix="densekv-lab-") as out:
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "densekv.lab", "--json", "--out", out, *args.extra],
+        proc = subprocess.run([sys.executable, "-m", "densekv.tools.lab", "--json", "--out", out, *args.extra],
                               capture_output=True, text=True, check=False)
         wall = time.perf_counter() - t0
         if proc.returncode != 0:

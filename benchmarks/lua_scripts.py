@@ -79,14 +79,14 @@ from records import emit  # benchmarks/records.py: print and append each record
 
 import densekv
 import densekv.plan
-from densekv.lab.observe import HOUSEKEEPING, WRAPPERS
-from densekv.lab.session_profiles import session
 from densekv.lua import script
 from densekv.maps import CompactMap
-from densekv.server.binaries import find_servers
-from densekv.server.embedded import embedded
 from densekv.sets.bloom import BloomFilter
 from densekv.sets.family import SetFamily
+from densekv.tools.lab.observe import HOUSEKEEPING, WRAPPERS
+from densekv.tools.lab.session_profiles import session
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.embedded import embedded
 
 RESULTS = Path(__file__).parent / "results" / "lua_scripts.jsonl"
 COMMIT = gitstamp.commit()

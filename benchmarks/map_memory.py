@@ -38,12 +38,12 @@ from typing import Any
 
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
-from densekv.lab.observe import commandstats, stats_delta
 from densekv.maps import CompactMap
-from densekv.measure import Meter
 from densekv.plan import SyncExecutor, command
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.lab.observe import commandstats, stats_delta
+from densekv.tools.measure import Meter
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 CASES = ("int_holey", "int_seq", "str8_holey", "str8_seq", "json")
 BATCH = 5000

@@ -12,10 +12,10 @@ import argparse
 import json
 import time
 
-from densekv.bulk import bulk_load
-from densekv.measure import Meter
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.bulk import bulk_load
+from densekv.tools.measure import Meter
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 
 def load(client, start: int, stop: int) -> None:  # type: ignore[no-untyped-def]

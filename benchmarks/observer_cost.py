@@ -33,8 +33,8 @@ from records import emit
 
 import densekv
 from densekv.integrations import otel, prometheus
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 RESULTS = Path(__file__).parent / "results" / "observer_cost.jsonl"
 

@@ -1,7 +1,7 @@
 """How close `densekv plan` predictions come to a full measured load (issue 6: within 10%
 for N from 10k to 10M on at least two servers of the matrix).
 
-For each (server, kind, N): `densekv.planner.plan(kind, N, server=NAME)` (calibrations
+For each (server, kind, N): `densekv.tools.planner.plan(kind, N, server=NAME)` (calibrations
 measured in this run: a fresh cache directory unless --cache is given), then a fresh
 server of the same kind loads the whole workload through the public API in the planned
 layout and partition count, measured with densekv's Meter (FLUSHALL SYNC, settle,
@@ -16,9 +16,9 @@ allocations), which is 10% of 10k sessions.
 Prints one JSON record per run and appends them to benchmarks/results/plan_accuracy.jsonl.
 
 Sessions priced from real payloads (issue 32): `--profile P0..P3` (repeatable) writes
-SAMPLE_SESSIONS sessions of that web-session profile (densekv/lab/session_profiles.py: P1 is
+SAMPLE_SESSIONS sessions of that web-session profile (densekv/tools/lab/session_profiles.py: P1 is
 the Django login, P2 Flask-Login) as a `--sample` file and plans sessions from it: the
-dictionary is trained on half of them, the other half priced (densekv/planner/payloads.py).
+dictionary is trained on half of them, the other half priced (densekv/tools/planner/payloads.py).
 `--verify` takes the figure `densekv plan --verify` prints (the planner's own load, on a
 server like the target, median of 3 under 60k items) instead of this script's fresh-server
 load; the record says which (`measured_by`).
@@ -39,12 +39,12 @@ from pathlib import Path
 
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
-from densekv.lab.session_profiles import NAMES, PROFILES, write_sample
-from densekv.measure import Meter
-from densekv.planner.core import PUBLIC_WARM_ITEMS, check_input, loader_client
-from densekv.planner.kinds import KINDS, Candidate, Workload
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.lab.session_profiles import NAMES, PROFILES, write_sample
+from densekv.tools.measure import Meter
+from densekv.tools.planner.core import PUBLIC_WARM_ITEMS, check_input, loader_client
+from densekv.tools.planner.kinds import KINDS, Candidate, Workload
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 DEFAULT_SERVERS = ("valkey-9.1", "redis-7.0")
 DEFAULT_KINDS = ("sessions", "set", "map")
@@ -95,7 +95,7 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/plan_accuracy.jsonl")
     args = ap.parse_args()
     os.environ["DENSEKV_CACHE_DIR"] = args.cache or tempfile.mkdtemp(prefix="densekv-plan-cache-")
-    from densekv.planner import plan
+    from densekv.tools.planner import plan
 
     commit = gitstamp.commit()
     samples = Path(tempfile.mkdtemp(prefix="densekv-plan-samples-"))
@@ -162,7 +162,7 @@ _CAPS: dict[str, object] = {}
 def _caps(name: str) -> object:
     """The probe of a scratch server of this kind (the candidates' limits), once per server."""
     if name not in _CAPS:
-        from densekv.server.probe import probe
+        from densekv.capabilities import probe
 
         with ServerProcess(find_servers()[name]) as proc:
             client = proc.client()

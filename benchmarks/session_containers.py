@@ -1,7 +1,7 @@
 """Seed 003 rerun, the full matrix (issue 12): session containers under real HTTP load as
 stored sessions grow.
 
-Every container of densekv.lab.containers.registry that this machine can run (none,
+Every container of densekv.tools.lab.containers.registry that this machine can run (none,
 in-process dict, memcached, files flat/hashed, SQLite and PostgreSQL indexed/unindexed,
 Flask-Session's Redis JSON+SETEX, densekv auto and dense+index) behind the same Flask
 app under gunicorn (one sync worker), all started at once; the Redis containers on a
@@ -12,7 +12,7 @@ rounds of --requests read-only (GET /r) and --requests read-write (GET /w) reque
 container from wrk at concurrency 5, the containers in turn with the order rotating
 each round (interleaved: compare containers within a run, never across runs), then the
 housekeeping: the N/2 expired removed while a read-only load runs. The measuring is
-densekv/lab/containers/harness.py's (the lab's experiment runs the same code, smaller).
+densekv/tools/lab/containers/harness.py's (the lab's experiment runs the same code, smaller).
 
 A container this machine cannot run (no PostgreSQL, no memcached, a missing Python
 package) is one "note" record, never a failure. Everything the run writes (app logs,
@@ -27,7 +27,7 @@ Usage: python benchmarks/session_containers.py [--server valkey-9.1] [--n 0 --n 
 Table: python benchmarks/session_containers.py --table FILE   (markdown: req/s, p99 and
        bytes per session per container and N, and densekv against the dict)
 At the end it logs one line per container: its read-only points and the seed's verdict
-(falls / flat, from CPU per request: densekv.lab.containers.findings.Trend), the same
+(falls / flat, from CPU per request: densekv.tools.lab.containers.findings.Trend), the same
 lines `densekv lab` prints.
 """
 
@@ -47,7 +47,7 @@ from typing import Any
 
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
-from densekv.lab.containers.findings import (
+from densekv.tools.lab.containers.findings import (
     bytes_finding,
     densekv_findings,
     filesystem_of,
@@ -56,11 +56,11 @@ from densekv.lab.containers.findings import (
     trend_line,
     trends,
 )
-from densekv.lab.containers.harness import Plan, run_containers
-from densekv.lab.containers.registry import CONTAINERS
-from densekv.measure import Meter
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.lab.containers.harness import Plan, run_containers
+from densekv.tools.lab.containers.registry import CONTAINERS
+from densekv.tools.measure import Meter
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 DEFAULT_NS = (0, 1_000, 10_000, 50_000, 100_000, 1_000_000)
 

@@ -22,10 +22,10 @@ import time
 
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
-from densekv.measure import Meter
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
 from densekv.sessions import LAYOUTS, SessionStore
+from densekv.tools.measure import Meter
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 
 def commandstats(client) -> dict[str, dict[str, float]]:  # type: ignore[no-untyped-def]

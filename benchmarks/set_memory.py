@@ -33,11 +33,11 @@ from typing import Any
 
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
-from densekv.measure import Meter
-from densekv.server.binaries import find_servers
-from densekv.server.probe import probe
-from densekv.server.process import ServerProcess
+from densekv.capabilities import probe
 from densekv.sets import CompactSet, SetFamily
+from densekv.tools.measure import Meter
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 RESULTS = Path(__file__).parent / "results" / "set_memory.jsonl"
 # layout:partitions ("" = the layout's own sizing from --n); the seed's sweep points

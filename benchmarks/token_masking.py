@@ -1,4 +1,4 @@
-"""How often the analyzer's token test (densekv/analyze/patterns.py token_looking) misses a
+"""How often the analyzer's token test (densekv/tools/analyze/patterns.py token_looking) misses a
 random token, and how often it masks an ordinary identifier (issue 32, part 2).
 
 Misses: N draws (fixed seed) of each token family: Flask-Session ids (base64url of 32
@@ -27,7 +27,7 @@ from pathlib import Path
 import gitstamp  # benchmarks/gitstamp.py
 from records import emit  # benchmarks/records.py
 
-from densekv.analyze.patterns import token_looking
+from densekv.tools.analyze.patterns import token_looking
 
 B62 = string.ascii_letters + string.digits
 

@@ -22,10 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.gitstamp import commit
-from densekv.lab.session_profiles import sessions
-from densekv.maps.dictionaries import train_dictionary
+from densekv.dictionaries import train_dictionary
 from densekv.sessions.payload import pack_data
 from densekv.sessions.payload_flows import AUTO_TRAIN
+from densekv.tools.lab.session_profiles import sessions
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ Django's cache session backend and starsessions 2.2 (benchmarks/web_peers.py dri
 Memory: for each server, N, profile and store (interleaved: densekv, then each peer, for
 one (server, N, profile) before the next), a fresh child process on a freshly started
 server: 200 sessions through the same loader to warm up every command (then flushed by the
-meter), the meter's baseline, N sessions of `densekv.lab.session_profiles.session(profile,
+meter), the meter's baseline, N sessions of `densekv.tools.lab.session_profiles.session(profile,
 n)`, densekv's Meter (bytes_per_item) beside a plain used_memory delta (INFO on the fresh
 server before anything, and after the load). densekv: `SessionStore(client, namespace=
 "sess", expected_sessions=N)` (auto layout, identity index on), sessions put in batches of
@@ -76,10 +76,10 @@ import web_peers
 from records import emit  # benchmarks/records.py: print and append each record
 from web_peers import Item, Sample
 
-from densekv.lab.session_profiles import NAMES, PROFILES, session
-from densekv.measure import Meter
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.lab.session_profiles import NAMES, PROFILES, session
+from densekv.tools.measure import Meter
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 STORES = ("densekv", *(s for s in web_peers.LOADERS if s != "aiohttp-session"))  # the memory part's default
 #: the default --frameworks; "aiohttp" (against aiohttp-session's RedisStorage) runs in the
@@ -411,7 +411,7 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
                 connections: int, ttl: int, profile: str = "P1") -> dict[str, Any]:
     """One framework on one server: both apps up at once, wrk on one at a time, the order
     alternating per round (densekv first in even rounds)."""
-    from densekv.lab.containers.components import find_component
+    from densekv.tools.lab.containers.components import find_component
     if (wrk := find_component("wrk")) is None:
         raise RuntimeError("no wrk: scripts/get-components --only wrk fetches it")
     peer = web_peers.PEER_OF[framework]

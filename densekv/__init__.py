@@ -18,6 +18,7 @@ import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from densekv.capabilities import Capabilities, probe
 from densekv.connect import connect
 from densekv.errors import (
     DecodeError,
@@ -33,16 +34,15 @@ from densekv.errors import (
     WriteInDoubt,
 )
 from densekv.maps import AsyncCompactMap, AsyncMapBatch, CompactMap, MapBatch
-from densekv.server.probe import Capabilities, probe
 from densekv.sessions import AsyncSessionStore, Session, SessionStore
 from densekv.sets import AsyncCompactSet, AsyncSetFamily, CompactSet, SetFamily
 from densekv.sets.bloom import AsyncBloomFilter, BloomFilter
 
 if TYPE_CHECKING:  # the tools' names, imported on first use by __getattr__ below
-    from densekv.bulk import bulk_load
-    from densekv.planner import Recommendation
-    from densekv.planner import plan as plan_layout
-    from densekv.server.embedded import EmbeddedServer, embedded
+    from densekv.tools.bulk import bulk_load
+    from densekv.tools.planner import Recommendation
+    from densekv.tools.planner import plan as plan_layout
+    from densekv.tools.server.embedded import EmbeddedServer, embedded
 
 __version__ = "0.1.0"  # the one place of the version: pyproject.toml reads it (CHANGELOG.md)
 
@@ -85,14 +85,14 @@ __all__ = [  # plain sorted(), as tests/unit/test_public_api.py asserts
 #: The tools' public names, imported on first access, by module (as in the TYPE_CHECKING
 #: block above); each keeps its module's name but plan_layout (planner.plan).
 _TOOLS: dict[str, tuple[str, ...]] = {
-    "densekv.bulk": ("bulk_load",),
-    "densekv.planner": ("Recommendation",),
-    "densekv.server.embedded": ("EmbeddedServer", "embedded"),
+    "densekv.tools.bulk": ("bulk_load",),
+    "densekv.tools.planner": ("Recommendation",),
+    "densekv.tools.server.embedded": ("EmbeddedServer", "embedded"),
 }
 #: name -> (module, attribute)
 _LAZY: dict[str, tuple[str, str]] = {
     **{name: (module, name) for module, names in _TOOLS.items() for name in names},
-    "plan_layout": ("densekv.planner", "plan"),
+    "plan_layout": ("densekv.tools.planner", "plan"),
 }
 #: The names that left __all__ (issue 33), by the module to import them from; they resolve
 #: here for one minor release, with a DeprecationWarning (CHANGELOG.md lists them).
@@ -104,8 +104,8 @@ _DEPRECATED: dict[str, tuple[str, ...]] = {
                        "TransactionError", "WrongType"),
     "densekv.plan": ("AsyncExecutor", "Plan", "SyncExecutor"),
     "densekv.cluster_executor": ("AsyncClusterExecutor", "ClusterExecutor", "executor_for"),
-    "densekv.measure": ("Curve", "Meter", "Point"),
-    "densekv.server.binaries": ("MATRIX", "ServerBinary", "find_servers"),
+    "densekv.tools.measure": ("Curve", "Meter", "Point"),
+    "densekv.tools.server.binaries": ("MATRIX", "ServerBinary", "find_servers"),
 }
 _NEW_PATH = {name: module for module, names in _DEPRECATED.items() for name in names}
 

@@ -161,7 +161,7 @@ def content_id(data: bytes) -> int:
 
 @dataclass(frozen=True)
 class ZstdDictionary:
-    """A trained zstd dictionary and the id it is stored under (maps/dictionaries.py):
+    """A trained zstd dictionary and the id it is stored under (dictionaries.py):
     `ZstdDictionary.of(data)` names it by its content (content_id)."""
 
     id: int

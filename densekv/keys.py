@@ -120,7 +120,7 @@ CODES: dict[str, str] = {
     "zm": "a map's metadata hash, `{ns}:zm:{<ns>}` (maps/meta.py, lua/map_init.lua)",
     "za": "a map's key-prefix aliases hash, `{ns}:za:{<ns>}` (maps/meta.py)",
     "zd": "the namespace's zstd dictionaries, field N = dictionary N, `{ns}:zd:{<ns>}` "
-          "(maps/dictionaries.py; used by maps and session stores)",
+          "(dictionaries.py; used by maps and session stores)",
     # -- sets (densekv/sets/) -------------------------------------------------------------
     "f#": "one string per item of a flat set, `{ns}:f<P>:{<p>}:<hex q>` = 1 "
           "(sets/layouts.py FlatKeys)",
@@ -140,7 +140,7 @@ CODES: dict[str, str] = {
           "(sets/family.py)",
     # -- elsewhere ------------------------------------------------------------------------
     "probe": "the probe's scratch hash `densekv:probe:{<random hex>}`, written and deleted in "
-             "one round trip (server/probe.py)",
+             "one round trip (capabilities.py)",
 }
 
 #: Codes no longer written; still read where noted, never given to anything else.

@@ -9,7 +9,7 @@ marker (HEADER = 7), plus per entry an encoding (+ data) and a back-length:
     12-bit below 4096, else 32-bit) before its data (string_entry_size);
   * the back-length holds encoding + data size in 7-bit groups (lpEncodeBacklen): 1 byte
     up to 127, 2 below 16383, 3 below 2097151, 4 below 268435455, else 5 (backlen).
-Users: the planner's model (densekv/planner/), the set layouts' cost model
+Users: the planner's model (densekv/tools/planner/), the set layouts' cost model
 (densekv/sets/sizing.py), and every "is this text a listpack integer" test
 (codec.is_canonical_int, the map's numeric bucket fields). What the allocator hands out
 for a listpack of these bytes is densekv/allocator.py's.

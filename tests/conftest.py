@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from densekv.server.binaries import find_servers
-from densekv.server.cluster import LocalCluster
-from densekv.server.process import ServerProcess
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.cluster import LocalCluster
+from densekv.tools.server.process import ServerProcess
 
 PRESENT = find_servers()
 if os.environ.get("DENSEKV_TEST_SERVERS"):

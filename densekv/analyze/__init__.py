@@ -1,21 +1,11 @@
-"""`densekv analyze`: what densekv would save on a live server (or in a dump), per key pattern.
+"""Deprecated old path of densekv.tools.analyze: the analyzer; it moved into the tools' tree
+(issue 33).
 
-Modules, one job each (DESIGN.md, "Analyzer"):
-  patterns.py   key name -> pattern ("session:{tok}"), rules, merging (pure)
-  table.py      the streaming pattern table: counts, bytes, distributions (bounded memory)
-  shapes.py     what a value is: integer, JSON, msgpack, pickle, session formats (pure)
-  wire.py       the only way to the analyzed server: read-only commands, pipelined
-  scan.py       read-only sampling of the live server: SCAN + pipelined per-key commands
-  recommend.py  what densekv has for a pattern, and the command that moves it (pure)
-  replay.py     copies of sampled keys measured on a scratch server, as they are and in
-                the recommended layout, with the meter
-  moves.py      what densekv would do with a pattern's keys, as loads of a sample
-  estimate.py   extrapolation to the pattern's count, with 95% intervals (pure)
-  report.py     terminal table, JSON, HTML
-  offline.py    --rdb: dumps loaded into throwaway servers, analyzed as one keyspace
-  resume_names.py  the key names a resume file needs, in FILE.names (mode 0600)
-  errors.py     the old path of AnalyzeError (densekv/errors.py defines it)
-  run.py        the whole analysis, for the CLI (`densekv analyze`) and for callers
-                (`densekv.analyze.run.analyze(Options(url=...))`)
-Nothing here is imported by `import densekv`: the analyzer loads only when used.
+A name read from here is densekv.tools.analyze's own, with a DeprecationWarning that names
+the new path, for one minor release (densekv/oldpaths.py; CHANGELOG.md lists every move).
 """
+
+from densekv.oldpaths import forward
+
+__all__: list[str] = []
+__getattr__ = forward(__name__, "densekv.tools.analyze")

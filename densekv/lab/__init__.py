@@ -1,12 +1,10 @@
-"""densekv lab: the seed experiments rerun on the user's own server, with plots and a report.
+"""Deprecated old path of densekv.tools.lab: the lab; it moved into the tools' tree (issue 33).
 
-    python -m densekv.lab [--url URL | --server NAME ...] [--n N] [--only KINDS] [--out DIR]
-
-Modules: workloads (streamed data with fixed seeds), target (where the lab may measure and
-what it may do there), experiments/ (one plug-in per experiment), runner (runs them with
-progress), results (results.json and its schema), report (report.html and the PNGs), cli.
+A name read from here is densekv.tools.lab's own, with a DeprecationWarning that names the
+new path, for one minor release (densekv/oldpaths.py; CHANGELOG.md lists every move).
 """
 
-from densekv.lab.runner import LabConfig, LabRun, run_lab
+from densekv.oldpaths import forward
 
-__all__ = ["LabConfig", "LabRun", "run_lab"]
+__all__: list[str] = []
+__getattr__ = forward(__name__, "densekv.tools.lab")

@@ -42,10 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 from redis.crc import key_slot
 
+from densekv.dictionaries import dictionary_key
 from densekv.errors import TransactionError
 from densekv.flows import Flow, Lockstep, gather
 from densekv.maps.core import MISSING, MapCore, key_str
-from densekv.maps.dictionaries import dictionary_key
 from densekv.maps.fast import run_fast
 from densekv.maps.queue import (
     Pending,

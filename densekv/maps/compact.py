@@ -36,6 +36,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from densekv.capabilities import probe_flow
 from densekv.cluster_executor import AsyncClusterExecutor, ClusterExecutor, executor_for
 from densekv.codec import Codec, ZstdDictionary
 from densekv.errors import DensekvError, InvalidArgument
@@ -47,7 +48,6 @@ from densekv.maps.core import MISSING, MapCore, key_str, open_map, plain_bytes, 
 from densekv.maps.meta import TTL_MODES, check_namespace, meta_key
 from densekv.maps.queue import Pending
 from densekv.maps.settings import MapFacts, facts_of
-from densekv.server.probe import probe_flow
 from densekv.twins import share_docstrings
 
 T = TypeVar("T")

@@ -20,6 +20,7 @@ from typing import Any
 
 from densekv import codec as cd
 from densekv.codec import Codec, ZstdDictionary
+from densekv.dictionaries import DictionaryCache, plan_load, plan_store, train_dictionary
 from densekv.errors import (
     CodecError,
     DecodeError,
@@ -41,7 +42,6 @@ from densekv.maps.buckets import (
     bucket_patterns,
     key_of,
 )
-from densekv.maps.dictionaries import DictionaryCache, plan_load, plan_store, train_dictionary
 from densekv.maps.meta import init_flow, meta_key, ttl_mode_reason
 from densekv.maps.settings import MapFacts
 from densekv.maps.zipkeys import Aliases

@@ -1,6 +1,6 @@
 """What a map needs of the server: a pure projection of the probe's Capabilities.
 
-The server is read in one place only (densekv/server/probe.py, a flow the sync and the
+The server is read in one place only (densekv/capabilities.py, a flow the sync and the
 asyncio map both run); a map keeps these few numbers, and its stored meta (maps/meta.py)
 fixes the geometry from them when the map is created.
 """
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from densekv.server.probe import Capabilities
+    from densekv.capabilities import Capabilities
 
 
 @dataclass(frozen=True)

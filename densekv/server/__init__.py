@@ -1,1 +1,12 @@
-"""Servers: binaries of the matrix, throwaway processes and clusters, the capability probe."""
+"""Deprecated old path of densekv.tools.server: the server fixtures (binaries of the matrix,
+throwaway processes and clusters); the capability probe is `densekv.capabilities`; it moved
+into the tools' tree (issue 33).
+
+A name read from here is densekv.tools.server's own, with a DeprecationWarning that names
+the new path, for one minor release (densekv/oldpaths.py; CHANGELOG.md lists every move).
+"""
+
+from densekv.oldpaths import forward
+
+__all__: list[str] = []
+__getattr__ = forward(__name__, "densekv.tools.server")

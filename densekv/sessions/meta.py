@@ -35,7 +35,7 @@ from densekv.sessions.layouts.perkey import HashLayout, JsonLayout, PackedLayout
 from densekv.sessions.payload import PayloadCodec
 
 if TYPE_CHECKING:
-    from densekv.server.probe import Capabilities
+    from densekv.capabilities import Capabilities
     from densekv.sessions.events import EventBuffer
     from densekv.sessions.model import Record
 
@@ -298,7 +298,7 @@ def facts_of(caps: Capabilities) -> ServerFacts:
 
 def facts_from_probe(client: Any) -> ServerFacts:
     """The facts of a sync (or cluster) client's server: facts_of(probe(client))."""
-    from densekv.server.probe import probe
+    from densekv.capabilities import probe
 
     return facts_of(probe(client))
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from densekv.dictionaries import plan_store, plan_stored
 from densekv.errors import DensekvError
 from densekv.flows import Flow
-from densekv.maps.dictionaries import plan_store, plan_stored
 from densekv.plan import Plan, command
 from densekv.sessions import payload_flows as payloads
 from densekv.sessions.index import IdentityIndex

@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from densekv.codec import ZstdDictionary
+from densekv.dictionaries import plan_load, plan_store
+from densekv.dictionaries import train_dictionary as train_zstd
 from densekv.errors import (
     CodecUnavailable,
     DecodeError,
@@ -26,8 +28,6 @@ from densekv.errors import (
 )
 from densekv.flows import Flow
 from densekv.keys import join_digest
-from densekv.maps.dictionaries import plan_load, plan_store
-from densekv.maps.dictionaries import train_dictionary as train_zstd
 from densekv.plan import Command, Plan
 from densekv.sessions.meta import StoreCore, plan_meta
 from densekv.sessions.model import Record

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
 
+from densekv.capabilities import probe_flow
 from densekv.cluster_executor import executor_for
 from densekv.errors import DensekvError
 from densekv.errors import moved as _moved
 from densekv.flows import Flow, adrive, drive
 from densekv.plan import Plan
-from densekv.server.probe import probe_flow
 from densekv.sessions.core import (
     AUTO_TRAIN,
     DEFAULT_TTL,
@@ -350,7 +350,7 @@ class SessionStore(_Options):
 
 class AsyncSessionStore(_Options):
     """The asyncio twin of SessionStore: same names, awaited. Unless `facts` is given, the
-    first operation (or `await store.ready()`) probes the server (server/probe.py)."""
+    first operation (or `await store.ready()`) probes the server (capabilities.py)."""
 
     def __init__(
         self,

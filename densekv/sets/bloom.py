@@ -28,12 +28,12 @@ from typing import Any, Generic, TypeVar
 
 import redis
 
+from densekv.capabilities import Capabilities, probe_flow
 from densekv.cluster_executor import executor_for
 from densekv.errors import BloomParameterError as _BloomParameterError
 from densekv.errors import DensekvError
 from densekv.errors import moved as _moved
 from densekv.flows import Flow, adrive, drive
-from densekv.server.probe import Capabilities, probe_flow
 from densekv.sets.bloom_core import BloomCore
 from densekv.sets.bloom_math import BloomSpec, items_bytes
 from densekv.sets.bloom_spec import BloomFacts, Request, facts_of

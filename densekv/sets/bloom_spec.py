@@ -6,7 +6,7 @@ allocator rounding), native, hash. Every later client reads them back (spec_from
 so all compute the same stage geometry whatever server they talk to, and a request with
 other parameters is refused (check_request). Opening also needs two facts of the server
 (BloomFacts: its allocator, for the rounding rule, and whether RedisBloom is loaded),
-projected from the probe's Capabilities (facts_of; densekv/server/probe.py reads them),
+projected from the probe's Capabilities (facts_of; densekv/capabilities.py reads them),
 and how bloom_add.lua sets bits there (set_rule: no part of the format, the same bits).
 """
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from densekv.capabilities import Capabilities
 from densekv.errors import BloomMismatch, BloomParameterError, WrongType
-from densekv.server.probe import Capabilities
 from densekv.sets.bloom_math import EXACT, BloomSpec, allocator_rule, check_parameters, shard_count
 
 KIND = "densekv.bloom"

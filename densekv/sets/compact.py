@@ -35,6 +35,7 @@ from typing import Any, Generic, TypeVar
 
 import redis
 
+from densekv.capabilities import Capabilities, probe, probe_flow
 from densekv.cluster_executor import AsyncClusterExecutor, executor_for
 from densekv.errors import DensekvError, WrongType
 from densekv.errors import SetMismatch as _SetMismatch
@@ -42,7 +43,6 @@ from densekv.errors import moved as _moved
 from densekv.flows import Flow, Scan, adrive, drive
 from densekv.keys import tag
 from densekv.plan import command
-from densekv.server.probe import Capabilities, probe, probe_flow
 from densekv.sets.items import ItemCodec
 from densekv.sets.layouts import LAYOUTS, FlatKeys, SetLayout, SetLimits, make_layout
 from densekv.twins import share_docstrings

@@ -13,7 +13,7 @@ layouts report the prediction for their partition count
 measured figure. default_partitions sizes the seed's layouts (a power of two that keeps
 the fullest partition in its listpack).
 Pure arithmetic, no I/O: densekv/sets/layouts.py builds the layouts from these numbers,
-and the planner (densekv/planner/kinds.py) reuses them.
+and the planner (densekv/tools/planner/kinds.py) reuses them.
 """
 
 from __future__ import annotations

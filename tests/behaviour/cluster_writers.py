@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from densekv import CompactMap, CompactSet, SessionStore, WriteInDoubt
-from densekv.server.cluster import LocalCluster
+from densekv.tools.server.cluster import LocalCluster
 
 KINDS = ("sessions", "sets", "maps")  # "bulk" (map mset of 200 keys a call) for the benchmark
 

@@ -26,12 +26,12 @@ from typing import Any
 import pytest
 import redis
 
-from densekv.analyze.run import Options, analyze
-from densekv.analyze.wire import READ_COMMANDS
-from densekv.lab.observe import commandstats
-from densekv.measure import Meter
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.analyze.run import Options, analyze
+from densekv.tools.analyze.wire import READ_COMMANDS
+from densekv.tools.lab.observe import commandstats
+from densekv.tools.measure import Meter
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 PRESENT = find_servers()
 if os.environ.get("DENSEKV_TEST_SERVERS"):
@@ -271,7 +271,7 @@ def test_a_user_with_only_the_documented_commands_is_enough(keyspace: tuple[Serv
 
 
 def _cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "densekv.cli", "analyze", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "densekv.tools.cli", "analyze", *args], capture_output=True,
                           text=True, timeout=timeout, check=False)
 
 
@@ -329,7 +329,7 @@ def test_ctrl_c_prints_a_partial_report_and_the_rerun_finishes(keyspace: tuple[S
                                                                tmp_path: Path) -> None:
     proc, _ = keyspace
     state = tmp_path / "scan.json"
-    args = [sys.executable, "-m", "densekv.cli", "analyze", "--url", proc.url, "--full", "--rate", "4000",
+    args = [sys.executable, "-m", "densekv.tools.cli", "analyze", "--url", proc.url, "--full", "--rate", "4000",
             "--resume", str(state), "--json"]
     run = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
@@ -385,7 +385,7 @@ def test_a_server_that_vanishes_mid_scan(fresh_server: Callable[..., ServerProce
             pipe.set(f"k:{i}", i)
         pipe.execute()
     state = tmp_path / "scan.json"  # written once the scan is under way: the moment to kill
-    run = subprocess.Popen([sys.executable, "-m", "densekv.cli", "analyze", "--url", proc.url, "--full",
+    run = subprocess.Popen([sys.executable, "-m", "densekv.tools.cli", "analyze", "--url", proc.url, "--full",
                             "--rate", "4000", "--resume", str(state)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 import redis
 
-from densekv.server.binaries import MATRIX, NEWER, find_servers
-from densekv.server.cluster import LocalCluster, call
-from densekv.server.process import ServerProcess, free_port
+from densekv.tools.server.binaries import MATRIX, NEWER, find_servers
+from densekv.tools.server.cluster import LocalCluster, call
+from densekv.tools.server.process import ServerProcess, free_port
 
 PRESENT = find_servers()
 if os.environ.get("DENSEKV_TEST_SERVERS"):
@@ -68,7 +68,7 @@ def _write(client: redis.Redis | redis.RedisCluster, rng: random.Random) -> int:
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DENSEKV_URL": DEAD_URL}
-    return subprocess.run([sys.executable, "-m", "densekv.cli", "analyze", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "densekv.tools.cli", "analyze", *args], capture_output=True,
                           text=True, timeout=120, check=False, env=env)
 
 

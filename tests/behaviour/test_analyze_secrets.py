@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 SEED = 3232
 B62 = string.ascii_letters + string.digits
@@ -46,7 +46,7 @@ ORDINARY = ("user:{n}:visits", "leaderboard:weekly", "queue:jobs", "events", "so
 @pytest.fixture(scope="module")
 def keyspace() -> Iterator[tuple[ServerProcess, set[str]]]:
     """A server holding the tokens' keys and the ordinary ones; the set of tokens."""
-    from densekv.server.binaries import find_servers
+    from densekv.tools.server.binaries import find_servers
 
     present = find_servers()
     if "valkey-9.1" not in present:
@@ -76,7 +76,7 @@ def keyspace() -> Iterator[tuple[ServerProcess, set[str]]]:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "densekv.cli", "analyze", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "densekv.tools.cli", "analyze", *args], capture_output=True,
                           text=True, timeout=300, check=False)
 
 

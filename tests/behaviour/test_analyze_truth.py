@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from densekv.analyze.run import Options, analyze
-from densekv.measure import Meter
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.analyze.run import Options, analyze
+from densekv.tools.measure import Meter
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 from tests.behaviour.producers import TRUTH_OPTIONS, Keyspace, record, removal_truth, replay
 
 PRESENT = find_servers()

@@ -27,8 +27,6 @@ from densekv.errors import (
     BloomParameterError,
     WrongType,
 )
-from densekv.server.cluster import LocalCluster
-from densekv.server.process import ServerProcess
 from densekv.sets.bloom import AsyncBloomFilter, BloomFilter
 from densekv.sets.bloom_math import (
     hash_item,
@@ -39,6 +37,8 @@ from densekv.sets.bloom_math import (
     string_allocation,
 )
 from densekv.sets.bloom_spec import SET_BITFIELD, SET_SETBIT
+from densekv.tools.server.cluster import LocalCluster
+from densekv.tools.server.process import ServerProcess
 
 Client = Any
 MakeClient = Callable[[], Any]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from densekv.bulk import bulk_load
 from densekv.errors import BulkLoadError
+from densekv.tools.bulk import bulk_load
 
 
 def test_bulk_load_sends_every_command(client: redis.Redis) -> None:

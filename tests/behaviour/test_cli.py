@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from densekv.server.process import ServerProcess, free_port
+from densekv.tools.server.process import ServerProcess, free_port
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "densekv.cli", *args],
+        [sys.executable, "-m", "densekv.tools.cli", *args],
         capture_output=True, text=True, timeout=120, check=False, env={**os.environ, **(env or {})},
     )
 
@@ -196,8 +196,8 @@ def test_server_status_exits_3_when_nothing_runs(tmp_path: Path) -> None:
 
 def test_help_lists_every_accepted_value_and_no_option_that_is_not_there() -> None:
     """Was: `server start --help` mentioned a --url it lacks; `lab --help` left out containers."""
-    from densekv.lab.experiments import MODULES
-    from densekv.server.binaries import MATRIX
+    from densekv.tools.lab.experiments import MODULES
+    from densekv.tools.server.binaries import MATRIX
 
     start = run("server", "start", "--help").stdout
     assert "--url" not in start
@@ -252,7 +252,7 @@ def test_a_lab_refusal_that_shows_a_hidden_password_says_so(fresh_server: Any) -
 
 
 def test_the_lab_records_a_command_that_runs_as_printed() -> None:
-    from densekv.lab.cli import _command_line
+    from densekv.tools.lab.cli import _command_line
 
     hidden = _command_line(["lab", "--url", "redis://:s3cret@db.example:6380/15", "--only", "maps"])
     assert "s3cret" not in hidden and '--url "$DENSEKV_URL"' in hidden
@@ -265,9 +265,9 @@ def test_the_lab_records_a_command_that_runs_as_printed() -> None:
 def test_the_analyzer_names_the_producer_once_and_its_imports() -> None:
     """Was: `sessions: sessions: Flask-Session` and a command using FlaskSessionFallback
     without saying where it comes from."""
-    from densekv.analyze.patterns import Rules
-    from densekv.analyze.recommend import Choice, choose, command_for
-    from densekv.analyze.table import PatternStats
+    from densekv.tools.analyze.patterns import Rules
+    from densekv.tools.analyze.recommend import Choice, choose, command_for
+    from densekv.tools.analyze.table import PatternStats
 
     pattern = Rules().pattern(b"session:Zm9vYmFyYmF6cXV4cXV1eHh5enp6enp6enp6enp6enp6eno")
     stats = PatternStats(pattern.name, pattern.glob, pattern.tokens)
@@ -289,9 +289,9 @@ def test_the_analyzer_names_the_producer_once_and_its_imports() -> None:
 
 
 def test_a_printed_migrate_command_never_holds_a_hidden_password() -> None:
-    from densekv.analyze.patterns import Rules
-    from densekv.analyze.recommend import Choice, command_for
-    from densekv.analyze.table import PatternStats
+    from densekv.tools.analyze.patterns import Rules
+    from densekv.tools.analyze.recommend import Choice, command_for
+    from densekv.tools.analyze.table import PatternStats
 
     pattern = Rules().pattern(b"user:1")
     stats = PatternStats(pattern.name, pattern.glob, pattern.tokens)
@@ -314,7 +314,7 @@ def test_plan_reports_progress_from_its_first_second(client: Any, server_name: s
     """Was: nothing printed for 50 s while it calibrated."""
     import time
 
-    from densekv.planner import plan
+    from densekv.tools.planner import plan
 
     if server_name != "valkey-9.1":
         pytest.skip("the progress is the same code on every server")
@@ -334,7 +334,7 @@ def test_plan_reports_progress_from_its_first_second(client: Any, server_name: s
 
 def test_plan_prints_what_it_does_and_the_time_left(tmp_path: Path) -> None:
     """Off a terminal: a line per step with the time left (on one, a rich bar does it)."""
-    from densekv.planner.cli import time_left
+    from densekv.tools.planner.cli import time_left
 
     out = run("plan", "--kind", "set", "--items", "5000", "--layout", "dense-set",
               env={"DENSEKV_CACHE_DIR": str(tmp_path)})
@@ -353,8 +353,8 @@ def test_plan_prints_what_it_does_and_the_time_left(tmp_path: Path) -> None:
 
 def test_advice_is_one_line_per_config_with_that_configs_own_figure() -> None:
     """Was: three unlabelled `advice hash-max-listpack-value 144` lines (44%, 35%, 17%)."""
-    from densekv.planner.core import optional_advice
-    from densekv.planner.kinds import Candidate
+    from densekv.tools.planner.core import optional_advice
+    from densekv.tools.planner.kinds import Candidate
 
     raise_ = {"hash-max-listpack-value": "144"}
     best = Candidate("dense", 16, "poisson", {})
@@ -376,8 +376,8 @@ def test_plan_figures_belong_to_the_config_printed_beside_them(
     """Was: `config hash-max-listpack-value 144` beside the figure without it; the use line
     had index_identities=False without saying that turns off log out everywhere (and then,
     issue 32, turned it off by default)."""
-    from densekv.planner import plan
-    from densekv.planner.cli import lines
+    from densekv.tools.planner import plan
+    from densekv.tools.planner.cli import lines
 
     if server_name != "valkey-9.1":
         pytest.skip("one server is enough: the rule reads the probed limit")

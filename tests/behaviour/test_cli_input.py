@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import redis
 
-from densekv.cli import main
 from densekv.errors import InvalidArgument
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.cli import main
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 DEAD = "redis://127.0.0.1:1/0"  # never contacted: every case below fails before connecting
 
@@ -40,7 +40,7 @@ def run_main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "densekv.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "densekv.tools.cli", *args], capture_output=True, text=True,
                           timeout=120, check=False, env={**os.environ, **(env or {})})
 
 
@@ -216,7 +216,7 @@ def test_migrate_into_an_unsuitable_namespace_is_exit_2_and_untouched(
 
 def test_servers_never_points_into_site_packages(monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    import densekv.cli as cli_module
+    import densekv.tools.cli as cli_module
 
     fake = tmp_path / "lib" / "python3.11" / "site-packages" / ".servers"  # an installed densekv
     monkeypatch.delenv("DENSEKV_SERVERS", raising=False)

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess, free_port
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess, free_port
 from tests.behaviour.test_cli_input import assert_one_line_exit_2, run_main
 
 SECRET = "wrong-secret-23"

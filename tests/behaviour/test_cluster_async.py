@@ -29,7 +29,7 @@ from densekv import (
     AsyncSessionStore,
 )
 from densekv.cluster_executor import RECOVERY_SECONDS, AsyncClusterExecutor
-from densekv.server.cluster import LocalCluster, call
+from densekv.tools.server.cluster import LocalCluster, call
 from tests.behaviour import test_sessions, test_sets
 from tests.behaviour.cluster_writers import busiest_master
 

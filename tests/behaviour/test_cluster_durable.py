@@ -36,8 +36,8 @@ from densekv import (
 )
 from densekv.cluster_executor import ClusterExecutor, executor_for
 from densekv.plan import Durability, command
-from densekv.server.cluster import LocalCluster
-from densekv.server.process import ServerProcess
+from densekv.tools.server.cluster import LocalCluster
+from densekv.tools.server.process import ServerProcess
 from tests.conftest import PRESENT, REPLICATED_SERVER
 
 SHORT = Durability(timeout_ms=300)  # a test need not wait 2 s for each refusal

@@ -22,7 +22,7 @@ import pytest
 import redis
 
 from densekv.cluster_executor import RECOVERY_SECONDS
-from densekv.server.cluster import LocalCluster
+from densekv.tools.server.cluster import LocalCluster
 from tests.behaviour.cluster_writers import KINDS, Writer, busiest_master, check, stall_after
 
 pytestmark = pytest.mark.cluster

@@ -21,7 +21,7 @@ from redis.crc import key_slot
 from densekv.cluster_executor import ClusterExecutor
 from densekv.lua import Script
 from densekv.plan import Command, Plan, command, script_call
-from densekv.server.cluster import LocalCluster
+from densekv.tools.server.cluster import LocalCluster
 from tests.behaviour.cluster_writers import KINDS, Writer, check
 
 pytestmark = pytest.mark.cluster

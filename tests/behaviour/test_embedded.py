@@ -12,8 +12,8 @@ import pytest
 
 import densekv
 from densekv.errors import BinaryMissing, PortInUse, ServerStartFailed
-from densekv.server.binaries import NEWER, ServerBinary, find_servers
-from densekv.server.process import ServerProcess, pid_alive
+from densekv.tools.server.binaries import NEWER, ServerBinary, find_servers
+from densekv.tools.server.process import ServerProcess, pid_alive
 
 
 def test_embedded_answers_and_cleans_up() -> None:

@@ -22,7 +22,7 @@ import redis
 import redis.asyncio
 
 from densekv.plan import AsyncExecutor, SyncExecutor, command
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 
 class Interrupted(BaseException):

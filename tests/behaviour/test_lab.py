@@ -16,14 +16,14 @@ import pytest
 import redis
 
 from densekv.errors import LabRefused
-from densekv.lab.experiments.base import Context
-from densekv.lab.experiments.sessions import Sessions
-from densekv.lab.results import validate
-from densekv.lab.runner import LabConfig, run_lab
-from densekv.lab.target import scratch_target
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
 from densekv.sessions import SessionStore
+from densekv.tools.lab.experiments.base import Context
+from densekv.tools.lab.experiments.sessions import Sessions
+from densekv.tools.lab.results import validate
+from densekv.tools.lab.runner import LabConfig, run_lab
+from densekv.tools.lab.target import scratch_target
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 SMALL = {"keys": 2, "top": 600, "structures": ("hash", "set")}
 #: The agreement check runs on the embedded server and on one jemalloc server (the meter
@@ -50,7 +50,7 @@ def user(own_server: ServerProcess) -> Iterator[redis.Redis]:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "densekv.lab", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "densekv.tools.lab", *args], capture_output=True, text=True,
                           timeout=120, env={**os.environ}, check=False)
 
 

@@ -20,10 +20,10 @@ import pytest
 import redis
 
 from densekv.errors import LabRefused
-from densekv.lab.experiments import registry
-from densekv.lab.results import validate
-from densekv.lab.runner import LabConfig, run_lab
-from densekv.server.binaries import find_servers
+from densekv.tools.lab.experiments import registry
+from densekv.tools.lab.results import validate
+from densekv.tools.lab.runner import LabConfig, run_lab
+from densekv.tools.server.binaries import find_servers
 
 PRESENT = find_servers()
 _WANTED = os.environ.get("DENSEKV_TEST_SERVERS", ",".join(PRESENT)).split(",")
@@ -40,7 +40,7 @@ SKIPPED = tuple(k for k, e in registry().items() if e.not_on_cluster)
 
 
 def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "densekv.lab", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "densekv.tools.lab", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ}, check=False)
 
 

@@ -21,15 +21,15 @@ import pytest
 pytest.importorskip("flask")
 pytest.importorskip("gunicorn")
 
-from densekv.lab.containers import harness
-from densekv.lab.containers.config import AppConfig
-from densekv.lab.containers.harness import Plan, Run, run_containers, why_not
-from densekv.lab.containers.load import python_load
-from densekv.lab.containers.processes import AppServer
-from densekv.lab.containers.stores import SqlStore
-from densekv.measure import Meter
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.lab.containers import harness
+from densekv.tools.lab.containers.config import AppConfig
+from densekv.tools.lab.containers.harness import Plan, Run, run_containers, why_not
+from densekv.tools.lab.containers.load import python_load
+from densekv.tools.lab.containers.processes import AppServer
+from densekv.tools.lab.containers.stores import SqlStore
+from densekv.tools.measure import Meter
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 LIFETIME = 3  # seconds: short enough to watch sessions expire
 CONTRACT = ("dict", "files-hashed", "sqlite-unindexed", "redis-json", "densekv", "memcached", "postgres-indexed")
@@ -256,7 +256,7 @@ def test_sql_sweep_deletes_by_expiry_with_and_without_the_index(tmp_path: Path) 
 
 
 def test_the_lab_experiment_draws_its_four_figures(valkey: ServerProcess, tmp_path: Path) -> None:
-    from densekv.lab.runner import LabConfig, run_lab
+    from densekv.tools.lab.runner import LabConfig, run_lab
 
     config = LabConfig(n=1000, url=valkey.url + "", out=tmp_path, only=("containers",), options={
         "containers": {"containers": ("none", "dict", "densekv"),
@@ -282,7 +282,7 @@ CURVE_N = 20_000  # the test's "lab N": unindexed SQLite scans 20k rows per read
 
 @pytest.fixture(scope="module")
 def curve_run(valkey: ServerProcess) -> Iterator[Any]:
-    from densekv.lab.runner import LabConfig, run_lab
+    from densekv.tools.lab.runner import LabConfig, run_lab
 
     out = Path(tempfile.mkdtemp(prefix="densekv-test-curve-"))
     with valkey.client() as c:
@@ -313,8 +313,8 @@ def test_the_lab_measures_every_container_at_four_counts_up_to_its_n(curve_run: 
 def test_the_verdicts_come_from_the_points(curve_run: Any) -> None:
     import copy
 
-    from densekv.lab.containers.findings import trends
-    from densekv.lab.summary import verdicts
+    from densekv.tools.lab.containers.findings import trends
+    from densekv.tools.lab.summary import verdicts
 
     doc = curve_run.doc
     found = {t.container: t for t in trends(r for r in doc["runs"] if r["kind"] == "containers")}
@@ -342,8 +342,8 @@ def test_the_verdicts_come_from_the_points(curve_run: Any) -> None:
 def test_the_terminal_table_and_the_summary_show_the_same_points(curve_run: Any) -> None:
     import re
 
-    from densekv.lab.runner import table_row
-    from densekv.lab.summary import headline
+    from densekv.tools.lab.runner import table_row
+    from densekv.tools.lab.summary import headline
 
     lines = [ln for ln in headline(curve_run.doc) if ln.startswith("containers: ")]
     rows = [table_row(r) for o in curve_run.outputs for r in o.records if r.kind == "containers"]
@@ -368,17 +368,17 @@ def test_the_report_draws_the_cpu_curves_with_the_verdicts(curve_run: Any) -> No
 def test_bulk_loaded_json_is_flask_sessions_own_encoding() -> None:
     import msgspec
 
-    from densekv.lab.containers.backends import Payloads
+    from densekv.tools.lab.containers.backends import Payloads
 
     for profile in ("P0", "P1", "P2", "P3"):
         got = Payloads(profile).get(0, 50)
-        from densekv.lab.session_profiles import sessions
+        from densekv.tools.lab.session_profiles import sessions
 
         assert [text.encode() for _, text in got] == [msgspec.json.encode(d) for _, d in sessions(profile, 50)]
 
 
 def test_the_verdict_rule_reads_cpu_per_request_and_falls_back_to_req_s() -> None:
-    from densekv.lab.containers.findings import Point, Trend
+    from densekv.tools.lab.containers.findings import Point, Trend
 
     def trend(*points: tuple[int, float, float]) -> Trend:
         return Trend("files-flat", "files, flat dir", tuple(Point(*p) for p in points))
@@ -395,7 +395,7 @@ def test_a_run_directory_left_by_a_killed_lab_is_removed_and_a_live_one_kept(tmp
     import subprocess
     import sys
 
-    from densekv.lab.experiments.containers import OWNER, RUN_PREFIX, remove_stale
+    from densekv.tools.lab.experiments.containers import OWNER, RUN_PREFIX, remove_stale
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True).stdout.strip()  # a pid that has just exited

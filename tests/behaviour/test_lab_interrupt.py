@@ -17,16 +17,16 @@ import pytest
 import redis
 
 from densekv.errors import LabRefused
-from densekv.lab.runner import LabConfig, run_lab
-from densekv.lab.target import MARK_KEY
-from densekv.server.process import ServerProcess
+from densekv.tools.lab.runner import LabConfig, run_lab
+from densekv.tools.lab.target import MARK_KEY
+from densekv.tools.server.process import ServerProcess
 
 SMALL = {"small_sets": {"keys": 2, "top": 600, "structures": ("hash",)}}
 
 
-#: `python -m densekv.lab ...` with Ctrl-C raising KeyboardInterrupt, whatever the suite inherited
+#: `python -m densekv.tools.lab ...` with Ctrl-C raising KeyboardInterrupt, whatever the suite inherited
 LAB_WITH_CTRL_C = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                   "runpy.run_module('densekv.lab', run_name='__main__')")
+                   "runpy.run_module('densekv.tools.lab', run_name='__main__')")
 
 
 def _flushes(client: redis.Redis) -> int:
@@ -106,7 +106,7 @@ def test_the_labs_mark_is_in_its_database_while_it_runs(
     proc = fresh_server("valkey-9.1")
     url = proc.url.rsplit("/", 1)[0] + "/5"
     seen: list[bytes | None] = []
-    from densekv.lab.runner import Display
+    from densekv.tools.lab.runner import Display
 
     class Peek(Display):
         def record(self, record: object) -> None:

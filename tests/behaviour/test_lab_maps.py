@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from densekv.lab.experiments.base import Context
-from densekv.lab.experiments.maps import CASES, NAMESPACE, PLAN, Maps, dataset
-from densekv.lab.results import validate
-from densekv.lab.runner import LabConfig, run_lab
-from densekv.lab.target import scratch_target
-from densekv.lab.workloads import chunks
 from densekv.maps import CompactMap
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.lab.experiments.base import Context
+from densekv.tools.lab.experiments.maps import CASES, NAMESPACE, PLAN, Maps, dataset
+from densekv.tools.lab.results import validate
+from densekv.tools.lab.runner import LabConfig, run_lab
+from densekv.tools.lab.target import scratch_target
+from densekv.tools.lab.workloads import chunks
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 
 PRESENT = find_servers()
 _WANTED = os.environ.get("DENSEKV_TEST_SERVERS", "valkey-9.1").split(",")

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 import redis
 
-from densekv.lab.experiments.base import Context
-from densekv.lab.experiments.sets import PHASES, Sets
-from densekv.lab.results import validate
-from densekv.lab.runner import LabConfig, run_lab
-from densekv.lab.target import scratch_target
-from densekv.lab.workloads import chunks, ids16
-from densekv.server.binaries import EMBEDDED, find_servers
-from densekv.server.process import ServerProcess
 from densekv.sets.compact import CompactSet
+from densekv.tools.lab.experiments.base import Context
+from densekv.tools.lab.experiments.sets import PHASES, Sets
+from densekv.tools.lab.results import validate
+from densekv.tools.lab.runner import LabConfig, run_lab
+from densekv.tools.lab.target import scratch_target
+from densekv.tools.lab.workloads import chunks, ids16
+from densekv.tools.server.binaries import EMBEDDED, find_servers
+from densekv.tools.server.process import ServerProcess
 
 PRESENT = find_servers()
 _WANTED = os.environ.get("DENSEKV_TEST_SERVERS", "valkey-9.1,redis-7.4").split(",")

@@ -16,9 +16,9 @@ import pytest
 import redis
 import redis.asyncio
 
+from densekv.capabilities import probe
 from densekv.maps import AsyncCompactMap, CompactMap
-from densekv.server.probe import probe
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 TTL_MODES = ["packed", "field"]
 SEED = 14  # the data's fixed seed

@@ -22,14 +22,14 @@ import redis
 import redis.asyncio
 from redis.crc import key_slot
 
+from densekv.capabilities import probe
 from densekv.errors import DecodeError, KeyTooLong, NotAnInteger, TransactionError, ValueTooLarge
 from densekv.flows import drive
 from densekv.maps import AsyncCompactMap, CompactMap
 from densekv.maps.buckets import locate
 from densekv.maps.fast import run_fast
 from densekv.maps.queue import QueuedGet
-from densekv.server.probe import probe
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 TTL_MODES = ["packed", "field"]
 

@@ -20,11 +20,11 @@ import pytest
 import redis
 import redis.asyncio
 
+from densekv.capabilities import probe
 from densekv.errors import FieldTtlUnavailable, MapConfigError
 from densekv.maps import AsyncCompactMap, CompactMap
 from densekv.maps.compact import MapFacts, meta_key
-from densekv.server.probe import probe
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 
 def field_ttl_of(client: Any) -> str:

@@ -13,10 +13,10 @@ import time
 import pytest
 import redis
 
+from densekv.capabilities import probe
 from densekv.maps import CompactMap
 from densekv.maps.compact import plain_value
-from densekv.server.probe import probe
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 TTL_MODES = ["packed", "field"]
 

@@ -22,10 +22,10 @@ import pytest
 import redis
 import redis.asyncio
 
+from densekv.capabilities import probe
 from densekv.errors import DecodeError, KeyTooLong, MapConfigError, NotAnInteger, ValueTooLarge
 from densekv.maps import AsyncCompactMap, CompactMap
-from densekv.server.probe import probe
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 from tests.behaviour.seeds import shows_seed, stable_seed
 
 TTL_MODES = ["packed", "field"]

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from densekv.bulk import bulk_load
 from densekv.errors import MeterError
-from densekv.measure import Meter
-from densekv.server.process import ServerProcess
+from densekv.tools.bulk import bulk_load
+from densekv.tools.measure import Meter
+from densekv.tools.server.process import ServerProcess
 
 
 def load_strings(client: redis.Redis, start: int, stop: int) -> None:

@@ -14,8 +14,8 @@ import pytest
 import redis
 
 from densekv.errors import PlannerError
-from densekv.lab.session_profiles import write_sample
-from densekv.planner import cache, plan
+from densekv.tools.lab.session_profiles import write_sample
+from densekv.tools.planner import cache, plan
 
 N = 70_000  # one sample load and one verify load (over ROUND_ITEMS): fast, and big enough that
 # the server's own noise (a few dozen KB) stays far under 10%
@@ -127,7 +127,7 @@ def test_payload_is_incompressible_and_says_so(client: redis.Redis, server_name:
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "densekv.planner", *args], capture_output=True, text=True, check=False,
+    return subprocess.run([sys.executable, "-m", "densekv.tools.planner", *args], capture_output=True, text=True, check=False,
                           env={**os.environ, **(env or {})}, timeout=120)
 
 

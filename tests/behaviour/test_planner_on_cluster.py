@@ -15,9 +15,9 @@ import pytest
 import redis
 
 from densekv import CompactSet, SessionStore
-from densekv.planner import plan
-from densekv.planner.cluster import read_ranges
-from densekv.server.cluster import LocalCluster, slot_ranges
+from densekv.tools.planner import plan
+from densekv.tools.planner.cluster import read_ranges
+from densekv.tools.server.cluster import LocalCluster, slot_ranges
 
 
 @pytest.fixture(autouse=True)
@@ -80,7 +80,7 @@ def test_read_ranges_of_a_server_without_cluster_is_none(client: redis.Redis) ->
 def test_cli_prints_the_spread_over_masters(server_name: str) -> None:
     if server_name != "valkey-9.1":
         pytest.skip("the CLI is the same on every server")
-    args = [sys.executable, "-m", "densekv.planner", "--kind", "sessions", "--items", "5000", "--layout", "dense",
+    args = [sys.executable, "-m", "densekv.tools.planner", "--kind", "sessions", "--items", "5000", "--layout", "dense",
             "--masters", "6", "--server", "valkey-9.1"]
     done = subprocess.run([*args, "--json"], capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -13,7 +13,7 @@ from densekv.cluster_executor import ClusterExecutor, executor_for
 from densekv.errors import WrongType
 from densekv.ops import plan_compare_and_set, plan_get, plan_incrby
 from densekv.plan import AsyncExecutor, Command, Plan, SyncExecutor
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 
 def scenario() -> list[Plan[object]]:

@@ -9,8 +9,8 @@ import redis
 import redis.asyncio
 
 import densekv
-from densekv.server.cluster import LocalCluster
-from densekv.server.probe import aprobe
+from densekv.capabilities import aprobe
+from densekv.tools.server.cluster import LocalCluster
 
 # What each server of the matrix must report (issue 2's "done when").
 EXPECTED = {

@@ -18,8 +18,8 @@ import pytest
 import redis
 
 from densekv import CompactMap, CompactSet, SessionStore
+from densekv.capabilities import probe
 from densekv.errors import DensekvError, InvalidArgument, MapValueInvalid, SessionIdentityInvalid
-from densekv.server.probe import probe
 from densekv.sessions.meta import LAYOUTS  # every session layout, from its registry
 from densekv.sessions.model import MAX_STR_IDENTITY
 

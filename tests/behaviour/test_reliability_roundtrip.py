@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from densekv import CompactMap, CompactSet, SessionStore, SetFamily
+from densekv.capabilities import probe
 from densekv.errors import BadItem, DensekvError
-from densekv.server.probe import probe
 from densekv.sessions.meta import LAYOUTS  # every session layout, from its registry
 
 PROPERTY = settings(max_examples=40, deadline=None, derandomize=True,

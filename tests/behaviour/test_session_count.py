@@ -12,8 +12,8 @@ import pytest
 import redis
 import redis.asyncio
 
-from densekv.server.process import ServerProcess
 from densekv.sessions import AsyncSessionStore, SessionStore
+from densekv.tools.server.process import ServerProcess
 
 GLOBBY = "s[12]"  # as a MATCH pattern it matches namespace "s1" too
 DECOY = "s1"

@@ -12,8 +12,8 @@ import pytest
 import redis
 import redis.asyncio
 
-from densekv.server.process import ServerProcess
 from densekv.sessions import AsyncSessionStore, SessionStore
+from densekv.tools.server.process import ServerProcess
 
 PAIRS: list[tuple[Any, dict[str, Any] | None]] = [
     (7, {"cart": [1, 2]}), (None, {"anon": True}), ("alice", None), (7, {"n": 3}), (None, {"x": "y" * 90}),

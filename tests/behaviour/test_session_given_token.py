@@ -15,8 +15,8 @@ import pytest
 import redis
 
 from densekv import SessionExists, SessionStore
-from densekv.server.process import ServerProcess
 from densekv.sessions.meta import LAYOUTS  # every session layout, from its registry
+from densekv.tools.server.process import ServerProcess
 from tests.behaviour.test_reliability_limits import dump_all, store_for
 from tests.behaviour.test_sessions import Clock
 

@@ -39,7 +39,7 @@ import json, os, random, sys
 import redis
 import densekv
 from densekv.sessions import SessionStore
-from densekv.lab.session_profiles import session
+from densekv.lab.session_profiles import session  # the 0.1 tree: its own path
 assert densekv.__file__.startswith(sys.argv[2]), densekv.__file__
 store = SessionStore(redis.Redis(port=int(sys.argv[1])), namespace="mig", expected_sessions=300, auto_train=None)
 store.train_dictionary([session(p, i)[1] for p in ("P1", "P2", "P3") for i in range(200)])

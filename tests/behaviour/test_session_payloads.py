@@ -14,11 +14,11 @@ import redis
 import redis.asyncio
 
 from densekv.codec import CONTENT_ID_MIN
-from densekv.lab.session_profiles import PROFILES, session, sessions
-from densekv.server.process import ServerProcess
 from densekv.sessions import LAYOUTS, AsyncSessionStore, SessionStore
 from densekv.sessions.layouts.partitioned import PartitionedLayout
 from densekv.sessions.model import digest_of
+from densekv.tools.lab.session_profiles import PROFILES, session, sessions
+from densekv.tools.server.process import ServerProcess
 from tests.behaviour.monitored import continuations
 
 

@@ -19,13 +19,13 @@ import pytest
 import redis
 
 from densekv.codec import content_id
+from densekv.dictionaries import dictionary_key
 from densekv.errors import DecodeError, DensekvError, ScriptError, SessionDataInvalid
-from densekv.lab.session_profiles import session, sessions
-from densekv.maps.dictionaries import dictionary_key
-from densekv.server.process import ServerProcess
 from densekv.sessions import SessionStore
 from densekv.sessions.meta import meta_key
 from densekv.sessions.payload import MAX_NESTING
+from densekv.tools.lab.session_profiles import session, sessions
+from densekv.tools.server.process import ServerProcess
 from tests.behaviour.test_reliability_limits import LAYOUTS, store_for
 
 SERVERS = ["valkey-9.1", "redis-7.0"]
@@ -94,7 +94,7 @@ def test_a_dictionary_is_stored_under_its_content_and_never_over_another(client:
     assert stored is not None and content_id(stored) == d
     assert store.train_dictionary(d for _, d in sessions("P2", 300)) == d  # same bytes, same id
     client.hset(dictionary_key("sess"), str(content_id(b"x" * 5000)), b"other bytes")
-    from densekv.maps.dictionaries import plan_store
+    from densekv.dictionaries import plan_store
 
     with pytest.raises(ScriptError, match="holds other bytes"):
         store._drive(yield_once(plan_store("sess", b"x" * 5000)))

@@ -11,8 +11,8 @@ import pytest
 import redis
 import redis.asyncio
 
-from densekv.server.process import ServerProcess
 from densekv.sessions import AsyncSessionStore, SessionStore
+from densekv.tools.server.process import ServerProcess
 
 
 @pytest.mark.parametrize("layout", ["dense", "json"])

@@ -19,12 +19,12 @@ import redis.asyncio
 from redis.crc import key_slot
 
 from densekv.errors import DecodeError, SessionDataInvalid, SessionDataTooLarge
-from densekv.lab.session_profiles import PROFILES
-from densekv.lab.session_profiles import session as profile_session
-from densekv.server.process import ServerProcess
 from densekv.sessions import LAYOUTS, AsyncSessionStore, SessionStore
 from densekv.sessions.layouts.partitioned import PartitionedLayout, cont_field
 from densekv.sessions.model import digest_of
+from densekv.tools.lab.session_profiles import PROFILES
+from densekv.tools.lab.session_profiles import session as profile_session
+from densekv.tools.server.process import ServerProcess
 from tests.behaviour.monitored import commands_during, continuations
 
 

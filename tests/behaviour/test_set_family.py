@@ -13,9 +13,9 @@ import redis
 import redis.asyncio
 
 from densekv.errors import BadItem, WrongType
-from densekv.server.process import ServerProcess
 from densekv.sets import AsyncSetFamily, SetFamily
 from densekv.sets.compact import limits_from_probe
+from densekv.tools.server.process import ServerProcess
 from tests.behaviour.seeds import shows_seed, stable_seed
 
 

@@ -19,10 +19,10 @@ import redis
 import redis.asyncio
 
 from densekv.errors import BadItem, SetMismatch, WrongType
-from densekv.server.process import ServerProcess
 from densekv.sets import AsyncCompactSet, CompactSet
 from densekv.sets.compact import limits_from_probe
 from densekv.sets.layouts import DenseSplitHash
+from densekv.tools.server.process import ServerProcess
 
 # (layout, partitions): the seed's layouts at a couple of partition counts, and dense
 SPECS = [("flat", 8), ("set", 1), ("set", 7), ("hash", 16), ("zset", 4), ("dense", None),

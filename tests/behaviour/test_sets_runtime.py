@@ -13,9 +13,9 @@ import redis
 import redis.asyncio
 
 from densekv.errors import WrongType
-from densekv.server.process import ServerProcess
 from densekv.sets import AsyncCompactSet, AsyncSetFamily, CompactSet, SetFamily
 from densekv.sets.bloom import AsyncBloomFilter, BloomFilter
+from densekv.tools.server.process import ServerProcess
 
 
 def test_async_sets_decide_as_the_sync_ones(client: redis.Redis, server: ServerProcess) -> None:

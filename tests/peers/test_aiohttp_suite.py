@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from densekv.server.binaries import find_servers
-from densekv.server.process import ServerProcess
+from densekv.tools.server.binaries import find_servers
+from densekv.tools.server.process import ServerProcess
 from tests.peers.sdist import ROOT, source
 
 FILES = ["test_redis_storage.py", "test_http_exception.py", "test_response_types.py",

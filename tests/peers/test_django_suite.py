@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import redis
 
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 from tests.peers.sdist import source
 
 ROOT = Path(__file__).resolve().parents[2]

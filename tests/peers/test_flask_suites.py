@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 from tests.peers.sdist import source
 
 HERE = Path(__file__).resolve().parent

@@ -22,7 +22,7 @@ import pytest
 import redis
 
 import densekv
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 from tests.peers.sdist import source
 
 HERE = Path(__file__).resolve().parent

@@ -1,4 +1,4 @@
-"""The analyzer's estimates (densekv/analyze/estimate.py) and the per-pattern sample's draw."""
+"""The analyzer's estimates (densekv/tools/analyze/estimate.py) and the per-pattern sample's draw."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import statistics
 
 import pytest
 
-from densekv.analyze.estimate import allocate, counted_bytes_estimate, t98, unseen_variance
-from densekv.analyze.replay import Copy, ballast_ttl
-from densekv.analyze.scan import plan_sample
-from densekv.analyze.table import PatternTable
+from densekv.tools.analyze.estimate import allocate, counted_bytes_estimate, t98, unseen_variance
+from densekv.tools.analyze.replay import Copy, ballast_ttl
+from densekv.tools.analyze.scan import plan_sample
+from densekv.tools.analyze.table import PatternTable
 
 
 @pytest.mark.parametrize(("sizes", "budget"), [([5000, 1000, 1000, 100, 1, 1], 2000), ([1000] * 8 + [1, 1], 10_000),

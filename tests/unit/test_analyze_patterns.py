@@ -14,14 +14,14 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from densekv.analyze.estimate import bytes_estimate, keys_estimate
-from densekv.analyze.moves import MapMove, id_bytes
-from densekv.analyze.patterns import Rules, RulesError, merge_plan, random_looking, tokens_of
-from densekv.analyze.recommend import MIN_SAVING, Choice, choose, command_for, final
-from densekv.analyze.replay import Copy
-from densekv.analyze.scan import RateLimiter
-from densekv.analyze.shapes import Shape, safe_unpickle, string_shape
-from densekv.analyze.table import (
+from densekv.tools.analyze.estimate import bytes_estimate, keys_estimate
+from densekv.tools.analyze.moves import MapMove, id_bytes
+from densekv.tools.analyze.patterns import Rules, RulesError, merge_plan, random_looking, tokens_of
+from densekv.tools.analyze.recommend import MIN_SAVING, Choice, choose, command_for, final
+from densekv.tools.analyze.replay import Copy
+from densekv.tools.analyze.scan import RateLimiter
+from densekv.tools.analyze.shapes import Shape, safe_unpickle, string_shape
+from densekv.tools.analyze.table import (
     MAX_OVERFLOW,
     MAX_PATTERNS,
     RESERVOIR,
@@ -29,7 +29,7 @@ from densekv.analyze.table import (
     PatternStats,
     PatternTable,
 )
-from densekv.analyze.wire import ReadOnlyViolation, command_name, roundtrip
+from densekv.tools.analyze.wire import ReadOnlyViolation, command_name, roundtrip
 
 U = "0f8fad5b-d9cb-469f-a165-70867728950e"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from densekv.analyze.replay import stand_ins
+from densekv.tools.analyze.replay import stand_ins
 
 
 @pytest.mark.parametrize(("flavor", "version", "want"), [

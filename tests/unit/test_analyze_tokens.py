@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from densekv.analyze.patterns import Rules, token_looking
-from densekv.analyze.table import PatternTable
+from densekv.tools.analyze.patterns import Rules, token_looking
+from densekv.tools.analyze.table import PatternTable
 
 SEED = 32
 B62 = string.ascii_letters + string.digits

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from densekv.capabilities import probe_flow
 from densekv.flows import drive
-from densekv.server.probe import probe_flow
 from densekv.sets.bloom_core import BloomCore
 from densekv.sets.bloom_math import BloomSpec
 from densekv.sets.bloom_spec import (

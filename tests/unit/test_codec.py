@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from densekv import codec as c
 from densekv.codec import Codec, ZstdDictionary, decode
+from densekv.dictionaries import train_dictionary
 from densekv.errors import CodecError, DecodeError
-from densekv.maps.dictionaries import train_dictionary
 
 CODECS = [Codec.named(n) for n in ("auto", "msgpack", "zlib", "lz4", "zstd")]
 

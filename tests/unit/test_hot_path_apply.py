@@ -96,7 +96,7 @@ def compute(datas, dict_bytes):
 
 
 def _datas() -> list[Any]:
-    from densekv.lab.session_profiles import session
+    from densekv.tools.lab.session_profiles import session
 
     datas: list[Any] = [session(p, i)[1] for p in ("P0", "P1", "P2", "P3") for i in range(60)]
     datas += [

@@ -10,9 +10,9 @@ import zlib
 import pytest
 
 from densekv.codec import Codec, ZstdDictionary, _window_bits, decode
-from densekv.lab.session_profiles import session
-from densekv.maps.dictionaries import train_dictionary
+from densekv.dictionaries import train_dictionary
 from densekv.sessions.payload import pack_data
+from densekv.tools.lab.session_profiles import session
 
 
 def _full_window(level: int, mem_level: int, data: bytes, zdict: bytes | None) -> bytes:

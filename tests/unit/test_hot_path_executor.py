@@ -20,9 +20,9 @@ from densekv import codec
 from densekv.errors import WrongType
 from densekv.lua import script
 from densekv.plan import AsyncExecutor, Command, Plan, SyncExecutor, command, script_call
-from densekv.server.process import ServerProcess
 from densekv.sessions.model import Record
 from densekv.sessions.record import replaced, with_data
+from densekv.tools.server.process import ServerProcess
 
 on_one_server = pytest.mark.parametrize("server_name", ["valkey-9.1"], indirect=True)
 

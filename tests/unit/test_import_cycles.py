@@ -128,7 +128,7 @@ def path_through(graph: dict[str, set[str]], component: frozenset[str]) -> list[
 def test_the_walk_sees_densekvs_imports() -> None:
     graph = import_graph()
     assert "densekv.maps.core" in graph["densekv.maps.compact"]  # a top-level import
-    assert "densekv.lab.cli" in graph["densekv.cli"]  # a function-level one (_register_lab)
+    assert "densekv.tools.lab.cli" in graph["densekv.tools.cli"]  # a function-level one (_register_lab)
     assert "densekv.errors" in graph["densekv"]
 
 

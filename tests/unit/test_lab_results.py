@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from densekv.lab.experiments import registry
-from densekv.lab.experiments.sessions import plan_variants
-from densekv.lab.observe import converted_share, stats_delta
-from densekv.lab.results import (
+from densekv.tools.lab.experiments import registry
+from densekv.tools.lab.experiments.sessions import plan_variants
+from densekv.tools.lab.observe import converted_share, stats_delta
+from densekv.tools.lab.results import (
     DOCUMENT_FIELDS,
     EXPERIMENT_FIELDS,
     FIELDS,
@@ -22,8 +22,13 @@ from densekv.lab.results import (
     validate,
     write_results,
 )
-from densekv.lab.sizing import checkpoints, nearest_power_of_two, scaled_partitions, sizes_around
-from densekv.lab.target import redact
+from densekv.tools.lab.sizing import (
+    checkpoints,
+    nearest_power_of_two,
+    scaled_partitions,
+    sizes_around,
+)
+from densekv.tools.lab.target import redact
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "lab-results.md"
 STAMP = ServerStamp("valkey-9.1", "valkey", "9.1.2", "libc", {"hash_max_listpack_entries": 512})

@@ -8,11 +8,11 @@ import io
 
 import pytest
 
-from densekv.lab.experiments import maps, sessions, sets, small_sets
-from densekv.lab.results import RunRecord, ServerStamp
-from densekv.lab.runner import LiveDisplay, plain_table, table_row
-from densekv.lab.sizing import Sizing, fit, n_steps, round_n
 from densekv.sets.compact import SetLimits
+from densekv.tools.lab.experiments import maps, sessions, sets, small_sets
+from densekv.tools.lab.results import RunRecord, ServerStamp
+from densekv.tools.lab.runner import LiveDisplay, plain_table, table_row
+from densekv.tools.lab.sizing import Sizing, fit, n_steps, round_n
 
 LIMITS = SetLimits(512, 64, 128, 64, 128, 64, "libc", False)  # valkey 9.1's defaults
 EVERY_SET_LAYOUT = (*sets.EXACT, "dense", "bloom")

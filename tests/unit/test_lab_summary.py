@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from densekv.lab.results import RunRecord, ServerStamp, build_document
-from densekv.lab.summary import advice, headline, verdicts
+from densekv.tools.lab.results import RunRecord, ServerStamp, build_document
+from densekv.tools.lab.summary import advice, headline, verdicts
 
 STAMP = ServerStamp("valkey-9.1", "valkey", "9.1.2", "libc", {"hash_max_listpack_entries": 512})
 

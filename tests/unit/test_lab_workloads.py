@@ -8,7 +8,7 @@ from itertools import islice
 
 import pytest
 
-from densekv.lab.workloads import (
+from densekv.tools.lab.workloads import (
     WORKLOADS,
     Stream,
     chunks,

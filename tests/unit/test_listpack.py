@@ -20,8 +20,8 @@ from densekv.listpack import (
     string_entry_size,
 )
 from densekv.maps.buckets import Geometry, key_of, locate
-from densekv.planner.listpack import allocated, listpack_bytes
 from densekv.sets.layouts import Radix, dense_item_bytes
+from densekv.tools.planner.listpack import allocated, listpack_bytes
 
 # src/listpack.c lpEncodeBacklen: 1 byte up to 127, 2 below 16383, 3 below 2097151, 4 below
 # 268435455, else 5 (the set layouts' own copy used to say 2 bytes at 16383)

@@ -8,13 +8,13 @@ import hiredis
 import pytest
 from redis.exceptions import ResponseError
 
-from densekv.bulk import encode_commands
+from densekv.capabilities import version_tuple
 from densekv.errors import PlanError
 from densekv.lua import script
-from densekv.measure import log_checkpoints
 from densekv.plan import Command, Plan, ScriptCall, Wire
-from densekv.server.cluster import slot_ranges
-from densekv.server.probe import version_tuple
+from densekv.tools.bulk import encode_commands
+from densekv.tools.measure import log_checkpoints
+from densekv.tools.server.cluster import slot_ranges
 
 
 def test_plan_with_keys_in_two_slots_is_refused() -> None:

@@ -1,4 +1,4 @@
-"""The planner's cluster spread (densekv/planner/cluster.py): partitions and bytes per
+"""The planner's cluster spread (densekv/tools/planner/cluster.py): partitions and bytes per
 master and the imbalance, checked against slots counted independently from the key names
 the layouts themselves write."""
 
@@ -13,10 +13,10 @@ from redis.crc import key_slot
 from densekv.errors import PlannerError
 from densekv.keys import tag
 from densekv.maps.buckets import Geometry, locate
-from densekv.planner import plan
-from densekv.planner.cluster import TARGET, imbalance, partitions_under, spread
-from densekv.server.cluster import slot_ranges
 from densekv.sets.layouts import DenseSet
+from densekv.tools.planner import plan
+from densekv.tools.planner.cluster import TARGET, imbalance, partitions_under, spread
+from densekv.tools.server.cluster import slot_ranges
 
 
 def _session_key(p: int) -> bytes:
@@ -126,7 +126,7 @@ def test_imbalance_needs_partitions() -> None:
 
 @pytest.mark.parametrize("value", ["0", "-2", "16385", "three"])
 def test_cli_refuses_bad_master_counts_with_exit_2(value: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "densekv.planner", "--kind", "sessions", "--items", "1000",
+    done = subprocess.run([sys.executable, "-m", "densekv.tools.planner", "--kind", "sessions", "--items", "1000",
                            "--masters", value], capture_output=True, text=True, check=False, timeout=60)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--masters" in done.stderr and done.stderr.count("\n") == 1, done.stderr

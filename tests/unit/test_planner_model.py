@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from densekv.errors import PlannerError
-from densekv.planner import cache
-from densekv.planner.core import check_input
-from densekv.planner.listpack import HEADER, allocated, as_int64, entry_size
-from densekv.planner.model import (
+from densekv.tools.planner import cache
+from densekv.tools.planner.core import check_input
+from densekv.tools.planner.listpack import HEADER, allocated, as_int64, entry_size
+from densekv.tools.planner.model import (
     Calibration,
     Container,
     Reading,

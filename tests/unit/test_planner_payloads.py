@@ -1,4 +1,4 @@
-"""The payloads a plan prices (densekv/planner/payloads.py): --payload's incompressible
+"""The payloads a plan prices (densekv/tools/planner/payloads.py): --payload's incompressible
 bytes, --sample files, the store's framing (plain, then with a dictionary trained on the
 first AUTO_TRAIN payloads) and the mix of both in a calibration sample. No server."""
 
@@ -11,13 +11,15 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from densekv.capabilities import Capabilities
 from densekv.codec import ZstdDictionary
+from densekv.dictionaries import train_dictionary
 from densekv.errors import PlannerError
-from densekv.lab.session_profiles import session, write_sample
-from densekv.maps.dictionaries import train_dictionary
-from densekv.planner.core import check_input
-from densekv.planner.kinds import SessionsPlanner, Workload
-from densekv.planner.payloads import (
+from densekv.sessions.payload import PayloadCodec, pack_data
+from densekv.tools.lab.session_profiles import session, write_sample
+from densekv.tools.planner.core import check_input
+from densekv.tools.planner.kinds import SessionsPlanner, Workload
+from densekv.tools.planner.payloads import (
     AUTO_TRAIN,
     DICT,
     RAW,
@@ -29,8 +31,6 @@ from densekv.planner.payloads import (
     sampled,
     store_era,
 )
-from densekv.server.probe import Capabilities
-from densekv.sessions.payload import PayloadCodec, pack_data
 
 
 @pytest.mark.parametrize("size", [1, 4, 5, 6, 31, 32, 33, 36, 100, 166, 255, 260, 261, 262, 300, 1000, 65_535])

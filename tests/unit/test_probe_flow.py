@@ -1,4 +1,4 @@
-"""The probe flow (densekv/server/probe.py) fed canned server replies, and the kinds' pure
+"""The probe flow (densekv/capabilities.py) fed canned server replies, and the kinds' pure
 projections of its Capabilities, as tables: Redis 6.2 (only the ziplist config names),
 Redis 7.4 (listpackex), Valkey 9.1 (HSETEX, hashtable), a managed service that forbids
 CONFIG or MODULE, a server too old, a server that does not answer. The matrix's real
@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import redis
 
+from densekv.capabilities import Capabilities, probe_flow
 from densekv.errors import ServerTooOld, ServerUnavailable
 from densekv.flows import adrive, drive
 from densekv.maps.settings import MapFacts
 from densekv.maps.settings import facts_of as map_facts
-from densekv.server.probe import Capabilities, probe_flow
 from densekv.sessions.core import ServerFacts
 from densekv.sessions.core import facts_of as session_facts
 from densekv.sessions.layouts.base import LayoutLimits

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from densekv.analyze.offline import Dump, choose_reader, read_dumps
 from densekv.errors import AnalyzeError
-from densekv.server.binaries import ServerBinary
-from densekv.server.rdb import NotRdb, RdbHeader, parse_header, reads, writers_of, writes
+from densekv.tools.analyze.offline import Dump, choose_reader, read_dumps
+from densekv.tools.server.binaries import ServerBinary
+from densekv.tools.server.rdb import NotRdb, RdbHeader, parse_header, reads, writers_of, writes
 
 
 def _s(text: str) -> bytes:

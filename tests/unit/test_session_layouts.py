@@ -13,12 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from densekv.capabilities import Capabilities
 from densekv.errors import LayoutUnavailable
 from densekv.keys import partition_count
-from densekv.lab.experiments.sessions import plan_variants
 from densekv.listpack import entry_size
-from densekv.planner.kinds import SessionsPlanner, Workload
-from densekv.server.probe import Capabilities
 from densekv.sessions import meta
 from densekv.sessions.layouts.base import Layout
 from densekv.sessions.layouts.partitioned import DenseLayout
@@ -34,6 +32,8 @@ from densekv.sessions.meta import (
 )
 from densekv.sessions.model import Record
 from densekv.sessions.record import pack_record
+from densekv.tools.lab.experiments.sessions import plan_variants
+from densekv.tools.planner.kinds import SessionsPlanner, Workload
 
 ROOT = Path(__file__).resolve().parents[2]
 LIMITS = LayoutLimits(hash_max_listpack_entries=128, hash_max_listpack_value=64, zset_max_listpack_entries=32)
@@ -232,8 +232,8 @@ def test_the_planner_and_the_lab_offer_what_the_server_can_run() -> None:
 
 #: the store's flows, the lab and the planner: none asks which class a layout is
 FLOW_MODULES = ("densekv/sessions/core.py", "densekv/sessions/sweep.py", "densekv/sessions/payload_flows.py",
-                "densekv/sessions/identities.py", "densekv/sessions/store.py", "densekv/lab/experiments/sessions.py",
-                "densekv/planner/kinds.py")
+                "densekv/sessions/identities.py", "densekv/sessions/store.py", "densekv/tools/lab/experiments/sessions.py",
+                "densekv/tools/planner/kinds.py")
 
 
 def test_no_flow_asks_which_class_a_layout_is() -> None:

@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from densekv.codec import ZstdDictionary
+from densekv.dictionaries import train_dictionary
 from densekv.errors import SessionDataInvalid, SessionDataTooLarge
-from densekv.lab.session_profiles import PROFILES, session, sessions
-from densekv.maps.dictionaries import train_dictionary
 from densekv.sessions.payload import PayloadCodec, pack_data, unpack_data
+from densekv.tools.lab.session_profiles import PROFILES, session, sessions
 
 texts = st.one_of(
     st.text(max_size=40),

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from densekv.capabilities import probe_flow
 from densekv.flows import drive
-from densekv.server.probe import probe_flow
 from densekv.sets.bloom_math import EXACT, JEMALLOC, LIBC
 from densekv.sets.bloom_spec import BloomFacts, Request, facts_of, spec_for
 from densekv.sets.compact import limits_of

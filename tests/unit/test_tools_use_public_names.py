@@ -1,7 +1,7 @@
-"""The tools (lab, planner, analyzer, the CLI, the server fixtures, the meter, bulk loading)
-use the runtime only through its public names (issue 24): every name a tool module imports
-from a runtime module - `from densekv.x import name`, or `alias.name` after `from densekv
-import x as alias` - is in that module's `__all__`, and a class or function among them has
+"""The tools (densekv/tools/: lab, planner, analyzer, the CLI, the server fixtures, the meter,
+bulk loading) use the runtime only through its public names (issue 24): every name a tool
+module imports from a runtime module - `from densekv.x import name`, or `alias.name` after
+`from densekv import x as alias` - is in that module's `__all__`, and a class or function among them has
 a docstring of its own. The list of such names is what the runtime's public API must keep.
 
 Read from the source with ast (the tools are not imported); the runtime modules are
@@ -20,13 +20,9 @@ from tests.unit.test_import_cycles import module_files
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Packages and modules of the tools; every other densekv module is the runtime.
-TOOL_PACKAGES = ("densekv.lab", "densekv.planner", "densekv.analyze")
-TOOL_MODULES = ("densekv.cli", "densekv.cli_main", "densekv.cli_params", "densekv.cli_run",
-                "densekv.maps.cli", "densekv.measure", "densekv.measure_cluster", "densekv.bulk",
-                "densekv.server.binaries", "densekv.server.cluster",
-                "densekv.server.cluster_topology", "densekv.server.embedded",
-                "densekv.server.process", "densekv.server.rdb")
+#: The tools' tree (issue 33): every module under it is a tool, every other densekv module is
+#: the runtime (tests/unit/test_layers.py keeps the imports one way between the two).
+TOOLS = "densekv.tools"
 
 # Names the tools import that their runtime module does not export (runtime module, name):
 # empty - every one is exported now. An entry needs a reason beside it, and goes once the
@@ -38,8 +34,7 @@ UNDOCUMENTED_YET: set[tuple[str, str]] = set()
 
 
 def is_tool(module: str) -> bool:
-    return module in TOOL_MODULES or any(module == p or module.startswith(p + ".")
-                                         for p in TOOL_PACKAGES)
+    return module == TOOLS or module.startswith(TOOLS + ".")
 
 
 def runtime_names_used_by_tools() -> dict[tuple[str, str], set[str]]:
@@ -86,8 +81,8 @@ def has_own_docstring(obj: object) -> bool:
 
 def test_the_walk_finds_the_tools_imports() -> None:
     used = runtime_names_used_by_tools()
-    assert "densekv.cli_run" in used[("densekv.errors", "DensekvError")]  # a top-level import
-    assert any(tool.startswith("densekv.planner") for tool in used[("densekv.keys", "partition_count")])
+    assert "densekv.tools.cli_run" in used[("densekv.errors", "DensekvError")]  # a top-level import
+    assert any(tool.startswith("densekv.tools.planner") for tool in used[("densekv.keys", "partition_count")])
     assert not [m for m, _ in used if is_tool(m)]  # tool-to-tool imports are not checked
 
 

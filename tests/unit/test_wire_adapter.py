@@ -23,7 +23,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from densekv import wire
-from densekv.analyze.wire import READ_COMMANDS
+from densekv.tools.analyze.wire import READ_COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "densekv"

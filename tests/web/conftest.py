@@ -25,7 +25,7 @@ import pytest
 import redis
 
 import densekv
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # the apps are imported as tests.web.apps.<fw>_app

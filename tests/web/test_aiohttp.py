@@ -31,11 +31,11 @@ from aiohttp.test_utils import TestClient, TestServer
 from aiohttp_session.redis_storage import RedisStorage
 
 import densekv
+from densekv.dictionaries import dictionary_key
 from densekv.integrations.aiohttp import Storage, login
-from densekv.lab.session_profiles import session as profile_session
-from densekv.lab.session_profiles import sessions as profile_sessions
-from densekv.maps.dictionaries import dictionary_key
-from densekv.server.process import ServerProcess, free_port
+from densekv.tools.lab.session_profiles import session as profile_session
+from densekv.tools.lab.session_profiles import sessions as profile_sessions
+from densekv.tools.server.process import ServerProcess, free_port
 from tests.web.app_server import wait_serving
 from tests.web.apps.aiohttp_app import AiohttpDriver, app_on, driver_for, make_app, make_store
 from tests.web.driver import WRONG_URLS

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import redis
 
-from densekv.lab.session_profiles import PROFILES
-from densekv.lab.session_profiles import session as profile_session
-from densekv.server.process import ServerProcess
+from densekv.tools.lab.session_profiles import PROFILES
+from densekv.tools.lab.session_profiles import session as profile_session
+from densekv.tools.server.process import ServerProcess
 from tests.web.conftest import WebFactory
 from tests.web.driver import SLOW_SET_S, Driver
 

@@ -43,8 +43,8 @@ from django.test.utils import CaptureQueriesContext, override_settings
 import densekv
 from densekv.errors import DecodeError, ServerUnavailable, SessionDataInvalid
 from densekv.integrations.django import SessionStore
-from densekv.server.process import ServerProcess, free_port
 from densekv.sessions.model import digest_of, new_token
+from densekv.tools.server.process import ServerProcess, free_port
 from tests.web.app_server import wait_serving
 from tests.web.apps import django_app
 from tests.web.driver import COOKIE, SLOW_SET_S, WRONG_URLS

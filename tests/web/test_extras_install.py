@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from densekv.server.process import ServerProcess
+from densekv.tools.server.process import ServerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import pytest
 
-from densekv.maps.dictionaries import dictionary_key
-from densekv.server.process import ServerProcess
+from densekv.dictionaries import dictionary_key
+from densekv.tools.server.process import ServerProcess
 from tests.web.conftest import WebFactory
 from tests.web.driver import Driver
 

@@ -31,11 +31,11 @@ from flask.typing import ResponseReturnValue
 from flask_session import Session as FlaskSessionExtension
 
 import densekv
+from densekv.dictionaries import dictionary_key
 from densekv.integrations.flask import DensekvSession, FlaskSessionFallback
-from densekv.lab.session_profiles import session as profile_session
-from densekv.lab.session_profiles import sessions as profile_sessions
-from densekv.maps.dictionaries import dictionary_key
-from densekv.server.process import ServerProcess, free_port
+from densekv.tools.lab.session_profiles import session as profile_session
+from densekv.tools.lab.session_profiles import sessions as profile_sessions
+from densekv.tools.server.process import ServerProcess, free_port
 from tests.web.app_server import wait_serving
 from tests.web.apps.flask_app import FlaskDriver, make_app, make_flask_login_app, make_store
 from tests.web.driver import COOKIE, UNREACHED_URLS, WRONG_URLS

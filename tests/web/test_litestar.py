@@ -43,7 +43,7 @@ from densekv.integrations.litestar import (
     remember,
     store_of,
 )
-from densekv.server.process import ServerProcess, free_port
+from densekv.tools.server.process import ServerProcess, free_port
 from tests.web.app_server import wait_serving
 from tests.web.apps.litestar_app import ROUTES, LitestarDriver, driver_for, make_app, make_store
 from tests.web.driver import COOKIE, UNREACHED_URLS, WRONG_URLS

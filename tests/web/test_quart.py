@@ -30,7 +30,7 @@ from quart.sessions import session_json_serializer
 
 import densekv
 from densekv.integrations.quart import DensekvSession, QuartSessionFallback, SessionInterface
-from densekv.server.process import ServerProcess, free_port
+from densekv.tools.server.process import ServerProcess, free_port
 from tests.web.app_server import wait_serving
 from tests.web.apps.quart_app import QuartDriver, driver_for, make_app, make_store
 from tests.web.driver import COOKIE, UNREACHED_URLS, WRONG_URLS

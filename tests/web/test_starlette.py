@@ -44,7 +44,7 @@ from densekv.integrations.starlette import (
     remember,
     store_of,
 )
-from densekv.server.process import ServerProcess, free_port
+from densekv.tools.server.process import ServerProcess, free_port
 from tests.web.app_server import wait_serving
 from tests.web.apps.starlette_app import (
     ROUTES,
@@ -549,8 +549,8 @@ def test_store_of_gives_the_app_the_loops_store(client: redis.Redis, server: Ser
 
 def undecodable_session(client: redis.Redis) -> str:
     """A stored session of user 77 whose zstd dictionary the server lost."""
-    from densekv.lab.session_profiles import session, sessions
-    from densekv.maps.dictionaries import dictionary_key
+    from densekv.dictionaries import dictionary_key
+    from densekv.tools.lab.session_profiles import session, sessions
 
     writer = sync_store(client)
     writer.train_dictionary(data for _, data in sessions("P1", 300))
