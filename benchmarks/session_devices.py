@@ -23,10 +23,10 @@ from typing import Any
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 from records import emit
 
+from densekv.sessions import SessionStore
 from densekv.tools.measure import Meter
 from densekv.tools.server.binaries import find_servers
 from densekv.tools.server.process import ServerProcess
-from densekv.sessions import SessionStore
 
 VARIANTS: dict[str, tuple[dict[str, Any], str | None]] = {
     "off": ({}, None),
