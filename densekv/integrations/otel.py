@@ -40,7 +40,6 @@ from typing import Any
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import CallbackOptions, Histogram, Meter, MeterProvider, Observation
 
-import densekv
 from densekv.integrations.session_tally import Active, Tally, namespace_of
 
 __all__ = ["INSTRUMENT_NAMES", "SessionMetrics"]
@@ -82,7 +81,7 @@ class SessionMetrics:
 
     def __init__(self, meter_provider: MeterProvider | None = None) -> None:
         provider = meter_provider or otel_metrics.get_meter_provider()
-        meter: Meter = provider.get_meter("densekv", densekv.__version__)
+        meter: Meter = provider.get_meter("densekv", _version())
         self.tallies: list[_OtelTally] = []
         self.latency = meter.create_histogram(
             "densekv_session_operation_seconds", unit="s",
@@ -212,3 +211,13 @@ class SessionMetrics:
                         out.append(Observation(value, {"namespace": ns}))
             return out
         return callback
+
+
+def _version() -> str | None:
+    """densekv's installed version (its metadata: the runtime never imports the package's face)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("densekv")
+    except PackageNotFoundError:
+        return None
