@@ -304,8 +304,8 @@ class AsyncSessionStore(_Options):
         return await adrive(flow, self._ex)
 
     async def _run(self, make: Callable[[SessionCore], Flow[T]]) -> T:
-        """As SessionStore._run."""
-        core = await self.ready()
+        """As SessionStore._run (ready() awaited only until the core exists)."""
+        core = self._core or await self.ready()
         return await adrive(core.guarded(make), self._ex)
 
     @property
