@@ -25,6 +25,13 @@ at exit), one client process, these operations, each a pair of sides:
                   (issue 30: the login sessions a web request reads and writes; P1k is a
                   Django login plus one small key "n", P2 Flask-Login; the server's process
                   CPU per call is bounded too: server_cpu_target / server_cpu_ok)
+  alogin_get      P1k, P2     await AsyncSessionStore.get(token)   await redis.asyncio GET + json.loads
+  alogin_touch    P1k, P2     await AsyncSessionStore.touch(token) await redis.asyncio EXPIRE
+  alogin_rmw      P1k, P2     await get + await apply(read=)       await GET + json.loads + await SET EX
+                  (the asyncio twins of the login cases, on the same stores and keys, each
+                  side with its own redis.asyncio client on one event loop: a turn's calls
+                  are awaited one after the other inside that loop, and its clocks are read
+                  there, so the loop's own start and stop are not in the figures)
 
 Data: session stores (namespace "inl": 10k P1 sessions; "splP2": 10k sessions of P2, or
 "splP3" of P3 if P2 stays inline: the profile whose `SessionStore.stats()` reports split;
@@ -90,7 +97,7 @@ Usage: python benchmarks/hot_path.py [--quick] [--pin 0,1] [--servers valkey-9.1
        [--observe prometheus|otel]
        [--bloom-server redis-7.4 | --bloom-server ''] [--ops session_get,...] [--rounds 16]
        [--calls 1000] [--sessions 10000] [--out FILE | --no-save]
-       python benchmarks/hot_path.py --profile [--servers valkey-9.1] [--calls 3000]
+       python benchmarks/hot_path.py --profile [--servers valkey-9.1] [--calls 3000] [--ops alogin_get,...]
 Tables: ... | python benchmarks/markdown_table.py --field client_ratio
         ... | python benchmarks/markdown_table.py --field server_ratio
 """
@@ -98,6 +105,7 @@ Tables: ... | python benchmarks/markdown_table.py --field client_ratio
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
 import gc
 import json
@@ -109,7 +117,7 @@ import secrets
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,6 +126,7 @@ from typing import Any
 
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 import redis
+import redis.asyncio
 from records import emit  # benchmarks/records.py: print and append each record
 
 import densekv
@@ -153,13 +162,18 @@ TARGETS: dict[tuple[str, str], tuple[float | None, float | None]] = {
     ("bloom_contains", "present"): (None, None),
     # issue 30: the login profiles' read, touch and read-modify-write (server: process CPU)
     **{(op, prof): (1.3, None) for op in ("login_get", "login_touch", "login_rmw") for prof in ("P1k", "P2")},
+    # ... and their asyncio twins (AsyncSessionStore against redis.asyncio)
+    **{(op, prof): (1.3, None) for op in ("alogin_get", "alogin_touch", "alogin_rmw") for prof in ("P1k", "P2")},
 }
 #: issue 30's bounds on the server process's CPU per call, densekv / plain
-SERVER_CPU_TARGETS = {"login_get": 1.3, "login_touch": 2.5, "login_rmw": 1.6}
+SERVER_CPU_TARGETS = {"login_get": 1.3, "login_touch": 2.5, "login_rmw": 1.6,
+                      "alogin_get": 1.3, "alogin_touch": 2.5, "alogin_rmw": 1.6}
+ASYNC_LOGIN_OPS = ("alogin_get", "alogin_touch", "alogin_rmw")
 LOGIN_PROFILES = ("P1k", "P2")
 OPS = tuple(dict.fromkeys(op for op, _ in TARGETS))
 
 Call = Callable[[int], Any]  # one operation on input i
+ACall = Callable[[int], Awaitable[Any]]  # the same, awaited (an asyncio side)
 SESSION_STORES: list[Any] = []  # every session store sessions_store() made (--observe attaches to them)
 OBSERVED_OPS = ("session_get", "session_touch", "session_apply")  # --observe measures these
 OBSERVE_TARGET = 1.05  # issue 34: metrics cost <= 5% of the client's CPU per call
@@ -173,6 +187,9 @@ class Side:
     name: str
     call: Call
     prepare: Callable[[int, int], None] | None = None
+    #: an asyncio side: `acall(i)` is awaited on `loop` (and `call` runs one call there)
+    acall: ACall | None = None
+    loop: asyncio.AbstractEventLoop | None = None
     cpu_us: list[float] = field(default_factory=list)  # per call, per round
     server_us: list[float] = field(default_factory=list)
     server_cpu_us: list[float] = field(default_factory=list)
@@ -181,6 +198,11 @@ class Side:
     top_share: dict[str, float] = field(default_factory=dict)  # command -> share sent by the client
     commands: dict[str, float] = field(default_factory=dict)  # sent per call
     nested: dict[str, float] = field(default_factory=dict)  # run inside wrappers per call
+
+
+def async_side(name: str, loop: asyncio.AbstractEventLoop, acall: ACall) -> Side:
+    """A side whose calls are coroutines awaited on `loop` (turn() awaits a whole turn there)."""
+    return Side(name, lambda i: loop.run_until_complete(acall(i)), acall=acall, loop=loop)
 
 
 @dataclass
@@ -232,9 +254,11 @@ def counting_sent() -> Iterator[tuple[Counter[str], Counter[str]]]:
     sent: Counter[str] = Counter()
     top: Counter[str] = Counter()
     exchange = densekv.wire.exchange
+    aexchange = densekv.wire.aexchange
     execute = redis.Redis.execute_command
+    aexecute = redis.asyncio.Redis.execute_command
 
-    def counted_exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    def count(commands: list[tuple[Any, ...]]) -> None:
         queued = False
         for c in commands:
             name = command_name(c)
@@ -245,20 +269,36 @@ def counting_sent() -> Iterator[tuple[Counter[str], Counter[str]]]:
                 queued = False
             if not queued or name == "multi":
                 top[name] += 1
+
+    def counted_exchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+        count(commands)
         return exchange(conn, commands)
+
+    async def counted_aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+        count(commands)
+        return await aexchange(conn, commands)
 
     def counted_execute(self: redis.Redis, *args: Any, **options: Any) -> Any:
         sent[command_name(args)] += 1
         top[command_name(args)] += 1
         return execute(self, *args, **options)
 
+    async def counted_aexecute(self: redis.asyncio.Redis, *args: Any, **options: Any) -> Any:
+        sent[command_name(args)] += 1
+        top[command_name(args)] += 1
+        return await aexecute(self, *args, **options)
+
     densekv.wire.exchange = counted_exchange  # type: ignore[assignment]
+    densekv.wire.aexchange = counted_aexchange  # type: ignore[assignment]
     redis.Redis.execute_command = counted_execute  # type: ignore[method-assign]
+    redis.asyncio.Redis.execute_command = counted_aexecute  # type: ignore[method-assign]
     try:
         yield sent, top
     finally:
         densekv.wire.exchange = exchange  # type: ignore[assignment]
+        densekv.wire.aexchange = aexchange  # type: ignore[assignment]
         redis.Redis.execute_command = execute  # type: ignore[method-assign]
+        redis.asyncio.Redis.execute_command = aexecute  # type: ignore[method-assign]
 
 
 def probe(stats_client: redis.Redis, side: Side, start: int, n: int) -> None:
@@ -284,14 +324,17 @@ def turn(stats_client: redis.Redis, side: Side, start: int, n: int) -> None:
     if side.prepare:
         side.prepare(start, start + n)
     gc.collect()
-    call = side.call
     before, cpu0 = snapshot(stats_client)
-    ru0 = resource.getrusage(resource.RUSAGE_SELF)
-    t0 = time.process_time()
-    for i in range(start, start + n):
-        call(i)
-    spent = time.process_time() - t0
-    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    if side.acall is not None and side.loop is not None:
+        spent, ru0, ru1 = side.loop.run_until_complete(atimed(side.acall, start, n))
+    else:
+        call = side.call
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.process_time()
+        for i in range(start, start + n):
+            call(i)
+        spent = time.process_time() - t0
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
     after, cpu1 = snapshot(stats_client)
     side.sys_us.append(1e6 * (ru1.ru_stime - ru0.ru_stime) / n)
     side.sleeps.append((ru1.ru_nvcsw - ru0.ru_nvcsw) / n)
@@ -299,6 +342,17 @@ def turn(stats_client: redis.Redis, side: Side, start: int, n: int) -> None:
     side.cpu_us.append(1e6 * spent / n)
     side.server_us.append(usec / n)
     side.server_cpu_us.append(1e6 * (cpu1 - cpu0) / n)
+
+
+async def atimed(acall: ACall, start: int, n: int) -> tuple[float, Any, Any]:
+    """A turn of an asyncio side inside its loop: the CPU seconds of its n awaited calls,
+    and getrusage before and after (as turn() reads them for a sync side)."""
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.process_time()
+    for i in range(start, start + n):
+        await acall(i)
+    spent = time.process_time() - t0
+    return spent, ru0, resource.getrusage(resource.RUSAGE_SELF)
 
 
 # -- the cases ------------------------------------------------------------------------------------
@@ -332,8 +386,8 @@ def plain_sessions(plain: redis.Redis, prefix: str, datas: list[dict[str, Any]])
     return keys
 
 
-def build_cases(url: str, binary: Any, ops: list[str], n_sessions: int,
-                total_calls: int) -> tuple[list[Case], dict[str, Any]]:
+def build_cases(url: str, binary: Any, ops: list[str], n_sessions: int, total_calls: int,
+                loop: asyncio.AbstractEventLoop | None = None) -> tuple[list[Case], dict[str, Any]]:
     """Every case of `ops` with its data loaded (see the module docstring); inputs cycle
     through stored items by a fixed shuffled order, new items are made for every call."""
     plain = redis.Redis.from_url(url)  # its own connection; redis-py with hiredis when installed
@@ -487,18 +541,20 @@ def build_cases(url: str, binary: Any, ops: list[str], n_sessions: int,
                           Side("densekv", lambda i: bf.contains(present[i])),
                           bf_has if has_bf else None,
                           "module-free BloomFilter.contains / BF.EXISTS" + note))
-    if want & {"login_get", "login_touch", "login_rmw"}:
+    if want & {"login_get", "login_touch", "login_rmw", *ASYNC_LOGIN_OPS}:
         for prof in LOGIN_PROFILES:
-            cases += login_cases(url, plain, prof, n_sessions, total_calls, order, want, facts)
+            cases += login_cases(url, plain, prof, n_sessions, total_calls, order, want, facts, loop)
     cases = [c for c in cases if c.op in want]
     return cases, facts
 
 
 def login_cases(url: str, plain: redis.Redis, prof: str, n_sessions: int, total_calls: int,
-                order: Callable[[int], list[int]], want: set[str], facts: dict[str, Any]) -> list[Case]:
+                order: Callable[[int], list[int]], want: set[str], facts: dict[str, Any],
+                loop: asyncio.AbstractEventLoop | None = None) -> list[Case]:
     """Issue 30's per-call cases on a store of login sessions of `prof`: get / GET +
     json.loads, touch / EXPIRE, and a read-modify-write of one small key as the web
-    backends do it (get, then apply(read=)) / GET + json.loads + SET EX, both timed whole."""
+    backends do it (get, then apply(read=)) / GET + json.loads + SET EX, both timed whole;
+    the alogin_* ops the same with AsyncSessionStore and redis.asyncio on `loop`."""
     store, tokens, datas = sessions_store(url, f"lg{prof}", prof, n_sessions)
     keys = plain_sessions(plain, f"plain:lg{prof}", datas)
     st = store.stats()
@@ -528,6 +584,45 @@ def login_cases(url: str, plain: redis.Redis, prof: str, n_sessions: int, total_
         out.append(Case("login_rmw", prof, Side("densekv", rmw), Side("plain", plain_rmw),
                         f"{prof} session, one small key: store.get + store.apply(read=) / GET + "
                         "json.loads + SET EX"))
+    if want & set(ASYNC_LOGIN_OPS):
+        assert loop is not None
+        out += async_login_cases(url, loop, f"lg{prof}", prof, tok, key, want)
+    return out
+
+
+def async_login_cases(url: str, loop: asyncio.AbstractEventLoop, namespace: str, prof: str,
+                      tok: list[str], key: list[str], want: set[str]) -> list[Case]:
+    """The login cases with AsyncSessionStore (on the store login_cases filled) against
+    redis.asyncio, each side with its own asyncio client, awaited on `loop`."""
+    astore = densekv.AsyncSessionStore(redis.asyncio.Redis.from_url(url), namespace=namespace,
+                                       ttl=TTL, idle_ttl=IDLE_TTL)
+    aplain = redis.asyncio.Redis.from_url(url)
+    loop.run_until_complete(astore.ready())  # adopts the stored metadata and dictionary
+    out = []
+    if "alogin_get" in want:
+        async def plain_get(i: int) -> Any:
+            return json.loads(await aplain.get(key[i]))
+
+        out.append(Case("alogin_get", prof, async_side("densekv", loop, lambda i: astore.get(tok[i])),
+                        async_side("plain", loop, plain_get),
+                        f"{prof} session: await AsyncSessionStore.get / await GET + json.loads"))
+    if "alogin_touch" in want:
+        out.append(Case("alogin_touch", prof, async_side("densekv", loop, lambda i: astore.touch(tok[i])),
+                        async_side("plain", loop, lambda i: aplain.expire(key[i], IDLE_TTL)),
+                        f"{prof} session: await AsyncSessionStore.touch (idle_ttl {IDLE_TTL}) / "
+                        "await EXPIRE"))
+    if "alogin_rmw" in want:
+        async def rmw(i: int) -> Any:
+            return await astore.apply(tok[i], {"n": i % 100}, read=await astore.get(tok[i]))
+
+        async def plain_rmw(i: int) -> Any:
+            data = json.loads(await aplain.get(key[i]))
+            data["n"] = i % 100
+            return await aplain.set(key[i], json.dumps(data), ex=TTL)
+
+        out.append(Case("alogin_rmw", prof, async_side("densekv", loop, rmw), async_side("plain", loop, plain_rmw),
+                        f"{prof} session, one small key: await get + await apply(read=) / await GET + "
+                        "json.loads + await SET EX"))
     return out
 
 
@@ -536,6 +631,7 @@ def measure(server: str, ops: list[str], args: argparse.Namespace) -> list[dict[
     binary = find_servers()[server]
     total = args.probe + 2 + args.rounds * args.calls  # inputs: probe, warm-up, rounds
     t0 = time.perf_counter()
+    loop = asyncio.new_event_loop()  # the asyncio sides' (alogin_*)
     with ServerProcess(binary, options={"slowlog-log-slower-than": "-1"}) as proc:
         if args.pin:  # the server on one core, this client on the other
             assert proc.proc is not None
@@ -543,7 +639,7 @@ def measure(server: str, ops: list[str], args: argparse.Namespace) -> list[dict[
             os.sched_setaffinity(0, {args.pin[0]})
         stats_client = proc.client()
         SESSION_STORES.clear()
-        cases, facts = build_cases(proc.url, binary, ops, args.sessions, total)
+        cases, facts = build_cases(proc.url, binary, ops, args.sessions, total, loop)
         if args.observe:
             cases = observed_cases(cases, args.observe)
         info = stats_client.info("server")
@@ -566,6 +662,7 @@ def measure(server: str, ops: list[str], args: argparse.Namespace) -> list[dict[
             rec = record(case, server, version, facts, args)
             records.append(observed_record(rec, case, args.observe) if args.observe else rec)
         stats_client.close()
+    loop.close()
     for rec in records:
         rec["server_setup_s"] = round(setup_s, 1)
     return records
@@ -700,9 +797,10 @@ def profile(server: str, args: argparse.Namespace) -> None:
     binary = find_servers()[server]
     n = args.calls
     home = str(Path(densekv.__file__).parent.parent) + "/"
+    loop = asyncio.new_event_loop()
     with ServerProcess(binary) as proc:
-        cases, _ = build_cases(proc.url, binary, ["session_get", "session_apply", "session_create"],
-                               args.sessions, n + 2)
+        cases, _ = build_cases(proc.url, binary, args.ops.split(",") if args.ops else
+                               ["session_get", "session_apply", "session_create"], args.sessions, n + 2, loop)
         for case in cases:
             side = case.densekv
             if side.prepare:
@@ -710,10 +808,13 @@ def profile(server: str, args: argparse.Namespace) -> None:
             side.call(0), side.call(1)
             gc.collect()
             prof = cProfile.Profile()  # wall clock: process_time's syscall per event would swamp it
-            prof.enable()
-            for i in range(2, n + 2):
-                side.call(i)
-            prof.disable()
+            if side.acall is not None and side.loop is not None:
+                side.loop.run_until_complete(aprofiled(prof, side.acall, n))
+            else:
+                prof.enable()
+                for i in range(2, n + 2):
+                    side.call(i)
+                prof.disable()
             raw = pstats.Stats(prof).stats  # type: ignore[attr-defined]  # (file, line, name) -> (cc, nc, tt, ct, callers)
             total_calls = sum(nc for _, nc, _, _, _ in raw.values())
             total_s = sum(tt for _, _, tt, _, _ in raw.values())
@@ -737,6 +838,15 @@ def profile(server: str, args: argparse.Namespace) -> None:
                     print(f"| {where} | {calls:.2f} | {tt:.2f} | {ct:.2f} |")
                 print()
             sys.stdout.flush()
+    loop.close()
+
+
+async def aprofiled(prof: cProfile.Profile, acall: ACall, n: int) -> None:
+    """`n` awaited calls (inputs 2..n+1) under `prof`, inside the loop."""
+    prof.enable()
+    for i in range(2, n + 2):
+        await acall(i)
+    prof.disable()
 
 
 def main() -> None:
@@ -746,7 +856,8 @@ def main() -> None:
     ap.add_argument("--servers", default="valkey-9.1,redis-7.0")
     ap.add_argument("--bloom-server", default="redis-7.4",
                     help="also measure the Bloom operations here ('': no)")
-    ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--ops", default=None, help=f"some of {','.join(OPS)} (default: all; with "
+                    "--profile: session_get,session_apply,session_create, or these)")
     ap.add_argument("--rounds", type=int, default=None)
     ap.add_argument("--calls", type=int, default=None, help="calls per side per round")
     ap.add_argument("--probe", type=int, default=200,
@@ -772,7 +883,7 @@ def main() -> None:
         for server in servers:
             profile(server, args)
         return
-    ops = [o for o in args.ops.split(",") if o]
+    ops = [o for o in (args.ops or ",".join(OPS)).split(",") if o]
     if args.observe:
         ops = [o for o in ops if o in OBSERVED_OPS] or list(OBSERVED_OPS)
     unknown = set(ops) - set(OPS)

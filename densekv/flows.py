@@ -174,7 +174,9 @@ async def adrive(flow: Flow[T], executor: RunsPlansAsync) -> T:
             ask = flow.send(reply) if error is None else flow.throw(error)
             error = None
             try:
-                if isinstance(ask, Scan):
+                if type(ask) is list:  # plans: nearly every ask (a lone plan: the executor's single path)
+                    reply = await executor.run_many(ask)
+                elif isinstance(ask, Scan):
                     if ask not in scans:
                         scans[ask] = ascan_chunks(executor.client, ask)
                     reply = await anext(scans[ask], [])

@@ -30,11 +30,15 @@ broken connection and send no WAIT for it; the analyzer's allow-list is a subset
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, cast
 
 import redis
+import redis.asyncio
 from redis.exceptions import ResponseError
 
 from densekv.errors import ServerUnavailable
@@ -329,7 +333,57 @@ def _parse_error(text: str) -> ResponseError:
 
 async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     """`exchange` on an asyncio connection: one write, every reply read (error replies as
-    ResponseError values)."""
+    ResponseError values). The commands go packed in one write and the replies are read by
+    the connection's own parser, under one `socket_timeout` for the whole exchange (redis-py
+    runs each send in a task of its own under asyncio.wait_for, then each read under a
+    timeout: about a third of an asyncio round trip's client CPU, issue 30). A connection
+    with health checks, or one of a class without redis-py's stream and parser, takes
+    redis-py's send_packed_command and read_response."""
+    writer = conn._writer  # noqa: SLF001  # redis-py's StreamWriter (None: disconnected)
+    parser = conn._parser  # noqa: SLF001  # redis-py's reader of replies off the same stream
+    if writer is None or conn.health_check_interval or not hasattr(parser, "read_response"):
+        return await _aexchange_redis_py(conn, commands)
+    data = _apacked(conn, commands)
+    replies: list[Any] = []
+    read = parser.read_response
+    timeout = conn.socket_timeout
+    try:
+        async with _NO_TIMEOUT if timeout is None else _atimeout(timeout):
+            writer.writelines(data)
+            await writer.drain()  # at once unless the transport's buffer is full
+            for _ in commands:
+                replies.append(await read(disable_decoding=True))  # an error reply: its exception, as a value
+    except (asyncio.TimeoutError, TimeoutError):
+        raise redis.TimeoutError(f"Timeout reading from {_host_of(conn)}") from None
+    except (redis.ConnectionError, OSError) as exc:
+        _raise_broken(exc, replies)
+    return replies
+
+
+def _apacked(conn: Any, commands: list[tuple[Any, ...]]) -> list[bytes]:
+    """The commands in RESP, as chunks for StreamWriter.writelines: hiredis's packer (one
+    chunk; MULTI and EXEC as their bytes made once), or redis-py's where hiredis is missing or
+    refuses an argument (a bytearray, a memoryview)."""
+    if _hiredis is not None:
+        pack_command = _hiredis.pack_command
+        try:
+            if len(commands) == 1:
+                return [pack_command(commands[0])]
+            return [b"".join([_MULTI_RESP if c is MULTI else _EXEC_RESP if c is EXEC else pack_command(c)
+                              for c in commands])]
+        except TypeError:
+            pass
+    return cast("list[bytes]", conn.pack_commands(commands))
+
+
+def _host_of(conn: Any) -> str:
+    """Where a connection goes, as redis-py's errors name it (host:port, or a socket's path)."""
+    where = getattr(conn, "_host_error", None)
+    return str(where()) if callable(where) else "the server"
+
+
+async def _aexchange_redis_py(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """aexchange through redis-py's public send and read (health checks and all)."""
     replies: list[Any] = []
     try:
         await conn.send_packed_command(conn.pack_commands(commands))
@@ -343,17 +397,36 @@ async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     return replies
 
 
+if sys.version_info >= (3, 11, 3):
+    _atimeout = asyncio.timeout  # type: ignore[attr-defined, unused-ignore]  # mypy's target is 3.10
+else:  # where redis-py takes it too (its requirement below 3.11.3)
+    from async_timeout import timeout as _atimeout  # type: ignore[import-not-found, no-redef, unused-ignore]
+
+_NO_TIMEOUT = contextlib.nullcontext()  # a socket_timeout of None: no deadline
+
+
 async def aroundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence[Any] = (),
                       reads_only: Callable[[Sequence[Any]], bool] | None = None) -> list[Any]:
-    """`roundtrip` on an asyncio pool (a read-only batch sent once more on a broken one)."""
-    conn = await pool.get_connection()
+    """`roundtrip` on an asyncio pool (a read-only batch sent once more on a broken one). A
+    plain redis.asyncio pool lends an idle connection without its checkout's probe, events
+    and counters (_atake, as _take for the sync pool)."""
+    conn = _atake(pool) if _plain_apool(pool) else None
+    fast = conn is not None
+    if conn is None:
+        conn = await pool.get_connection()
+    elif not conn.is_connected:  # disconnected after an error: connect it, as the pool would
+        try:
+            await conn.connect()
+        except BaseException:
+            _agive_back(pool, conn)
+            raise
     try:
         return await aexchange(conn, commands)
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
         await conn.disconnect()
         if _broken(exc) and (isinstance(exc, NothingRead) or (
                 plans and reads_only is not None and reads_only(plans))):
-            await pool.release(conn)
+            _agive_back(pool, conn) if fast else await pool.release(conn)
             conn = None
             return await aroundtrip(pool, commands)
         raise ServerUnavailable(f"lost the server in the middle of a batch: {exc}") from exc
@@ -362,7 +435,54 @@ async def aroundtrip(pool: Any, commands: list[tuple[Any, ...]], plans: Sequence
         raise
     finally:
         if conn is not None:
-            await pool.release(conn)
+            if not fast:
+                await pool.release(conn)
+            else:
+                reconnect = getattr(conn, "should_reconnect", None)
+                if reconnect is not None and reconnect():  # as the pool's release does
+                    await conn.disconnect()
+                _agive_back(pool, conn)
+
+
+# The checkout of a plain redis.asyncio ConnectionPool (every `redis.asyncio.Redis`'s) without
+# its per-call extras, for the reasons _take gives: get_connection() + release() cost about
+# 10 us of client CPU per round trip (redis-py 8.1: the pool lock taken twice, the
+# connection's can_read() probe, four observability counters, the release event for
+# streaming credentials). The lists are changed without an await in between, so no other
+# task sees them half done; while another task holds the pool's lock (a release that
+# disconnects, a re-authentication walking the idle connections) the pool's own path waits
+# for it. Any other pool (blocking, a subclass, a credential provider, a get_connection set
+# on the instance) takes the pool's own get_connection / release.
+_AFAST_POOL_ATTRS = ("_lock", "_available_connections", "_in_use_connections", "connection_kwargs")
+
+
+def _plain_apool(pool: Any) -> bool:
+    ok: bool | None = getattr(pool, "_densekv_fast", None)
+    if ok is None:
+        ok = (type(pool) is redis.asyncio.ConnectionPool and all(hasattr(pool, a) for a in _AFAST_POOL_ATTRS)
+              and isinstance(pool.connection_kwargs, dict)
+              and pool.connection_kwargs.get("credential_provider") is None)
+        try:
+            pool._densekv_fast = ok  # noqa: SLF001  # our own mark on the pool
+        except AttributeError:
+            return False
+    return ok and "get_connection" not in pool.__dict__ and not pool._lock.locked()  # noqa: SLF001
+
+
+def _atake(pool: Any) -> Any:
+    """An idle connection of an asyncio pool (maybe disconnected), or None when it has none."""
+    idle = pool._available_connections  # noqa: SLF001
+    if not idle:
+        return None
+    conn = idle.pop()
+    pool._in_use_connections.add(conn)  # noqa: SLF001
+    return conn
+
+
+def _agive_back(pool: Any, conn: Any) -> None:
+    if conn in pool._in_use_connections:  # noqa: SLF001  # not when the pool was reset meanwhile
+        pool._in_use_connections.remove(conn)  # noqa: SLF001
+        pool._available_connections.append(conn)  # noqa: SLF001
 
 
 # --- raw batches: bulk loading and the analyzer -------------------------------------------

@@ -403,11 +403,11 @@ class AsyncSessionStore(_Options):
         return await adrive(flow, self._ex)
 
     async def _run(self, make: Callable[[SessionCore], Flow[T]], op: str = "") -> T:
-        """As SessionStore._run."""
-        if self._observers or (self._core is not None and self._core.outbox is not None) or \
-                (self._core is None and self._args["events_stream"] is not None):
+        """As SessionStore._run (ready() awaited only until the core exists)."""
+        core = self._core
+        if self._observers or (core.outbox if core is not None else self._args["events_stream"]) is not None:
             return await self._run_observed(make, op)
-        core = await self.ready()
+        core = core or await self.ready()
         return await adrive(core.guarded(make), self._ex)
 
     async def _run_observed(self, make: Callable[[SessionCore], Flow[T]], op: str) -> T:

@@ -21,6 +21,7 @@ import pytest
 import redis
 import redis.asyncio
 
+from densekv.errors import ServerUnavailable
 from densekv.plan import AsyncExecutor, SyncExecutor, command
 from densekv.tools.server.process import ServerProcess
 
@@ -89,6 +90,30 @@ def test_an_asyncio_round_trip_cancelled_mid_read_leaves_no_reply_behind(stoppab
         stoppable.proc.send_signal(signal.SIGSTOP)
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(ex.run_many([command("GET", "user:a") for _ in range(batch)]), 0.3)
+        stoppable.proc.send_signal(signal.SIGCONT)
+        await asyncio.sleep(0.2)
+        for _ in range(3):
+            got = await ex.run_many([command("GET", "user:b") for _ in range(batch)])
+            assert got == [b"bob's session"] * batch
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("batch", [1, 3], ids=["one-command", "three-commands"])
+def test_an_asyncio_round_trip_past_its_socket_timeout_is_server_unavailable(stoppable: ServerProcess,
+                                                                             batch: int) -> None:
+    """A server that does not answer within the client's socket_timeout: the same typed error
+    as redis-py's own timeout gave (ServerUnavailable, not retried), and the connection
+    dropped, so that the late replies never meet another round trip."""
+    async def main() -> None:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=stoppable.port, socket_timeout=0.3)
+        ex = AsyncExecutor(client)
+        assert await ex.run_many([command("GET", "user:b")]) == [b"bob's session"]
+        assert stoppable.proc is not None
+        stoppable.proc.send_signal(signal.SIGSTOP)
+        with pytest.raises(ServerUnavailable, match="Timeout reading from 127.0.0.1"):
+            await ex.run_many([command("GET", "user:a") for _ in range(batch)])
         stoppable.proc.send_signal(signal.SIGCONT)
         await asyncio.sleep(0.2)
         for _ in range(3):

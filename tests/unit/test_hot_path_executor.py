@@ -183,3 +183,132 @@ def test_threads_sharing_one_pool_each_get_their_own_connection(client: redis.Re
     assert errors == []
     idle, in_use = _pool_counts(client)
     assert in_use == 0 and 1 <= idle <= 8  # every connection back, none made beyond the threads
+
+
+# --- the asyncio path (issue 30): a plain redis.asyncio pool's connections lent without its
+# checkout, the commands written and their replies read under one socket_timeout
+
+
+def _apool_counts(client: redis.asyncio.Redis) -> tuple[int, int]:
+    pool = client.connection_pool
+    return len(pool._available_connections), len(pool._in_use_connections)
+
+
+@on_one_server
+def test_asyncio_single_plans_match_the_batch_path_and_give_connections_back(server: ServerProcess) -> None:
+    touch = script("hrec_touch")
+    plans = [
+        command("SET", "{a}:k", "v", keys=("{a}:k",)),
+        command("GET", "{a}:k", keys=("{a}:k",)),
+        command("SET", "{a}:b", bytearray(b"raw"), keys=("{a}:b",)),  # hiredis refuses it: redis-py's packer
+        command("HSET", "{a}:h", "f", b"\x80\x00\x00\x00\x10", keys=("{a}:h",)),
+        script_call(touch, ("{a}:h",), (b"f", 1, 100, "plain"), int),  # first use: loads the script
+        script_call(touch, ("{a}:h",), (b"f", 5, 100, "plain"), int),  # loaded: the single path
+        Plan((Command(("GET", "{a}:k"), ("{a}:k",)), Command(("STRLEN", "{a}:k"), ("{a}:k",))), atomic=True),
+    ]
+
+    async def main() -> tuple[list[object], list[object], list[object], tuple[int, int]]:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        try:
+            await client.flushall()
+            ex = AsyncExecutor(client)
+            one_by_one = [await ex.run(p) for p in plans]
+            await client.flushall()
+            again = [await ex.run(p) for p in plans]
+            await client.flushall()
+            batch = await ex.run_many(plans)
+            return one_by_one, again, batch, _apool_counts(client)
+        finally:
+            await client.aclose()
+
+    one_by_one, again, batch, counts = asyncio.run(main())
+    assert one_by_one[:4] == [b"OK", b"v", b"OK", 1]
+    assert one_by_one[4:6] == [16, 16]
+    assert one_by_one[6] == [b"v", 1]
+    assert again == one_by_one and batch == one_by_one
+    assert counts == (1, 0)  # one connection made, idle again after every call
+
+
+@on_one_server
+def test_asyncio_a_connection_the_server_closed_while_idle_is_replaced(server: ServerProcess) -> None:
+    async def main() -> tuple[object, tuple[int, int]]:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        try:
+            ex = AsyncExecutor(client)
+            client_id = await ex.run(command("CLIENT", "ID"))
+            killer = server.client()
+            killer.client_kill_filter(_id=client_id)
+            killer.close()
+            got = await ex.run(command("GET", "nothing-here", keys=("nothing-here",)))  # sent again on a new one
+            return got, _apool_counts(client)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) == (None, (1, 0))
+
+
+@on_one_server
+def test_asyncio_a_pool_whose_get_connection_was_replaced_keeps_its_own_checkout(server: ServerProcess) -> None:
+    async def main() -> int:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        try:
+            pool = client.connection_pool
+            taken: list[object] = []
+            real = pool.get_connection
+
+            async def counted(*args: object, **kwargs: object) -> object:
+                taken.append(1)
+                return await real(*args, **kwargs)  # type: ignore[arg-type]
+
+            pool.get_connection = counted  # type: ignore[method-assign]
+            ex = AsyncExecutor(client)
+            for _ in range(3):
+                assert await ex.run(command("PING")) == b"PONG"
+            return len(taken)
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) == 3
+
+
+@on_one_server
+def test_asyncio_tasks_sharing_one_pool_each_get_their_own_connection(server: ServerProcess) -> None:
+    async def work(ex: AsyncExecutor, n: int) -> None:
+        for i in range(100):
+            key = f"{{t}}:{n}:{i}"
+            assert await ex.run(command("SET", key, f"{n}-{i}", keys=(key,))) == b"OK"
+            assert await ex.run_many([command("GET", key, keys=(key,)), command("STRLEN", key, keys=(key,))]) == \
+                [f"{n}-{i}".encode(), len(f"{n}-{i}")]
+
+    async def main() -> tuple[int, int]:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        try:
+            ex = AsyncExecutor(client)
+            await asyncio.gather(*(work(ex, n) for n in range(8)))
+            return _apool_counts(client)
+        finally:
+            await client.aclose()
+
+    idle, in_use = asyncio.run(main())
+    assert in_use == 0 and 1 <= idle <= 8  # every connection back, none made beyond the tasks
+
+
+@on_one_server
+def test_asyncio_health_checked_connections_take_redis_pys_path(server: ServerProcess) -> None:
+    async def main() -> list[object]:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=server.port, health_check_interval=30)
+        try:
+            await client.flushall()
+            await client.set("{h}:s", "text")
+            ex = AsyncExecutor(client)
+            got: list[object] = [await ex.run(command("GET", "{h}:s", keys=("{h}:s",)))]
+            try:
+                await ex.run(command("HGET", "{h}:s", "f", keys=("{h}:s",)))
+            except WrongType:
+                got.append("WrongType")
+            got += await ex.run_many([command("STRLEN", "{h}:s", keys=("{h}:s",)), command("PING")])
+            return got
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(main()) == [b"text", "WrongType", 4, b"PONG"]
