@@ -96,6 +96,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from densekv.connect import from_url
 from densekv.errors import SessionDataInvalid, SessionDataTooLarge, SessionExists
 from densekv.integrations.decide import NOTHING, Held, carry, decide
+from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
 from densekv.integrations.drive import arun
 from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.tracked import TrackedDict
@@ -137,6 +138,7 @@ class SessionState:
     lifetime_set: bool = False  # written with ttl this request: no set_ttl for the new cookie
     ended: bool = False  # the session ended during the request: clear the cookie
     failed: BaseException | None = None  # the load raised: raised again on first use
+    device_label: DeviceLabel | None = None  # the middleware's hook, called by login()
 
 
 class DenseSession(TrackedDict):
@@ -258,18 +260,21 @@ async def login(request: HTTPConnection, identity: Identity) -> None:
     too, as Django's login() flushes); an anonymous session or one of the same identity
     keeps its data and this request's changes. A request without a stored session (or
     whose session ended meanwhile) gets a new one holding its current data, written now
-    even if empty: a login is worth a session."""
+    even if empty: a login is worth a session. The middleware's device_label hook labels
+    it; a login past the store's max_sessions_per_identity with on_limit="refuse" raises
+    SessionLimitReached here, the session as it was (an anonymous one kept)."""
     session = _session_of(request)
     state = session.state
     store = state.store
+    labelled = {} if state.device_label is None else {"label": label_of(state.device_label, request)}
     if state.token is not None and state.identity is not None and state.identity != identity:
         await store.destroy(state.token)
         _forget(session)
         state.token = state.found = None
-    token = await store.login(state.token, identity) if state.token else None
+    token = await store.login(state.token, identity, **labelled) if state.token else None
     if token is None:
         await _drop_sent(state)
-        token = await store.create(identity, dict(session), ttl=await _ttl(state))
+        token = await store.create(identity, dict(session), ttl=await _ttl(state), **labelled)
         state.changed.clear()
         state.removed.clear()
         state.lifetime_set = True
@@ -433,7 +438,9 @@ class SessionMiddleware:
     max_age also bounds the stored session's life. store_options go to AsyncSessionStore
     (namespace, ttl, idle_ttl, ...), client_options to densekv.connect.from_url (timeouts);
     move_in: a StarsessionsRedis (or any source with async read/forget) to move sessions in
-    from under the same cookie. A url no client can be built from raises InvalidArgument
+    from under the same cookie. device_label: a callable(request) -> str | None that labels
+    the session at login() (a store with track_devices=True). A url no client can be built
+    from, or a device_label whose store_options lack track_devices, raises InvalidArgument
     when the middleware is made."""
 
     def __init__(
@@ -452,9 +459,12 @@ class SessionMiddleware:
         domain: str | None = None,
         partitioned: bool = False,
         move_in: MoveInSource | None = None,
+        device_label: DeviceLabel | None = None,
     ) -> None:
         if store_options and url is None:
             raise TypeError("store_options go with url=; a store given is built already")
+        check_device_label(device_label, store_options or {"track_devices": url is None}, "SessionMiddleware")
+        self.device_label = device_label
         self.app = app
         self.stores = _PerLoop(store, url, store_options or {}, client_options or {})
         self.session_cookie = session_cookie
@@ -482,6 +492,7 @@ class SessionMiddleware:
         store = await self.stores.current()
         session = await self.load(store, HTTPConnection(scope).cookies.get(self.session_cookie))
         scope["session"] = session
+        session.state.device_label = self.device_label
 
         async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.start" and session.state.failed is None:
