@@ -336,3 +336,21 @@ def test_django_docs_devices_page_runs_as_written(server: Any) -> None:
     finally:
         sys.modules.pop(module.__name__, None)
         one.close()
+
+
+# -- docs/starlette.md and docs/aiohttp.md: their "your devices" page runs as written ---------------
+# (docs/flask.md's and docs/quart.md's run with every block of those pages: test_flask.py,
+# test_quart.py; docs/django.md's above, as a URLconf)
+@pytest.mark.parametrize("page", ["starlette", "aiohttp"])
+def test_the_docs_devices_page_runs_as_written(page: str) -> None:
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    doc = (root / "docs" / f"{page}.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", doc, re.DOTALL) if "def log_out_others" in b]
+    done = subprocess.run([sys.executable, "-W", "error::ResourceWarning", "-c", block], cwd=root,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, f"{block}\n--- stderr:\n{done.stderr[-3000:]}"
