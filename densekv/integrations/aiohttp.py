@@ -15,6 +15,7 @@ import aiohttp_session
 from aiohttp import web
 
 from densekv.integrations.decide import Held, carry, decide
+from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
 from densekv.integrations.drive import arun
 from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.tracked import TrackedDict
@@ -51,6 +52,7 @@ class DenseSession(aiohttp_session.Session):
         self.store, self.token, self.found = store, None if found is None else found.token, found
         self.ended = self.new_cookie = self.invalidated = False
         self.stale = stale  # a token the store did not give a session for (gone, undecodable)
+        self.device_label: DeviceLabel | None = None  # the storage's hook, called by login()
 
     def changed(self) -> None:
         """Save every key of the session (for a value changed in place), as aiohttp_session's
@@ -101,15 +103,18 @@ class Storage(aiohttp_session.AbstractStorage):
     """Sessions in `store`: an AsyncSessionStore, or a callable that makes one (then one
     store per event loop: a redis.asyncio client serves one loop). Keyword arguments are
     AbstractStorage's cookie arguments (cookie_name, domain, max_age, path, secure,
-    httponly, samesite)."""
+    httponly, samesite). device_label: a callable(request) -> str | None that labels the
+    session at login() (a store with track_devices=True; densekv.integrations.devices)."""
 
     def __init__(self, store: AsyncSessionStore | Callable[[], AsyncSessionStore],
-                 **cookie: Any) -> None:
+                 *, device_label: DeviceLabel | None = None, **cookie: Any) -> None:
         if not isinstance(store, AsyncSessionStore) and not callable(store):
             raise TypeError(f"Storage needs an AsyncSessionStore, got {type(store).__name__}")
         if {"encoder", "decoder", "key_factory"} & cookie.keys():  # densekv codes, and draws tokens
             raise TypeError("densekv's Storage takes no encoder, decoder or key_factory")
         super().__init__(**cookie)
+        check_device_label(device_label, {"track_devices": True}, "Storage")
+        self.device_label = device_label
         self._given: AsyncSessionStore | None = None
         self._per_loop: StoresPerLoop | None = None
         if isinstance(store, AsyncSessionStore):
@@ -127,18 +132,22 @@ class Storage(aiohttp_session.AbstractStorage):
     async def new_session(self) -> DenseSession:
         """An empty session, not stored until something is put in it (aiohttp_session's
         new_session())."""
-        return DenseSession(await self.store(), None, self.max_age)
+        return self._made(DenseSession(await self.store(), None, self.max_age))
+
+    def _made(self, session: DenseSession) -> DenseSession:
+        session.device_label = self.device_label
+        return session
 
     async def load_session(self, request: web.Request) -> DenseSession:
         """The session the request's cookie names (one read), or an empty one for no cookie,
         a malformed one, or a session that ended. Called by aiohttp_session.get_session."""
         token, store = self.load_cookie(request), await self.store()
         if token is None or not well_formed(token):
-            return DenseSession(store, None, self.max_age)
+            return self._made(DenseSession(store, None, self.max_age))
         found = await store.get(token, undecodable="none")
         if found is not None and store.due_for_touch(found):
             await store.touch(token)  # rolls the idle expiry, now and then
-        return DenseSession(store, found, self.max_age, stale=None if found else token)
+        return self._made(DenseSession(store, found, self.max_age, stale=None if found else token))
 
     async def save_session(self, request: web.Request, response: web.StreamResponse,
                            session: aiohttp_session.Session) -> None:
@@ -161,16 +170,20 @@ async def _session_of(request: web.Request) -> DenseSession:
 async def login(request: web.Request, identity: Identity) -> None:
     """Bind the session to `identity` under a new token, the old one dead. The same user or
     an anonymous session keeps its data (one atomic step); another user's is dropped (its
-    session destroyed, a new empty one created). Written now, even if empty."""
+    session destroyed, a new empty one created). Written now, even if empty. The storage's
+    device_label hook labels it; a login past the store's max_sessions_per_identity with
+    on_limit="refuse" raises SessionLimitReached here, the session as it was (an
+    anonymous one kept)."""
     session, identity = await _session_of(request), check_identity(identity)
     store, token, ttl = session.store, session.token, await session.lifetime()
+    labelled = {} if session.device_label is None else {"label": label_of(session.device_label, request)}
     if token is not None and session.identity not in (None, identity):
         await store.destroy(token)
-        session.moved(await store.create(identity, {}, ttl), identity, {})
-    elif (moved := token and await store.login(token, identity)) is not None:
+        session.moved(await store.create(identity, {}, ttl, **labelled), identity, {})
+    elif (moved := token and await store.login(token, identity, **labelled)) is not None:
         session.moved(moved, identity)  # this request's changes are saved as usual
     else:
-        session.moved(await store.create(identity, dict(session), ttl), identity, dict(session))
+        session.moved(await store.create(identity, dict(session), ttl, **labelled), identity, dict(session))
 
 
 async def regenerate(request: web.Request) -> None:

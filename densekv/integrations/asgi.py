@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from densekv.errors import SessionDataInvalid, SessionDataTooLarge, SessionExists
 from densekv.integrations.decide import NOTHING, Held, carry, decide
+from densekv.integrations.devices import DeviceLabel
 from densekv.integrations.drive import arun
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, well_formed
@@ -50,6 +51,7 @@ class SessionState:
     lifetime_set: bool = False  # written with ttl this request: no set_ttl for the new cookie
     ended: bool = False  # the session ended during the request: clear the cookie
     failed: BaseException | None = None  # the load raised: raised again on first use
+    device_label: DeviceLabel | None = None  # the middleware's hook, called by the shell's login()
 
 
 class DenseSession(TrackedDict):
@@ -148,19 +150,22 @@ async def _drop_sent(state: SessionState) -> None:
 # Each shell's module functions (login(request, 42), ...) find the request's session and call
 # these; their docstrings are the shells'.
 
-async def login(session: DenseSession, identity: Identity) -> None:
+async def login(session: DenseSession, identity: Identity, label: str | None = None) -> None:
     """Bind `session` to `identity` under a new token, the old one dead (see the shells'
-    login())."""
+    login()); `label`: the device's (the shell's device_label hook). A login past the
+    store's max_sessions_per_identity with on_limit="refuse" raises SessionLimitReached,
+    the session as it was."""
     state = session.state
     store = state.store
+    labelled = {} if label is None else {"label": label}
     if state.token is not None and state.identity is not None and state.identity != identity:
         await store.destroy(state.token)
         _forget(session)
         state.token = state.found = None
-    token = await store.login(state.token, identity) if state.token else None
+    token = await store.login(state.token, identity, **labelled) if state.token else None
     if token is None:
         await _drop_sent(state)
-        token = await store.create(identity, dict(session), ttl=await _ttl(state))
+        token = await store.create(identity, dict(session), ttl=await _ttl(state), **labelled)
         state.changed.clear()
         state.removed.clear()
         state.lifetime_set = True

@@ -14,7 +14,12 @@ The rules (tests/unit/test_web_decide.py holds them as a table):
     session ends; keys set after that go to a new anonymous session, created first (data the
     store refuses raises before anything ends); the cookie is set to it, else deleted;
   * changed keys: one `apply(token, changed, removed, ttl=, read=)` against the record this
-    request read (no second read), then the rotation asked for (`login` / `regenerate`);
+    request read (no second read), then a `regenerate` if asked for; a `login` comes first
+    and the changed keys are applied to the session it leaves (a login the store refuses,
+    SessionLimitReached, must leave the session as it was: the keys a login sets, such as
+    Flask-Login's `_user_id`, are not written to the session that stays anonymous);
+  * a login or a create for an identity passes `label=` (the device's, when the shell has
+    one) and nothing else does;
   * rotated (now or earlier in the request) and no lifetime written yet: `set_ttl(life)`
     when the framework restarts the lifetime with each new cookie;
   * nothing written: `set_ttl(life)` when the framework re-sends the cookie and its refresh
@@ -65,7 +70,8 @@ class Held:
     or set_ttl (None: the store's ttl); renew_on_rotate: a new cookie restarts the stored
     lifetime; refresh: the framework sends the cookie again although nothing changed;
     refresh_ttl: ...and the stored lifetime restarts now; touch_due: the idle expiry is due
-    to roll (store.due_for_touch); gone: what a write that finds the session ended does.
+    to roll (store.due_for_touch); gone: what a write that finds the session ended does;
+    label: the device label a login (or a create for `identity`) gives the session.
     """
 
     token: str | None = None
@@ -88,6 +94,7 @@ class Held:
     refresh_ttl: bool = False
     touch_due: bool = False
     gone: Gone = "delete"
+    label: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,15 +155,17 @@ def decide(held: Held) -> Decision:
         if not h.data and h.identity is None:
             ended = h.ended or bool(ends)
             return Decision((), ends, "delete") if ended else NOTHING
-        return Decision((Step("create", (h.identity, dict(h.data), h.life)),), ends, "set")
+        return Decision((_create(h),), ends, "set")
     steps: list[Step] = []
     lifetime_written = h.lifetime_set
+    if h.rotate == "login":  # first: a refused login writes nothing
+        steps.append(Step("login", (h.identity,), _labelled(h)))
     if h.changed or h.removed:
-        read = h.read if h.read is not None and h.read.token == h.token else None
+        read = h.read if h.read is not None and h.read.token == h.token and h.rotate != "login" else None
         steps.append(Step("apply", (dict(h.changed), list(h.removed)), {"ttl": h.ttl, "read": read}))
         lifetime_written = lifetime_written or h.ttl is not ...
-    if h.rotate is not None:
-        steps.append(Step("login", (h.identity,)) if h.rotate == "login" else Step("regenerate"))
+    if h.rotate == "regenerate":
+        steps.append(Step("regenerate"))
     rotated = h.rotated or h.rotate is not None
     if rotated and h.renew_on_rotate and not lifetime_written:
         steps.append(Step("set_ttl", (h.life,)))
@@ -170,8 +179,17 @@ def decide(held: Held) -> Decision:
         return NOTHING
     if_gone = None
     if h.gone == "create":
-        if_gone = Decision((Step("create", (h.identity, dict(h.data), h.life)),), (), "set")
+        if_gone = Decision((_create(h),), (), "set")
     return Decision(tuple(steps), ends, cookie, h.gone, if_gone)
+
+
+def _labelled(h: Held) -> dict[str, Any]:
+    """The keywords of a login or of a create for an identity: the label, if any."""
+    return {"label": h.label} if h.label is not None and h.identity is not None else {}
+
+
+def _create(h: Held) -> Step:
+    return Step("create", (h.identity, dict(h.data), h.life), _labelled(h))
 
 
 def carry(decision: Decision, token: str | None) -> Generator[Call, Any, Outcome]:

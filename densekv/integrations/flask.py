@@ -48,6 +48,12 @@ left (say a flash message) goes on in a new anonymous session under a new cookie
 an identity through flask_session.identity_of: a decimal str is its int, so login(42) and
 Flask-Login's `_user_id = "42"` are one user, listed by `store.sessions_of(42)`.
 
+Your devices and a limit (docs/flask.md): the store options track_devices,
+max_sessions_per_identity and on_limit; `device_label=` (a callable(request)) labels each
+login's session; `session.identity`, `session.id` and `session.token` are what a "your
+devices" view compares and keeps. A login the store refuses (SessionLimitReached) raises
+from save_session, nothing written: it is before any other write of the save.
+
 Values pass through Flask's own tags (`session_json_serializer.tag`, as in Flask's cookie
 session): tuples (flash() stores them), bytes, Markup, UUID and datetimes come back as
 themselves; what densekv cannot hold even then (non-str keys, ints beyond 64 bits, ...)
@@ -69,11 +75,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import redis
-from flask import Flask, Request, Response, after_this_request, has_request_context
+from flask import Flask, Request, Response, after_this_request, has_request_context, request
 from flask.sessions import SessionInterface as FlaskSessionInterface
 from flask.sessions import SessionMixin
 
 from densekv.errors import DensekvError, ServerUnavailable, SessionExists
+from densekv.integrations.devices import DeviceLabel, check_device_label
 from densekv.integrations.drive import run
 from densekv.integrations.flask_session import DensekvSession
 from densekv.integrations.flasklike import (
@@ -173,14 +180,17 @@ class SessionInterface(FlaskSessionInterface):
     FlaskSessionFallback to move sessions in from Flask-Session under the same cookie.
     identity_key: the session key whose value is the logged-in user (Flask-Login's
     `_user_id`): setting it logs the session in as that user, removing it logs out; None
-    to follow only session.login() / destroy().
+    to follow only session.login() / destroy(). device_label: a callable(request) -> str |
+    None called at each login (session.login() or Flask-Login's), whose answer labels the
+    session in store.sessions_of (a store with track_devices=True; densekv.integrations.devices).
     """
 
     session_class = DensekvSession
 
     def __init__(self, store: SessionStore | Callable[[], SessionStore], *,
                  cookie_name: str | None = None, fallback: FlaskSessionFallback | None = None,
-                 identity_key: str | None = "_user_id") -> None:
+                 identity_key: str | None = "_user_id",
+                 device_label: DeviceLabel | None = None) -> None:
         if isinstance(store, SessionStore):
             self._store: SessionStore | None = store
             self._factory: Callable[[], SessionStore] | None = None
@@ -191,21 +201,26 @@ class SessionInterface(FlaskSessionInterface):
         self.cookie_name = cookie_name
         self.fallback = fallback
         self.identity_key = identity_key
+        check_device_label(device_label, {"track_devices": True}, "SessionInterface")
+        self.device_label = device_label
 
     @classmethod
     def from_url(cls, url: str, *, namespace: str = DEFAULT_NAMESPACE,
                  client_options: Mapping[str, Any] | None = None, cookie_name: str | None = None,
                  fallback: FlaskSessionFallback | None = None,
-                 identity_key: str | None = "_user_id", **store_options: Any) -> SessionInterface:
+                 identity_key: str | None = "_user_id", device_label: DeviceLabel | None = None,
+                 **store_options: Any) -> SessionInterface:
         """Sessions on the server at `url` (redis://, rediss://, unix://, redis+cluster://):
         each process builds its own client and store on its first use of a session (after
         a gunicorn fork, even with --preload; never at import or app creation, so a server
         that is down fails only requests that use the session). `client_options` go to
         densekv.connect.from_url (connect and read timeouts, 5 s each by default),
-        `store_options` to SessionStore (ttl, idle_ttl, layout, ...). A URL no client can be
-        built from (another scheme, a port that is not a number, an option redis-py cannot
-        read) raises InvalidArgument here, at setup."""
+        `store_options` to SessionStore (ttl, idle_ttl, layout, track_devices,
+        max_sessions_per_identity, on_limit, ...). A URL no client can be built from
+        (another scheme, a port that is not a number, an option redis-py cannot read), or a
+        device_label without track_devices=True, raises InvalidArgument here, at setup."""
         check_url(url, "SessionInterface.from_url: url")
+        check_device_label(device_label, store_options, "SessionInterface.from_url")
         options = dict(client_options or {})
 
         def build() -> SessionStore:
@@ -213,7 +228,8 @@ class SessionInterface(FlaskSessionInterface):
 
             return SessionStore(from_url(url, **options), namespace=namespace, **store_options)
 
-        return cls(build, cookie_name=cookie_name, fallback=fallback, identity_key=identity_key)
+        return cls(build, cookie_name=cookie_name, fallback=fallback, identity_key=identity_key,
+                   device_label=device_label)
 
     @property
     def store(self) -> SessionStore:
@@ -290,4 +306,5 @@ class SessionInterface(FlaskSessionInterface):
         if nothing_to_write(session):
             return
         store = self.store
-        apply_cookie(self, app, session, response, run(save_flow(self, app, session, store), store))
+        outcome = run(save_flow(self, app, session, store, request if has_request_context() else None), store)
+        apply_cookie(self, app, session, response, outcome)

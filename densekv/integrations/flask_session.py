@@ -12,6 +12,7 @@ from typing import Any
 
 from flask.sessions import SessionMixin, session_json_serializer
 
+from densekv.integrations.devices import session_id
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, check_identity
 
@@ -158,6 +159,15 @@ class DensekvSession(TrackedDict, SessionMixin):
         if self.login_as is not None:
             return self.login_as
         return self.found.identity if self.found is not None else None
+
+    @property
+    def id(self) -> str | None:
+        """The id the stored session is listed under (`Session.id` in store.sessions_of,
+        what store.destroy_id takes), None while none is stored: a "your devices" page marks
+        "this device" with it. It names the session as the request read it (a login or
+        regenerate of this request gives it a new one at save time)."""
+        self.read()
+        return session_id(self.token)
 
     # -- every use of the dict reads it first ------------------------------------------------
     def __getitem__(self, key: str) -> Any:

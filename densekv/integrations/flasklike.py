@@ -7,8 +7,8 @@ integrations/decide.py's Calls, run by drive.run or drive.arun), the lifetime an
 rules and the cookie headers live here.
 
 `interface` below is either shell's SessionInterface: both have Flask's cookie helpers
-(get_cookie_name, get_cookie_domain, ..., should_set_cookie, get_expiration_time) and an
-`identity_key`. `app` is a Flask or Quart app (config, permanent_session_lifetime, logger).
+(get_cookie_name, get_cookie_domain, ..., should_set_cookie, get_expiration_time), an
+`identity_key` and a `device_label` hook (integrations/devices.py; None: no label). `app` is a Flask or Quart app (config, permanent_session_lifetime, logger).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import redis
 
 from densekv.errors import ServerUnavailable, SessionIdentityInvalid
 from densekv.integrations.decide import NOTHING, Call, Held, Outcome, carry, decide
+from densekv.integrations.devices import label_of
 from densekv.integrations.flask_session import (
     MISSING,
     DensekvSession,
@@ -147,15 +148,16 @@ def nothing_to_write(session: DensekvSession) -> bool:
 
 
 def save_flow(interface: Any, app: Any, session: DensekvSession,
-              store: Any) -> Generator[Call, Any, Outcome | None]:
+              store: Any, request: Any = None) -> Generator[Call, Any, Outcome | None]:
     """The save as store calls (store: a SessionStore, or an AsyncSessionStore that is
     ready): the sessions ended earlier in the request, log out everywhere, then the
-    decision. Returns the outcome (its cookie to send), or None when nothing was decided."""
-    for token in session.ended:  # destroy() / a change of user / logout, asked for earlier
-        yield Call("destroy", (token,))
-    if session.end_all is not None:
+    decision. Returns the outcome (its cookie to send), or None when nothing was decided.
+    `request`: what the interface's device_label hook is called with at a login."""
+    if session.end_all is not None:  # first: this session ends as one of them (its event says so)
         for form in identity_forms(identity_of(session.end_all)):
             yield Call("destroy_all", (form,))
+    for token in session.ended:  # destroy() / a change of user / logout, asked for earlier
+        yield Call("destroy", (token,))
     if (not session.modified and session.login_as is None and not session.regenerate_asked
             and session.token is not None and not interface.should_set_cookie(app, session)):
         # read only, no cookie to refresh (most requests): what decide() answers then,
@@ -163,13 +165,15 @@ def save_flow(interface: Any, app: Any, session: DensekvSession,
         if session.found is not None and store.due_for_touch(session.found):
             yield Call("touch", (session.token,))
         return None
-    decision = decide(held(interface, app, session, store))
+    label = label_of(interface.device_label, request) if session.login_as is not None else None
+    decision = decide(held(interface, app, session, store, label))
     if decision is NOTHING:  # most requests: read, nothing due
         return None
     return (yield from carry(decision, session.token))
 
 
-def held(interface: Any, app: Any, session: DensekvSession, store: Any) -> Held:
+def held(interface: Any, app: Any, session: DensekvSession, store: Any,
+         label: str | None = None) -> Held:
     """The request's session as the save decision (integrations/decide.py) takes it."""
     token, found, login_as = session.token, session.found, session.login_as
     changed, removed = session.changes() if session.modified and token is not None else ({}, [])
@@ -195,7 +199,7 @@ def held(interface: Any, app: Any, session: DensekvSession, store: Any) -> Held:
         life=life, renew_on_rotate=restarts, refresh=refresh,
         refresh_ttl=idle and refresh and refresh_due(session, life, store),
         touch_due=idle and found is not None and store.due_for_touch(found),
-        gone="create" if login_as is not None else "delete")
+        gone="create" if login_as is not None else "delete", label=label)
 
 
 def lifetime(app: Any, session: DensekvSession, store: Any) -> int | None:

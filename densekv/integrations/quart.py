@@ -33,11 +33,12 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from quart import Quart, after_this_request, has_request_context
+from quart import Quart, after_this_request, has_request_context, request
 from quart.sessions import SessionInterface as QuartSessionInterface
 from quart.sessions import SessionMixin
 
 from densekv.errors import DensekvError, ServerUnavailable, SessionExists
+from densekv.integrations.devices import DeviceLabel, check_device_label
 from densekv.integrations.drive import arun
 from densekv.integrations.flask_session import DensekvSession
 from densekv.integrations.flasklike import (
@@ -114,31 +115,40 @@ class SessionInterface(QuartSessionInterface):
     Quart-Session under the same cookie. identity_key: the session key whose value is the
     logged-in user (`_user_id`, as Flask-Login and its Quart ports keep it): setting it
     logs the session in as that user, removing it logs out; None to follow only
-    session.login() / destroy().
+    session.login() / destroy(). device_label: a callable(request) -> str | None called at
+    each login, whose answer labels the session in store.sessions_of (a store with
+    track_devices=True; densekv.integrations.devices).
     """
 
     session_class = DensekvSession
 
     def __init__(self, store: AsyncSessionStore | StoreFactory, *, cookie_name: str | None = None,
                  fallback: QuartSessionFallback | None = None,
-                 identity_key: str | None = "_user_id") -> None:
+                 identity_key: str | None = "_user_id",
+                 device_label: DeviceLabel | None = None) -> None:
         self.stores = LoopStores(store, "densekv Quart SessionInterface")
         self.cookie_name = cookie_name
         self.fallback = fallback
         self.identity_key = identity_key
+        check_device_label(device_label, {"track_devices": True}, "SessionInterface")
+        self.device_label = device_label
 
     @classmethod
     def from_url(cls, url: str, *, namespace: str = DEFAULT_NAMESPACE,
                  client_options: Mapping[str, Any] | None = None, cookie_name: str | None = None,
                  fallback: QuartSessionFallback | None = None,
-                 identity_key: str | None = "_user_id", **store_options: Any) -> SessionInterface:
+                 identity_key: str | None = "_user_id", device_label: DeviceLabel | None = None,
+                 **store_options: Any) -> SessionInterface:
         """Sessions on the server at `url` (redis://, rediss://, unix://, redis+cluster://):
         one client and store per running event loop, built on its first request that has a
         session to read or write (never at import or app creation) and closed with the loop.
         `client_options` go to densekv.connect.from_url (connect and read timeouts, 5 s each
-        by default), `store_options` to AsyncSessionStore (ttl, idle_ttl, layout, ...). A
-        URL no client can be built from raises InvalidArgument here, at setup."""
+        by default), `store_options` to AsyncSessionStore (ttl, idle_ttl, layout,
+        track_devices, max_sessions_per_identity, on_limit, ...). A URL no client can be
+        built from, or a device_label without track_devices=True, raises InvalidArgument
+        here, at setup."""
         check_url(url, "SessionInterface.from_url: url")
+        check_device_label(device_label, store_options, "SessionInterface.from_url")
         options = dict(client_options or {})
 
         def build() -> AsyncSessionStore:
@@ -147,7 +157,8 @@ class SessionInterface(QuartSessionInterface):
             return AsyncSessionStore(from_url(url, asyncio=True, **options), namespace=namespace,
                                      **store_options)
 
-        return cls(build, cookie_name=cookie_name, fallback=fallback, identity_key=identity_key)
+        return cls(build, cookie_name=cookie_name, fallback=fallback, identity_key=identity_key,
+                   device_label=device_label)
 
     async def store(self) -> AsyncSessionStore:
         """The store of the running event loop (for the app's own calls in a view:
@@ -216,7 +227,8 @@ class SessionInterface(QuartSessionInterface):
                 return
             store = await self.stores.current()
             await store.ready()  # the lifetime rules read its ttl and clock
-            outcome = await arun(save_flow(self, app, session, store), store)
+            at = request if has_request_context() else None
+            outcome = await arun(save_flow(self, app, session, store, at), store)
             apply_cookie(self, app, session, response, outcome)
         except BaseException:
             session.failed = True

@@ -102,6 +102,7 @@ from densekv.integrations.asgi import (
     SessionState,
     check_lifetime,
 )
+from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
 from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.urls import check_url
 from densekv.sessions.model import Identity
@@ -147,8 +148,12 @@ async def login(request: HTTPConnection, identity: Identity) -> None:
     too, as Django's login() flushes); an anonymous session or one of the same identity
     keeps its data and this request's changes. A request without a stored session (or
     whose session ended meanwhile) gets a new one holding its current data, written now
-    even if empty: a login is worth a session."""
-    await asgi.login(_session_of(request), identity)
+    even if empty: a login is worth a session. The middleware's device_label hook labels
+    it; a login past the store's max_sessions_per_identity with on_limit="refuse" raises
+    SessionLimitReached here, the session as it was (an anonymous one kept)."""
+    session = _session_of(request)
+    hook = session.state.device_label
+    await asgi.login(session, identity, None if hook is None else label_of(hook, request))
 
 
 async def regenerate(request: HTTPConnection) -> None:
@@ -274,7 +279,9 @@ class SessionMiddleware(SessionRules):
     max_age also bounds the stored session's life. store_options go to AsyncSessionStore
     (namespace, ttl, idle_ttl, ...), client_options to densekv.connect.from_url (timeouts);
     move_in: a StarsessionsRedis (or any source with async read/forget) to move sessions in
-    from under the same cookie. A url no client can be built from raises InvalidArgument
+    from under the same cookie. device_label: a callable(request) -> str | None that labels
+    the session at login() (a store with track_devices=True). A url no client can be built
+    from, or a device_label whose store_options lack track_devices, raises InvalidArgument
     when the middleware is made."""
 
     def __init__(
@@ -293,11 +300,14 @@ class SessionMiddleware(SessionRules):
         domain: str | None = None,
         partitioned: bool = False,
         move_in: MoveInSource | None = None,
+        device_label: DeviceLabel | None = None,
     ) -> None:
         if store_options and url is None:
             raise TypeError("store_options go with url=; a store given is built already")
         super().__init__(max_age, move_in)
         self.app = app
+        check_device_label(device_label, store_options or {"track_devices": url is None}, "SessionMiddleware")
+        self.device_label = device_label
         self.stores = _PerLoop(store, url, store_options or {}, client_options or {})
         self.session_cookie = session_cookie
         self.path = path
@@ -321,6 +331,7 @@ class SessionMiddleware(SessionRules):
         store = await self.stores.current()
         session = await self.load(store, HTTPConnection(scope).cookies.get(self.session_cookie))
         scope["session"] = session
+        session.state.device_label = self.device_label
 
         async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.start" and session.state.failed is None:

@@ -49,14 +49,27 @@ TABLE: list[tuple[str, Held, list[tuple[str, tuple[Any, ...], dict[str, Any]]], 
     ("emptied, keys set after: a new anonymous session first, then the old one ends",
      Held(token="t", read=R, modified=True, emptied=True, data={"flash": "bye"}, life=9),
      [("create", (None, {"flash": "bye"}, 9), {})], ("t",), "set"),
-    ("login with changes: apply (lifetime in it), then login, no set_ttl",
+    (("login with changes: login first (a refused one writes nothing), then apply (lifetime in "
+     "it) to the new token, reading it, no set_ttl"),
      Held(token="t", read=R, modified=True, changed={"b": 2}, identity=7, rotate="login", ttl=60,
           life=60),
-     [("apply", ({"b": 2}, []), {"ttl": 60, "read": R}), ("login", (7,), {})], (), "set"),
-    ("login with changes, lifetime kept: apply, login, then set_ttl",
+     [("login", (7,), {}), ("apply", ({"b": 2}, []), {"ttl": 60, "read": None})], (), "set"),
+    ("login with changes, lifetime kept: login, apply, then set_ttl",
      Held(token="t", read=R, modified=True, changed={"b": 2}, identity=7, rotate="login", life=60),
-     [("apply", ({"b": 2}, []), {"ttl": ..., "read": R}), ("login", (7,), {}),
+     [("login", (7,), {}), ("apply", ({"b": 2}, []), {"ttl": ..., "read": None}),
       ("set_ttl", (60,), {})], (), "set"),
+    ("login with a device label: login passes it",
+     Held(token="t", read=R, modified=True, identity=7, rotate="login", label="Firefox on Linux",
+          renew_on_rotate=False),
+     [("login", (7,), {"label": "Firefox on Linux"})], (), "set"),
+    ("no session, a login with a device label: the create passes it",
+     Held(modified=True, identity=7, label="curl"), [("create", (7, {}, None), {"label": "curl"})],
+     (), "set"),
+    ("an anonymous create never passes a label",
+     Held(modified=True, data=DATA, label="curl"), [("create", (None, DATA, None), {})], (), "set"),
+    ("regenerate never passes a label",
+     Held(token="t", read=R, modified=True, rotate="regenerate", renew_on_rotate=False, label="x"),
+     [("regenerate", (), {})], (), "set"),
     ("regenerate alone: regenerate, restart the lifetime",
      Held(token="t", read=R, modified=True, rotate="regenerate", life=30),
      [("regenerate", (), {}), ("set_ttl", (30,), {})], (), "set"),
@@ -119,7 +132,7 @@ def test_carry_runs_the_calls_on_the_current_token_and_ends_after() -> None:
     d = decide(Held(token="t", read=R, stale="old", modified=True, changed={"b": 2},
                     identity=7, rotate="login", ttl=5))
     calls, out = run(d, "t", {"apply": {"a": 1, "b": 2}, "login": "n", "destroy": True})
-    assert names(calls) == [("apply", ("t", {"b": 2}, [])), ("login", ("t", 7)),
+    assert names(calls) == [("login", ("t", 7)), ("apply", ("n", {"b": 2}, [])),
                             ("destroy", ("old",))]
     assert out == Outcome("n", "set", False, {"a": 1, "b": 2})
 
@@ -143,8 +156,8 @@ def test_carry_a_session_gone_meanwhile_is_never_recreated(gone_at: str) -> None
 def test_carry_gone_with_a_pending_login_creates_a_session_for_it() -> None:
     d = decide(Held(token="t", read=R, modified=True, changed={"b": 2}, data={"b": 2},
                     identity=7, rotate="login", life=60, gone="create"))
-    calls, out = run(d, "t", {"apply": None, "create": "fresh"})
-    assert names(calls) == [("apply", ("t", {"b": 2}, [])), ("create", (7, {"b": 2}, 60))]
+    calls, out = run(d, "t", {"login": None, "create": "fresh"})
+    assert names(calls) == [("login", ("t", 7)), ("create", (7, {"b": 2}, 60))]
     assert (out.token, out.cookie, out.gone) == ("fresh", "set", True)
 
 

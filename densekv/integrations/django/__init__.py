@@ -75,7 +75,7 @@ except ImportError as missing:  # pragma: no cover - depends on what is installe
     raise ImportError("densekv.integrations.django needs Django: pip install 'densekv[django]'") from missing
 
 from densekv.integrations.django.backend import check_settings
-from densekv.integrations.django.engine import SessionStore
+from densekv.integrations.django.engine import SessionStore, on_user_logged_in
 
 __all__ = ["SessionStore"]
 
@@ -93,4 +93,16 @@ def _check_at_startup() -> None:
             check_settings(conf)
 
 
+def _connect_login_signal() -> None:
+    """contrib.auth's login() labels the session and enforces the session limit in the view
+    (engine.on_user_logged_in), when DENSEKV_SESSIONS asks for either; nothing otherwise."""
+    try:
+        from django.contrib.auth.signals import user_logged_in  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - contrib.auth is part of Django
+        return
+    user_logged_in.connect(on_user_logged_in, dispatch_uid="densekv.integrations.django.login",
+                           weak=False)
+
+
 _check_at_startup()
+_connect_login_signal()

@@ -18,7 +18,7 @@ import difflib
 import inspect
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings  # type: ignore[import-untyped]
@@ -38,7 +38,7 @@ FALLBACKS = {  # short names for the backends sessions move in from
     "db": "django.contrib.sessions.backends.db.SessionStore",
     "cached_db": "django.contrib.sessions.backends.cached_db.SessionStore",
 }
-ENGINE_KEYS = ("url", "client", "async_client", "fallback", *TIMEOUTS)  # the rest: the store's
+ENGINE_KEYS = ("url", "client", "async_client", "fallback", "device_label", *TIMEOUTS)  # the rest: the store's
 NOT_SETTINGS = ("self", "client")  # SessionStore parameters the engine fills in itself
 _MAX_BACKENDS = 16  # settings values kept built at once (override_settings makes new ones)
 
@@ -76,6 +76,14 @@ def check_settings(conf: Any) -> None:
             check_url(conf["url"], "DENSEKV_SESSIONS['url']")
         except InvalidArgument as exc:
             raise ImproperlyConfigured(str(exc)) from exc
+    hook = conf.get("device_label")
+    if hook is not None:
+        if not callable(hook) and not isinstance(hook, str):
+            raise ImproperlyConfigured("DENSEKV_SESSIONS['device_label'] is a callable(request) -> str | None "
+                                       f"or its dotted path, not {type(hook).__name__}")
+        if not conf.get("track_devices"):
+            raise ImproperlyConfigured("DENSEKV_SESSIONS['device_label'] needs 'track_devices': True "
+                                       "(a store keeps labels only then)")
     for key in TIMEOUTS:
         value = conf.get(key, 1.0)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
@@ -104,6 +112,15 @@ class Backend:
             raise ImproperlyConfigured(
                 f"DENSEKV_SESSIONS['fallback'] is {', '.join(map(repr, FALLBACKS))} or the dotted path "
                 f"of a SessionStore class; {name!r} does not import: {exc}") from exc
+        hook = conf.get("device_label")
+        try:
+            self.device_label: Callable[[Any], str | None] | None = (
+                import_string(hook) if isinstance(hook, str) else hook)
+        except ImportError as exc:
+            raise ImproperlyConfigured(
+                f"DENSEKV_SESSIONS['device_label'] {hook!r} does not import: {exc}") from exc
+        #: contrib.auth's login() logs the session in at once (engine.on_user_logged_in)
+        self.eager_login = self.device_label is not None or conf.get("max_sessions_per_identity") is not None
         self._lock = threading.Lock()
         self._sync: DenseStore | None = None
         self._owned: Any = None  # the sync client built from url (closed with the backend)

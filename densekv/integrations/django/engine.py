@@ -18,8 +18,9 @@ from django.contrib.sessions.backends.base import (  # type: ignore[import-untyp
 from django.contrib.sessions.exceptions import SessionInterrupted  # type: ignore[import-untyped]
 from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 
-from densekv.errors import SessionDataInvalid, SessionExists
+from densekv.errors import SessionDataInvalid, SessionExists, SessionLimitReached
 from densekv.integrations.decide import Held, carry, decide
+from densekv.integrations.devices import label_of
 from densekv.integrations.django.backend import Backend, backend_for
 from densekv.integrations.django.calls import Call, Flow, adrive, drive
 from densekv.integrations.django.movein import Previous
@@ -29,7 +30,7 @@ from densekv.sessions import SessionStore as DenseStore
 from densekv.sessions.model import new_token, well_formed
 from densekv.sessions.payload import pack_data
 
-__all__ = ["SessionStore"]
+__all__ = ["SessionStore", "on_user_logged_in"]
 
 T = TypeVar("T")
 
@@ -51,6 +52,10 @@ class SessionStore(SessionBase):  # type: ignore[misc]
 
     densekv_settings: ClassVar[Mapping[str, Any] | None] = None  # None: settings.DENSEKV_SESSIONS
     _session_key: str | None  # SessionBase's validating property (8+ characters or None)
+    #: the label this session's next login gives it (track_devices): set from the
+    #: device_label hook by contrib.auth's login() (on_user_logged_in), or by the app before
+    #: a login of its own (`session[SESSION_KEY] = uid; session.device_label = ...; cycle_key()`)
+    device_label: str | None = None
 
     def __init__(self, session_key: str | None = None) -> None:
         super().__init__(session_key)
@@ -174,9 +179,12 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         if token is not None and not well_formed(token):
             raise CreateError
         identity = identity_of(data)
+        options: dict[str, Any] = {"token": token}
+        if identity is not None and self.device_label is not None:
+            options["label"] = self.device_label
         try:  # a given token is stored only if no live session holds it (one atomic step)
             made, stored = yield from self._storing(
-                lambda d: Call("create", (identity, d, ttl), {"token": token}), data)
+                lambda d: Call("create", (identity, d, ttl), options), data)
         except SessionExists:
             raise CreateError from None
         self._session_key = made
@@ -211,7 +219,8 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         login = identity is not None and identity != base.identity
         held = Held(token=token, read=base.read, modified=True, removed=removed,
                     identity=identity if login else None, rotate="login" if login else None,
-                    ttl=ttl, life=ttl, refresh=True, refresh_ttl=True, gone="raise")
+                    ttl=ttl, life=ttl, refresh=True, refresh_ttl=True, gone="raise",
+                    label=self.device_label)
         outcome, _ = yield from self._storing(
             lambda d: carry(decide(replace(held, changed=d)), token), changes)
         if outcome.gone:
@@ -239,7 +248,8 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         base = self._base()
         identity = identity_of(data)
         if identity is not None and (base is None or identity != base.identity):
-            moved = yield Call("login", (token, identity))
+            label = {} if self.device_label is None else {"label": self.device_label}
+            moved = yield Call("login", (token, identity), label)
         else:
             moved = yield Call("regenerate", (token,))
         if moved is None:
@@ -359,3 +369,34 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         else:
             await sync_to_async(backend.sync().sweep)()
 
+
+
+def on_user_logged_in(sender: Any, request: Any = None, user: Any = None, **kwargs: Any) -> None:
+    """contrib.auth's user_logged_in (sent by login() and alogin() once the session holds the
+    user): with a device_label hook or max_sessions_per_identity configured, label the
+    session and log it in now, in the view, instead of when the response is saved, so a
+    login the store refuses raises SessionLimitReached out of login() where the view can
+    catch it. Refused, the session is left anonymous as it was before login() (its auth
+    keys removed, request.user anonymous; Django's login() had already given it a new key)."""
+    session = getattr(request, "session", None)
+    if not isinstance(session, SessionStore):
+        return
+    backend = session._backend()  # noqa: SLF001 - this module's own class
+    if not backend.eager_login:
+        return
+    session.device_label = label_of(backend.device_label, request)
+    try:
+        session.cycle_key()
+    except SessionLimitReached:
+        from django.contrib.auth import (  # type: ignore[import-untyped]
+            BACKEND_SESSION_KEY,
+            HASH_SESSION_KEY,
+            SESSION_KEY,
+        )
+        from django.contrib.auth.models import AnonymousUser  # type: ignore[import-untyped]
+
+        for key in (SESSION_KEY, BACKEND_SESSION_KEY, HASH_SESSION_KEY):
+            session.pop(key, None)
+        if hasattr(request, "user"):
+            request.user = AnonymousUser()
+        raise

@@ -269,10 +269,16 @@ class AiohttpDriver:
 
 
 def make_driver(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | None = None,
-                clock: Callable[[], float] = time.time, **store_kwargs: Any) -> AiohttpDriver:
+                clock: Callable[[], float] = time.time, observer: Any = None,
+                device_label: Callable[[Any], str | None] | None = None,
+                **store_kwargs: Any) -> AiohttpDriver:
+    """`observer`: attached to the app's store; `device_label`: the storage's hook."""
     def make() -> web.Application:
-        return make_app(make_store(url, namespace, ttl=ttl, idle_ttl=idle_ttl, clock=clock,
-                                   **store_kwargs))
+        store = make_store(url, namespace, ttl=ttl, idle_ttl=idle_ttl, clock=clock, **store_kwargs)
+        if observer is not None:
+            store.observe(observer)
+        hook = {} if device_label is None else {"device_label": device_label}
+        return make_app(store, **hook)
 
     return AiohttpDriver(_Shared(make), owner=True)
 

@@ -38,6 +38,7 @@ from django.test import AsyncClient, Client
 from django.urls import path
 from django.views.decorators.http import require_GET, require_POST
 
+from densekv import SessionLimitReached
 from densekv.connect import from_url
 from densekv.integrations.django import SessionStore
 from tests.web.driver import COOKIE, SLOW_SET_S
@@ -202,7 +203,10 @@ def auth_login(request: HttpRequest, uid: int) -> JsonResponse:
     from django.contrib.auth import login as django_login
 
     user = get_user_model().objects.get(pk=uid)
-    django_login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    try:
+        django_login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    except SessionLimitReached:  # max_sessions_per_identity with on_limit="refuse"
+        return JsonResponse({"error": "too many devices"}, status=409)
     return JsonResponse(OK)
 
 
@@ -308,15 +312,20 @@ def _dumps(value: Any) -> str:
 
 
 def make_driver(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | None = None,
-                clock: Callable[[], float] = time.time, **store_kwargs: Any) -> DjangoDriver:
+                clock: Callable[[], float] = time.time, observer: Any = None,
+                **store_kwargs: Any) -> DjangoDriver:
     """A browser on a Django app whose sessions live on `url` under `namespace`;
-    `store_kwargs` go into the engine's settings dict (store keywords, or "fallback")."""
+    `store_kwargs` go into the engine's settings dict (store keywords, "fallback",
+    "device_label"); `observer` is attached to the engine's sync store (the contract's views
+    are sync)."""
     configure()
     client = from_url(url)  # connect and read timeouts, as the docs say
     conf = {"client": client, "url": url, "namespace": namespace, "ttl": ttl, "idle_ttl": idle_ttl,
             "clock": clock, **store_kwargs}
     engine_id = uuid.uuid4().hex
     _ENGINES[engine_id] = SessionStore.bound_to(conf)
+    if observer is not None:
+        _ENGINES[engine_id].densekv_store().observe(observer)
     return DjangoDriver(engine_id, client)
 
 

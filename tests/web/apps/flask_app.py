@@ -128,9 +128,15 @@ def make_store(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | Non
 
 
 def make_driver(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | None = None,
-                clock: Callable[[], float] = time.time, **store_kwargs: Any) -> FlaskDriver:
+                clock: Callable[[], float] = time.time, observer: Any = None,
+                device_label: Callable[[Any], str | None] | None = None,
+                **store_kwargs: Any) -> FlaskDriver:
+    """`observer`: attached to the app's store; `device_label`: the interface's hook."""
     store = make_store(url, namespace, ttl=ttl, idle_ttl=idle_ttl, clock=clock, **store_kwargs)
-    return FlaskDriver(make_app(store), owned=store.client)
+    if observer is not None:
+        store.observe(observer)
+    interface = SessionInterface(store, device_label=device_label)
+    return FlaskDriver(make_app(None, interface=interface), owned=store.client)
 
 
 def wsgi_app_from_env() -> Flask:

@@ -184,9 +184,14 @@ def make_store(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | Non
 
 
 def make_driver(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | None = None,
-                clock: Callable[[], float] = time.time, **store_kwargs: Any) -> QuartDriver:
+                clock: Callable[[], float] = time.time, observer: Any = None,
+                device_label: Callable[[Any], str | None] | None = None,
+                **store_kwargs: Any) -> QuartDriver:
+    """`observer`: attached to the app's store; `device_label`: the interface's hook."""
     store = make_store(url, namespace, ttl=ttl, idle_ttl=idle_ttl, clock=clock, **store_kwargs)
-    app = make_app(SessionInterface(store))
+    if observer is not None:
+        store.observe(observer)
+    app = make_app(SessionInterface(store, device_label=device_label))
     return QuartDriver(app, Loop(), store)
 
 

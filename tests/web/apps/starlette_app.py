@@ -222,9 +222,15 @@ class StarletteDriver:
 
 
 def make_driver(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | None = None,
-                clock: Callable[[], float] = time.time, **store_kwargs: Any) -> StarletteDriver:
+                clock: Callable[[], float] = time.time, observer: Any = None,
+                device_label: Callable[[Any], str | None] | None = None,
+                **store_kwargs: Any) -> StarletteDriver:
+    """`observer`: attached to the app's store; `device_label`: the middleware's hook."""
     store = make_store(url, namespace, ttl=ttl, idle_ttl=idle_ttl, clock=clock, **store_kwargs)
-    return StarletteDriver(_Shared(make_app(store, max_age=ttl), store), owner=True)
+    if observer is not None:
+        store.observe(observer)
+    hook = {} if device_label is None else {"device_label": device_label}
+    return StarletteDriver(_Shared(make_app(store, max_age=ttl, **hook), store), owner=True)
 
 
 def driver_for(app: Starlette, store: AsyncSessionStore) -> StarletteDriver:
