@@ -53,6 +53,7 @@ from densekv.integrations.asgi import (
     SessionRules,
     check_lifetime,
 )
+from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
 from densekv.integrations.loops import LoopStores
 from densekv.integrations.urls import check_url
 from densekv.sessions.model import Identity
@@ -152,8 +153,12 @@ async def login(connection: ASGIConnection[Any, Any, Any, Any], identity: Identi
     too); an anonymous session or one of the same identity keeps its data and this
     request's changes (a session given with set_session() included). A request without a
     stored session (or whose session ended meanwhile) gets a new one holding its current
-    data, written now even if empty: a login is worth a session."""
-    await asgi.login(_session_of(connection), identity)
+    data, written now even if empty: a login is worth a session. The config's
+    device_label hook labels it; a login past the store's max_sessions_per_identity with
+    on_limit="refuse" raises SessionLimitReached here, the session as it was."""
+    session = _session_of(connection)
+    hook = session.state.device_label
+    await asgi.login(session, identity, None if hook is None else label_of(hook, connection))
 
 
 async def regenerate(connection: ASGIConnection[Any, Any, Any, Any]) -> None:
@@ -198,6 +203,7 @@ class SessionBackend(BaseSessionBackend["SessionConfig"]):
         store = await config.stores.current()
         session = await config.rules.load(store, connection.cookies.get(config.key))
         connection.scope[_STATE] = session  # type: ignore[literal-required]
+        session.state.device_label = config.device_label
         return session
 
     async def store_in_message(self, scope_session: ScopeSession, message: Message,
@@ -306,6 +312,9 @@ class SessionConfig(BaseBackendConfig[SessionBackend]):
     """A route handler option that skips the middleware."""
     move_in: MoveInSource | None = None
     """Where sessions densekv does not have yet may still live, by cookie value."""
+    device_label: DeviceLabel | None = None
+    """A callable(request) -> str | None that labels the session at login() ("your
+    devices": a store with track_devices=True)."""
     rules: SessionRules = field(init=False, repr=False, compare=False)
     stores: LoopStores = field(init=False, repr=False, compare=False)
 
@@ -319,6 +328,8 @@ class SessionConfig(BaseBackendConfig[SessionBackend]):
         if self.store_options and self.url is None:
             raise ImproperlyConfiguredException(
                 "store_options go with url=; a store given is built already")
+        check_device_label(self.device_label, self.store_options or {"track_devices": self.url is None},
+                           "SessionConfig")
         self.rules = SessionRules(self.max_age, self.move_in)
         self.rules.session_class = _Used
         if self.url is not None:

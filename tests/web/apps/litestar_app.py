@@ -212,9 +212,15 @@ class LitestarDriver:
 
 
 def make_driver(url: str, namespace: str, *, ttl: int = 3600, idle_ttl: int | None = None,
-                clock: Callable[[], float] = time.time, **store_kwargs: Any) -> LitestarDriver:
+                clock: Callable[[], float] = time.time, observer: Any = None,
+                device_label: Callable[[Any], str | None] | None = None,
+                **store_kwargs: Any) -> LitestarDriver:
+    """`observer`: attached to the app's store; `device_label`: the config's hook."""
     store = make_store(url, namespace, ttl=ttl, idle_ttl=idle_ttl, clock=clock, **store_kwargs)
-    return LitestarDriver(_Shared(make_app(store, max_age=ttl), store), owner=True)
+    if observer is not None:
+        store.observe(observer)
+    hook = {} if device_label is None else {"device_label": device_label}
+    return LitestarDriver(_Shared(make_app(store, max_age=ttl, **hook), store), owner=True)
 
 
 def driver_for(app: Litestar, store: AsyncSessionStore) -> LitestarDriver:
