@@ -44,7 +44,9 @@ def test_all_is_what_a_user_imports_and_the_errors_a_user_catches() -> None:
     assert kinds | {"connect", "probe", "Capabilities", "embedded", "__version__"} <= set(densekv.__all__)
     errors = [n for n in densekv.__all__ if n[0].isupper() and issubclass(getattr(densekv, n), BaseException)]
     assert all(getattr(densekv, n) is getattr(densekv.errors, n) for n in errors)
-    assert len(errors) <= 10
+    # the few a user catches: 10 until issue 34's SessionLimitReached (a login refused by
+    # max_sessions_per_identity, on_limit="refuse"), which a web app catches in its view
+    assert len(errors) <= 11
 
 
 def test_a_star_import_gives_no_deprecated_name() -> None:
