@@ -338,10 +338,10 @@ def test_django_docs_devices_page_runs_as_written(server: Any) -> None:
         one.close()
 
 
-# -- docs/starlette.md and docs/aiohttp.md: their "your devices" page runs as written ---------------
+# -- docs/starlette.md, docs/aiohttp.md and docs/litestar.md: their "your devices" page runs as written ---------------
 # (docs/flask.md's and docs/quart.md's run with every block of those pages: test_flask.py,
 # test_quart.py; docs/django.md's above, as a URLconf)
-@pytest.mark.parametrize("page", ["starlette", "aiohttp"])
+@pytest.mark.parametrize("page", ["starlette", "aiohttp", "litestar"])
 def test_the_docs_devices_page_runs_as_written(page: str) -> None:
     import re
     import subprocess
