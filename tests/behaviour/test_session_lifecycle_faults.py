@@ -15,6 +15,9 @@ production store meets (docs/session-lifecycle.md states the promises checked he
     touches from any of them keep one session fresh, the least recently seen goes first,
     every eviction is reported once, by the process that evicted; on one server and the
     cluster;
+  * a touch racing the end of its session (logout, eviction, a login's rotation) lists no
+    session that is gone (it did: a phantom line that the limit counted, refusing the
+    user's next login with no session left).
 "Lost" for in-process events means: never delivered to an observer. They are at most once
 (a process that dies, or a reply that never comes back, loses them); the stream is the
 at-least-once record of expiries.
@@ -456,3 +459,81 @@ def test_touches_keep_one_session_fresh_across_three_processes(server: ServerPro
 def test_touches_keep_one_session_fresh_across_three_processes_on_the_cluster(
         cluster: LocalCluster, cluster_client: redis.RedisCluster) -> None:
     _touches_keep_one_session_fresh(f"redis+cluster://127.0.0.1:{cluster.live_nodes()[0].port}")
+
+
+# -- 5. a touch racing the end of its session ---------------------------------------------------
+class EndsItFirst:
+    """An executor that, when a touch's write is about to go (after its read), lets another
+    worker end the session first."""
+
+    def __init__(self, inner: Any, end: Callable[[], Any]) -> None:
+        self.inner, self.client, self.end = inner, inner.client, end
+        self.done = False
+
+    def run_many(self, plans: Any) -> Any:
+        if not self.done and any(_script_of(s) == "ix_seen" for p in plans for s in p.steps):
+            self.done = True
+            self.end()
+        return self.inner.run_many(plans)
+
+
+def _one(plan: Any) -> Any:
+    return (yield [plan])[0]
+
+
+def index_entries(store: SessionStore, identity: Any) -> list[bytes]:
+    """The identity's raw index entries (session references), live or not."""
+    index = store._core.index
+    assert index is not None
+    refs: list[bytes] = []
+    cursor = 0
+    while True:
+        cursor, found = store._drive(_one(index.plan_scan(identity, cursor)))
+        refs += [ref for ref, _ in found]
+        if cursor == 0:
+            return refs
+
+
+@pytest.mark.parametrize("how", ["logout", "eviction", "regenerate"])
+def test_a_touch_racing_the_end_of_its_session_lists_nothing(client: redis.Redis, how: str) -> None:
+    _touch_racing_the_end(client, how)
+
+
+@pytest.mark.parametrize("how", ["logout", "eviction", "regenerate"])
+def test_a_touch_racing_the_end_of_its_session_lists_nothing_on_the_cluster(
+        cluster_client: redis.RedisCluster, how: str) -> None:
+    _touch_racing_the_end(cluster_client, how)
+
+
+def _touch_racing_the_end(client: Any, how: str) -> None:
+    """A limited store's touch reads the session, then writes its index entry and its
+    expiry. Another worker ends the session in between (logs it out, evicts it with a
+    login, rotates it): the touch answers False and must not list the ended session again
+    (the entry written whole from nothing was a phantom line: the limit counted it as a
+    live session for idle_ttl, and with on_limit="refuse" refused the user's next login
+    while they had no session at all)."""
+    clock = Clock()
+    policy = "evict" if how == "eviction" else "refuse"
+    options: dict[str, Any] = {"layout": "dense", "idle_ttl": 1000, "clock": clock,
+                               "max_sessions_per_identity": 1, "on_limit": policy}
+    ns = f"limt-{time.time_ns()}"
+    mine, other = SessionStore(client, ns, **options), SessionStore(client, ns, **options)
+    token = mine.create("ada")
+    clock.now += 300  # a touch rolls the idle expiry now
+    ended: list[Any] = []
+    end = {"logout": lambda: ended.append(other.destroy(token)),
+           "eviction": lambda: ended.append(other.create("ada")),  # the limit (1) evicts it
+           "regenerate": lambda: ended.append(other.regenerate(token))}[how]  # it rotates away
+    real = mine._ex
+    mine._ex = EndsItFirst(real, end)  # type: ignore[assignment]
+    assert mine.touch(token) is False  # the session it read is gone when it writes
+    mine._ex = real
+    assert ended == [True] if how == "logout" else isinstance(ended[0], str)
+    live = [t for t in ended if isinstance(t, str)]
+    assert [s.id for s in other.sessions_of("ada")] == [sid(t) for t in live]
+    assert len(index_entries(other, "ada")) == len(live)  # one entry per live session, no more
+    for t in live:
+        assert other.destroy(t)
+    assert index_entries(other, "ada") == []
+    if policy == "refuse":  # nothing live: ada logs in again, not refused
+        assert other.get(other.create("ada")) is not None
