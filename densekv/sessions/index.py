@@ -131,8 +131,9 @@ class IdentityIndex:
 
     def plan_seen(self, identity: Identity, digest: bytes, absolute_at: int, expires_at: int,
                   whole: bytes) -> Plan[None]:
-        """New expiries in a format-1 entry, the rest kept (`whole`: the value to write if
-        the entry is missing or of format 0; lua/ix_seen.lua)."""
+        """New expiries in a format-1 entry, the rest kept (`whole`: the value to write over
+        a format-0 one); a missing entry is not written (its session ended since it was
+        read; lua/ix_seen.lua)."""
         key = self.key(self.partition_of(identity))
         field = self.prefix(identity) + digest[: self.ref_len]
         return Plan((ScriptCall(script("ix_seen"), (key,), (field, struct.pack(">II", absolute_at, expires_at), whole)),),
