@@ -15,9 +15,8 @@ starts an empty one; a load that failed raises where the app first uses the sess
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from densekv.errors import SessionDataInvalid, SessionDataTooLarge, SessionExists
 from densekv.integrations.calls import (
     Create,
     Destroy,
@@ -30,6 +29,8 @@ from densekv.integrations.calls import (
 from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.devices import DeviceLabel
 from densekv.integrations.drive import Flow, arun
+from densekv.integrations.movein import AsyncMoveInSource as MoveInSource
+from densekv.integrations.movein import move_in
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, well_formed
 from densekv.sessions.store import AsyncSessionStore
@@ -231,18 +232,6 @@ def _logout(session: DenseSession, everywhere: bool) -> Flow[None]:
     _end(session)
 
 
-# -- where sessions move in from -------------------------------------------------------------
-
-class MoveInSource(Protocol):
-    """Where sessions densekv does not have yet may still live, by cookie value."""
-
-    async def read(self, token: str) -> tuple[dict[str, Any], int | None] | None:
-        """The session's data and its seconds left (None: no expiry), or None."""
-
-    async def forget(self, token: str) -> None:
-        """Delete the old copy once densekv holds the session."""
-
-
 # -- load and save ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -285,28 +274,13 @@ class SessionRules:
         return session
 
     async def _move_in(self, store: AsyncSessionStore, token: str) -> Session | None:
+        """The policy is integrations/movein.py's: the old session's seconds left, at most
+        max_age and the store's ttl; anonymous, its data as it was."""
         source: Any = self.move_in
         bind = getattr(source, "for_store", None)
         if bind is not None:
             source = bind(store)
-        old = await source.read(token)
-        if old is None:
-            return None
-        data, left = old
-        if not data:
-            await source.forget(token)
-            return None
-        await store.ready()
-        bound = min(self.bound or store.ttl, store.ttl)
-        ttl = bound if left is None else min(left, bound)
-        try:
-            await store.create(None, data, ttl=ttl, token=token)
-        except SessionExists:  # another request moved it in a moment ago: theirs stands
-            return await store.get(token, undecodable="none")
-        except (SessionDataTooLarge, SessionDataInvalid):
-            return None  # left where it is, to expire there; this browser starts afresh
-        await source.forget(token)
-        return await store.get(token, undecodable="none")
+        return await arun(move_in(source, token, bound=self.bound, within_store_ttl=True), store)
 
     async def write(self, session: DenseSession) -> CookieChange | None:
         """Write what the request changed (integrations/decide.py's decision); return what

@@ -48,6 +48,8 @@ def run(flow: Flow[T], store: SessionStore | Callable[[], SessionStore]) -> T:
                 opened = store()
             result = perform(opened, call)
             if inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
+                    result.close()  # never awaited: closed, not left to warn
                 raise TypeError(f"{call!r} needs the async driver (an async store or source)")
         except Exception as exc:  # noqa: BLE001 - thrown into the flow (module docstring)
             result, error = None, exc

@@ -33,7 +33,7 @@ from densekv.integrations.flask_session import (
 from densekv.sessions.model import Identity, Session
 
 __all__ = ["REFRESH_GAIN", "UNAVAILABLE", "apply_cookie", "follow_identity_key", "identity_in",
-           "load_found", "save_flow", "served_without", "skip_save", "vary_cookie"]
+           "load_found", "load_moved", "save_flow", "served_without", "skip_save", "vary_cookie"]
 
 #: what a load after the view (an after-request hook's) survives: the server not answering,
 #: refusing the credentials (AuthenticationError is a ConnectionError) or too slow
@@ -62,6 +62,14 @@ def load_found(session: DensekvSession, token: str, found: Session | None) -> bo
     stored = found.data or {}
     session.loaded(untag_data(stored), token, found, stored)
     return True
+
+
+def load_moved(session: DensekvSession, token: str, moved: Session | None) -> None:
+    """Fill `session` from a session just moved in (integrations/movein.py), as not read: its
+    first request keeps the lifetime it brought (no refresh, no touch due yet)."""
+    if moved is not None:
+        stored = moved.data or {}
+        session.loaded(untag_data(stored), token, None, stored)
 
 
 def served_without(app: Any, session: DensekvSession, exc: BaseException) -> bool:

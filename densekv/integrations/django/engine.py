@@ -24,11 +24,9 @@ from densekv.integrations.calls import (
     Destroy,
     DestroyAll,
     DueForTouch,
-    ForgetOld,
     Get,
     Login,
     OldSource,
-    ReadOld,
     Regenerate,
     StoreCall,
     Touch,
@@ -39,6 +37,7 @@ from densekv.integrations.django.backend import Backend, backend_for
 from densekv.integrations.django.movein import AsyncOldBackend, OldBackend
 from densekv.integrations.django.values import EXPIRY_KEY, Data, Stored, copied, identity_of, same
 from densekv.integrations.drive import Flow, arun, run
+from densekv.integrations.movein import move_in
 from densekv.sessions import Session
 from densekv.sessions import SessionStore as DenseStore
 from densekv.sessions.model import new_token, well_formed
@@ -177,18 +176,10 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         return data
 
     def _move_in_flow(self, old: OldSource, token: str) -> Flow[Session | None]:
-        found = yield ReadOld(old, token)
-        if found is None or found[1] <= 0:
-            # not there either, unless another request just moved it in (and deleted it there)
-            again: Session | None = yield Get(token)
-            return again
-        data, left = found
-        try:
-            yield from self._storing(lambda d: Create(identity_of(d), d, left, token=token), data)
-        except SessionExists:  # another request moved it in a moment ago: theirs stands
-            return (yield Get(token))  # type: ignore[no-any-return]
-        yield ForgetOld(old, token)
-        return (yield Get(token))  # type: ignore[no-any-return]
+        """integrations/movein.py's policy; data densekv refuses as invalid is written once
+        more as SESSION_SERIALIZER gives it back (as _storing does)."""
+        return (yield from move_in(old, token, shape=lambda d: (d, identity_of(d)),
+                                   fix=self._as_serialized, what="a Django session"))
 
     def _create_flow(self, data: Data, token: str | None = None) -> Flow[None]:
         """A new session holding `data`; under `token` when given (CreateError if taken)."""
