@@ -34,8 +34,8 @@ The rules (tests/unit/test_web_decide.py holds them as a table):
 One shortcut lives in the shells: a request that read a stored session and changed,
 rotated, ended and refreshed nothing (most requests) is answered without building `Held`,
 as the two "read only" rows of the table say decide() answers it: `touch` when the idle
-expiry is due, else nothing, no cookie (flask.py `_save`, starlette.py `save`: ~5 us a
-request). A rule change for that case belongs there too.
+expiry is due, else nothing, no cookie (flasklike.py `save_flow`, asgi.py `_save`: ~5 us
+a request). A rule change for that case belongs there too (docs/development.md, "Web core").
 """
 
 from __future__ import annotations
