@@ -14,9 +14,10 @@ from typing import Any
 import aiohttp_session
 from aiohttp import web
 
+from densekv.integrations.calls import Create, Destroy, DestroyAll, Login, Regenerate
 from densekv.integrations.decide import Held, carry, decide
 from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
-from densekv.integrations.drive import arun
+from densekv.integrations.drive import Flow, arun
 from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, check_identity, well_formed
@@ -82,7 +83,9 @@ class DenseSession(aiohttp_session.Session):
     async def write(self) -> str | None:
         """Save what changed (integrations/decide.py); the cookie value to send ("" deletes
         it, None: no cookie). aiohttp_session saves only a changed session."""
-        ttl = await self.lifetime()
+        return await arun(self._save(await self.lifetime()), self.store)
+
+    def _save(self, ttl: int | None) -> Flow[str | None]:
         if ttl is not None and ttl <= 0:  # a session that outlives no request is not kept
             self.invalidate()
         mapping, token, ops = self.tracked, self.token, self.tracked.ops
@@ -94,7 +97,7 @@ class DenseSession(aiohttp_session.Session):
                     emptied=emptied, identity=self.identity if token is None else None,
                     rotated=self.new_cookie, ttl=... if ttl is None else ttl, life=ttl,
                     renew_on_rotate=False)
-        outcome = await arun(carry(decide(held), token), self.store)
+        outcome = yield from carry(decide(held), token)
         self.token, self.stale = outcome.token, None
         return {"set": outcome.token, "delete": ""}.get(outcome.cookie or "")
 
@@ -175,22 +178,30 @@ async def login(request: web.Request, identity: Identity) -> None:
     on_limit="refuse" raises SessionLimitReached here, the session as it was (an
     anonymous one kept)."""
     session, identity = await _session_of(request), check_identity(identity)
-    store, token, ttl = session.store, session.token, await session.lifetime()
-    labelled = {} if session.device_label is None else {"label": label_of(session.device_label, request)}
+    label = None if session.device_label is None else label_of(session.device_label, request)
+    await arun(_login(session, identity, await session.lifetime(), label), session.store)
+
+
+def _login(session: DenseSession, identity: Identity, ttl: int | None, label: str | None) -> Flow[None]:
+    token = session.token
     if token is not None and session.identity not in (None, identity):
-        await store.destroy(token)
-        session.moved(await store.create(identity, {}, ttl, **labelled), identity, {})
-    elif (moved := token and await store.login(token, identity, **labelled)) is not None:
+        yield Destroy(token)
+        session.moved((yield Create(identity, {}, ttl, label=label)), identity, {})
+    elif (moved := token and (yield Login(token, identity, label))) is not None:
         session.moved(moved, identity)  # this request's changes are saved as usual
     else:
-        session.moved(await store.create(identity, dict(session), ttl, **labelled), identity, dict(session))
+        session.moved((yield Create(identity, dict(session), ttl, label=label)), identity, dict(session))
 
 
 async def regenerate(request: web.Request) -> None:
     """A new token for the same data and identity, the old one dead."""
     session = await _session_of(request)
+    await arun(_regenerate(session), session.store)
+
+
+def _regenerate(session: DenseSession) -> Flow[None]:
     if session.token is not None:
-        token = await session.store.regenerate(session.token)
+        token = yield Regenerate(session.token)
         session.moved(token, session.identity if token else None, None if token else {})
 
 
@@ -198,8 +209,12 @@ async def logout_everywhere(request: web.Request) -> None:
     """End every session of this session's identity (this one too); an anonymous session
     ends alone. The session is empty afterwards and its cookie is deleted."""
     session = await _session_of(request)
+    await arun(_logout_everywhere(session), session.store)
+
+
+def _logout_everywhere(session: DenseSession) -> Flow[None]:
     if session.identity is not None:
-        await session.store.destroy_all(session.identity)
+        yield DestroyAll(session.identity)
     elif session.token is not None:
-        await session.store.destroy(session.token)
+        yield Destroy(session.token)
     session.moved(None, None, {})

@@ -15,12 +15,22 @@ starts an empty one; a load that failed raises where the app first uses the sess
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from densekv.errors import SessionDataInvalid, SessionDataTooLarge, SessionExists
+from densekv.integrations.calls import (
+    Create,
+    Destroy,
+    DestroyAll,
+    Login,
+    Regenerate,
+    StoreTtl,
+    Touch,
+)
 from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.devices import DeviceLabel
-from densekv.integrations.drive import arun
+from densekv.integrations.drive import Flow, arun
+from densekv.integrations.movein import AsyncMoveInSource as MoveInSource
+from densekv.integrations.movein import move_in
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, well_formed
 from densekv.sessions.store import AsyncSessionStore
@@ -129,43 +139,47 @@ def _end(session: DenseSession) -> None:
     state.ended = session.accessed = session.modified = True
 
 
-async def _ttl(state: SessionState) -> int | None:
+def _ttl(state: SessionState) -> Flow[int | None]:
     """The ttl a write passes: max_age, but never past the store's own ttl (None: the
     store's ttl)."""
     if state.max_age is None or state.max_age <= 0:
         return None
-    await state.store.ready()
-    return min(state.max_age, state.store.ttl)
+    ttl: int = yield StoreTtl()
+    return min(state.max_age, ttl)
 
 
-async def _drop_sent(state: SessionState) -> None:
+def _drop_sent(state: SessionState) -> Flow[None]:
     """The cookie named a session that did not load (undecodable, or gone): make sure it
     is gone before the browser gets another cookie."""
     if state.sent is not None:
-        await state.store.destroy(state.sent)
+        yield Destroy(state.sent)
         state.sent = None
 
 
 # -- what acts at once ------------------------------------------------------------------------
 # Each shell's module functions (login(request, 42), ...) find the request's session and call
-# these; their docstrings are the shells'.
+# these, each a flow of store calls run at once (integrations/drive.py); their docstrings are
+# the shells'.
 
 async def login(session: DenseSession, identity: Identity, label: str | None = None) -> None:
     """Bind `session` to `identity` under a new token, the old one dead (see the shells'
     login()); `label`: the device's (the shell's device_label hook). A login past the
     store's max_sessions_per_identity with on_limit="refuse" raises SessionLimitReached,
     the session as it was."""
+    await arun(_login(session, identity, label), session.state.store)
+
+
+def _login(session: DenseSession, identity: Identity, label: str | None) -> Flow[None]:
     state = session.state
-    store = state.store
-    labelled = {} if label is None else {"label": label}
     if state.token is not None and state.identity is not None and state.identity != identity:
-        await store.destroy(state.token)
+        yield Destroy(state.token)
         _forget(session)
         state.token = state.found = None
-    token = await store.login(state.token, identity, **labelled) if state.token else None
+    token = (yield Login(state.token, identity, label)) if state.token else None
     if token is None:
-        await _drop_sent(state)
-        token = await store.create(identity, dict(session), ttl=await _ttl(state), **labelled)
+        yield from _drop_sent(state)
+        ttl = yield from _ttl(state)
+        token = yield Create(identity, dict(session), ttl, label=label)
         state.changed.clear()
         state.removed.clear()
         state.lifetime_set = True
@@ -176,10 +190,14 @@ async def login(session: DenseSession, identity: Identity, label: str | None = N
 
 async def regenerate(session: DenseSession) -> None:
     """A new token for the same data and identity, the old one dead."""
+    await arun(_regenerate(session), session.state.store)
+
+
+def _regenerate(session: DenseSession) -> Flow[None]:
     state = session.state
     if state.token is None:
         return
-    token = await state.store.regenerate(state.token)
+    token = yield Regenerate(state.token)
     if token is None:
         _end(session)
     else:
@@ -195,35 +213,23 @@ def check_lifetime(max_age: int | None) -> None:
 
 async def logout(session: DenseSession) -> None:
     """End `session` now; it is empty and its cookie is cleared."""
-    state = session.state
-    if state.token is not None:
-        await state.store.destroy(state.token)
-    await _drop_sent(state)
-    _end(session)
+    await arun(_logout(session, everywhere=False), session.state.store)
 
 
 async def logout_everywhere(session: DenseSession) -> None:
     """End every session of the session's identity (this one too; an anonymous session
     ends alone)."""
+    await arun(_logout(session, everywhere=True), session.state.store)
+
+
+def _logout(session: DenseSession, everywhere: bool) -> Flow[None]:
     state = session.state
-    if state.identity is not None:
-        await state.store.destroy_all(state.identity)
+    if everywhere and state.identity is not None:
+        yield DestroyAll(state.identity)
     elif state.token is not None:
-        await state.store.destroy(state.token)
-    await _drop_sent(state)
+        yield Destroy(state.token)
+    yield from _drop_sent(state)
     _end(session)
-
-
-# -- where sessions move in from -------------------------------------------------------------
-
-class MoveInSource(Protocol):
-    """Where sessions densekv does not have yet may still live, by cookie value."""
-
-    async def read(self, token: str) -> tuple[dict[str, Any], int | None] | None:
-        """The session's data and its seconds left (None: no expiry), or None."""
-
-    async def forget(self, token: str) -> None:
-        """Delete the old copy once densekv holds the session."""
 
 
 # -- load and save ----------------------------------------------------------------------------
@@ -268,47 +274,35 @@ class SessionRules:
         return session
 
     async def _move_in(self, store: AsyncSessionStore, token: str) -> Session | None:
+        """The policy is integrations/movein.py's: the old session's seconds left, at most
+        max_age and the store's ttl; anonymous, its data as it was."""
         source: Any = self.move_in
         bind = getattr(source, "for_store", None)
         if bind is not None:
             source = bind(store)
-        old = await source.read(token)
-        if old is None:
-            return None
-        data, left = old
-        if not data:
-            await source.forget(token)
-            return None
-        await store.ready()
-        bound = min(self.bound or store.ttl, store.ttl)
-        ttl = bound if left is None else min(left, bound)
-        try:
-            await store.create(None, data, ttl=ttl, token=token)
-        except SessionExists:  # another request moved it in a moment ago: theirs stands
-            return await store.get(token, undecodable="none")
-        except (SessionDataTooLarge, SessionDataInvalid):
-            return None  # left where it is, to expire there; this browser starts afresh
-        await source.forget(token)
-        return await store.get(token, undecodable="none")
+        return await arun(move_in(source, token, bound=self.bound, within_store_ttl=True), store)
 
     async def write(self, session: DenseSession) -> CookieChange | None:
         """Write what the request changed (integrations/decide.py's decision); return what
         the session cookie becomes, or None to send none."""
+        return await arun(self._save(session), session.state.store)
+
+    def _save(self, session: DenseSession) -> Flow[CookieChange | None]:
         state = session.state
         store = state.store
         if state.max_age is not None and state.max_age <= 0:  # dead at birth
-            return await self._write_nothing(session)
+            return (yield from self._write_nothing(session))
         token, found = state.token, state.found
         if (token is not None and not session.modified and not state.changed and not state.removed
                 and not state.cleared and not state.new_cookie and not state.ended):
             # read only (most requests): what decide() answers then, without building its
             # Held: a touch when the idle expiry is due, else nothing; no cookie either way
             if found is not None and store.due_for_touch(found):
-                await store.touch(token)
+                yield Touch(token)
             return None
         creates = token is None or state.cleared
         writes = bool(session) if creates else state.changed or state.removed or state.new_cookie
-        ttl = await _ttl(state) if writes else None  # (ready() opens the store: not for nothing)
+        ttl = (yield from _ttl(state)) if writes else None  # (the store's ttl opens it: not for nothing)
         held = Held(
             token=token, read=found, stale=state.sent, ended=state.ended,
             modified=session.modified,
@@ -320,7 +314,7 @@ class SessionRules:
         decision = decide(held)
         if decision is NOTHING:  # most requests: read, nothing due
             return None
-        outcome = await arun(carry(decision, token), store)
+        outcome = yield from carry(decision, token)
         state.token = outcome.token
         if session.modified:
             state.sent = None
@@ -331,12 +325,12 @@ class SessionRules:
             return CookieChange(outcome.token, state.max_age)
         return CookieChange(None) if outcome.cookie == "delete" else None
 
-    async def _write_nothing(self, session: DenseSession) -> CookieChange | None:
+    def _write_nothing(self, session: DenseSession) -> Flow[CookieChange | None]:
         """max_age <= 0: a session that would be dead at once is not stored; the cookie
         Starlette would send (with that Max-Age) is sent, holding no token."""
         state = session.state
         if state.token is not None and (session.modified or state.new_cookie):
-            await state.store.destroy(state.token)
+            yield Destroy(state.token)
         if session.modified and session:
             return CookieChange("null", state.max_age)
         if session.modified and (state.token is not None or state.sent is not None):

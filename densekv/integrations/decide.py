@@ -3,9 +3,9 @@
 function from what a request holds when its response is saved (`Held`: the session it read
 or none, what it changed, whether it emptied or rotated it, its lifetime, the framework's
 refresh setting) to a `Decision` (the store calls to make, the sessions to end after them,
-the cookie to send); `carry` is a flow that yields those calls one at a time and is sent
-each result, so a shell runs it against the sync or the async store (densekv/integrations/
-drive.py, or Django's own drivers). Nothing here touches a server.
+the cookie to send); `carry` is a flow that yields those calls one at a time (typed,
+integrations/calls.py) and is sent each result, so a shell runs it against the sync or the
+async store (integrations/drive.py's run / arun). Nothing here touches a server.
 
 The rules (tests/unit/test_web_decide.py holds them as a table):
   * no stored session: nothing is written for an empty anonymous session (a cookie that
@@ -34,17 +34,19 @@ The rules (tests/unit/test_web_decide.py holds them as a table):
 One shortcut lives in the shells: a request that read a stored session and changed,
 rotated, ended and refreshed nothing (most requests) is answered without building `Held`,
 as the two "read only" rows of the table say decide() answers it: `touch` when the idle
-expiry is due, else nothing, no cookie (flask.py `_save`, starlette.py `save`: ~5 us a
-request). A rule change for that case belongs there too.
+expiry is due, else nothing, no cookie (flasklike.py `save_flow`, asgi.py `_save`: ~5 us
+a request). A rule change for that case belongs there too (docs/development.md, "Web core").
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import EllipsisType
 from typing import Any, Literal
 
+from densekv.integrations.calls import Apply, Create, Destroy, Login, Regenerate, SetTtl, Touch
+from densekv.integrations.calls import StoreCall as Call
 from densekv.sessions.model import Identity, Session
 
 __all__ = ["NOTHING", "Call", "Decision", "Held", "Outcome", "Step", "carry", "decide"]
@@ -119,19 +121,6 @@ class Decision:
 
 
 @dataclass(frozen=True, slots=True)
-class Call:
-    """A store method call a flow asks for: `name(*args, **kwargs)` on the session store.
-    `on`: another object to call instead (its async twin is "a" + name); `plain`: no I/O,
-    called as is by both drivers. (Django's engine yields these too.)"""
-
-    name: str
-    args: tuple[Any, ...] = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    on: Any = None
-    plain: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class Outcome:
     """After `carry`: the session's token (None: it has none), the cookie to send, whether
     a write found it gone, and the data apply merged (None without an apply)."""
@@ -192,14 +181,21 @@ def _create(h: Held) -> Step:
     return Step("create", (h.identity, dict(h.data), h.life), _labelled(h))
 
 
+#: the call of each Step.op (create: on no token; the others: on the current one)
+_CALLS: dict[str, Callable[..., Call]] = {"apply": Apply, "login": Login, "regenerate": Regenerate,
+                                 "set_ttl": SetTtl, "touch": Touch}
+
+
 def carry(decision: Decision, token: str | None) -> Generator[Call, Any, Outcome]:
-    """The decision as store calls on `token`: yields each Call, is sent its result."""
+    """The decision as store calls on `token` (integrations/calls.py): yields each, is sent
+    its result."""
     merged: dict[str, Any] | None = None
     for step in decision.steps:
         if step.op == "create":
-            token = yield Call("create", step.args, step.kwargs)
+            token = yield Create(*step.args, **step.kwargs)
             continue
-        result = yield Call(step.op, (token, *step.args), step.kwargs)
+        assert token is not None
+        result = yield _CALLS[step.op](token, *step.args, **step.kwargs)
         if step.op == "touch":
             continue  # a touch that finds nothing changes nothing this request decides
         if result is None or result is False:  # ended by another request meanwhile
@@ -209,13 +205,13 @@ def carry(decision: Decision, token: str | None) -> Generator[Call, Any, Outcome
         elif step.op in ("login", "regenerate"):
             token = result
     for old in decision.ends:
-        yield Call("destroy", (old,))
+        yield Destroy(old)
     return Outcome(token, decision.cookie, False, merged)
 
 
 def _gone(decision: Decision) -> Generator[Call, Any, Outcome]:
     for old in decision.ends:
-        yield Call("destroy", (old,))
+        yield Destroy(old)
     if decision.if_gone is not None:
         made = yield from carry(decision.if_gone, None)
         return Outcome(made.token, made.cookie, True, None)

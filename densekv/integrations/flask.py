@@ -62,8 +62,8 @@ raises densekv's typed error, a 500 with nothing written.
 Moving in from Flask-Session 0.8 (RedisSessionInterface): `SessionInterface(store,
 fallback=FlaskSessionFallback(redis_client))` imports an old session under the same cookie
 value the first time densekv does not know it, with its remaining TTL (and its `_user_id`
-as identity), then deletes the old key (two concurrent first requests import the same data
-twice, which is harmless).
+as identity), then deletes the old key; what is refused and why is integrations/movein.py's
+policy, the same in every shell.
 """
 
 from __future__ import annotations
@@ -79,7 +79,6 @@ from flask import Flask, Request, Response, after_this_request, has_request_cont
 from flask.sessions import SessionInterface as FlaskSessionInterface
 from flask.sessions import SessionMixin
 
-from densekv.errors import DensekvError, ServerUnavailable, SessionExists
 from densekv.integrations.devices import DeviceLabel, check_device_label
 from densekv.integrations.drive import run
 from densekv.integrations.flask_session import DensekvSession
@@ -87,12 +86,14 @@ from densekv.integrations.flasklike import (
     apply_cookie,
     follow_identity_key,
     load_found,
+    load_moved,
     moved_in_form,
     nothing_to_write,
     save_flow,
     served_without,
     skip_save,
 )
+from densekv.integrations.movein import move_in
 from densekv.integrations.urls import check_url
 from densekv.sessions.model import well_formed
 from densekv.sessions.store import SessionStore
@@ -272,24 +273,10 @@ class SessionInterface(FlaskSessionInterface):
             session.stale = token
 
     def _move_in(self, app: Flask, session: DensekvSession, token: str) -> None:
-        assert self.fallback is not None
-        old = self.fallback.read(token)
-        if old is None:
-            return
-        data, ttl = old
-        stored, identity = moved_in_form(app, self.identity_key, data)
-        try:
-            self.store.create(identity, stored, ttl, token=token)
-        except SessionExists:  # another request moved it in a moment ago: theirs stands
-            load_found(session, token, self.store.get(token, undecodable="none"))
-            return
-        except ServerUnavailable:
-            raise
-        except DensekvError as exc:  # data densekv cannot hold: start afresh, keep the old key
-            app.logger.warning("densekv: a Flask-Session session was not imported: %s", exc)
-            return
-        self.fallback.forget(token)
-        session.loaded(data, token, None, stored)
+        assert self.fallback is not None  # the policy: integrations/movein.py
+        flow = move_in(self.fallback, token, shape=lambda d: moved_in_form(app, self.identity_key, d),
+                       what="a Flask-Session session")
+        load_moved(session, token, run(flow, self.store))
 
     def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
         if skip_save(session, response):

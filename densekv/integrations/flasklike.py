@@ -3,7 +3,7 @@ keep Flask's session object, config and cookie helpers: the Flask shell (flask.p
 the Quart shell (quart.py, the same interface with coroutines). Each shell keeps its I/O
 (how the store is reached and awaited) and the framework's request plumbing; what a load
 fills in, what Flask-Login's `_user_id` means, the save as store calls (a flow of
-integrations/decide.py's Calls, run by drive.run or drive.arun), the lifetime and refresh
+typed store calls, integrations/calls.py, run by drive.run or drive.arun), the lifetime and refresh
 rules and the cookie headers live here.
 
 `interface` below is either shell's SessionInterface: both have Flask's cookie helpers
@@ -19,7 +19,8 @@ from typing import Any
 import redis
 
 from densekv.errors import ServerUnavailable, SessionIdentityInvalid
-from densekv.integrations.decide import NOTHING, Call, Held, Outcome, carry, decide
+from densekv.integrations.calls import Destroy, DestroyAll, StoreCall, Touch
+from densekv.integrations.decide import NOTHING, Held, Outcome, carry, decide
 from densekv.integrations.devices import label_of
 from densekv.integrations.flask_session import (
     MISSING,
@@ -32,7 +33,7 @@ from densekv.integrations.flask_session import (
 from densekv.sessions.model import Identity, Session
 
 __all__ = ["REFRESH_GAIN", "UNAVAILABLE", "apply_cookie", "follow_identity_key", "identity_in",
-           "load_found", "save_flow", "served_without", "skip_save", "vary_cookie"]
+           "load_found", "load_moved", "save_flow", "served_without", "skip_save", "vary_cookie"]
 
 #: what a load after the view (an after-request hook's) survives: the server not answering,
 #: refusing the credentials (AuthenticationError is a ConnectionError) or too slow
@@ -61,6 +62,14 @@ def load_found(session: DensekvSession, token: str, found: Session | None) -> bo
     stored = found.data or {}
     session.loaded(untag_data(stored), token, found, stored)
     return True
+
+
+def load_moved(session: DensekvSession, token: str, moved: Session | None) -> None:
+    """Fill `session` from a session just moved in (integrations/movein.py), as not read: its
+    first request keeps the lifetime it brought (no refresh, no touch due yet)."""
+    if moved is not None:
+        stored = moved.data or {}
+        session.loaded(untag_data(stored), token, None, stored)
 
 
 def served_without(app: Any, session: DensekvSession, exc: BaseException) -> bool:
@@ -148,22 +157,22 @@ def nothing_to_write(session: DensekvSession) -> bool:
 
 
 def save_flow(interface: Any, app: Any, session: DensekvSession,
-              store: Any, request: Any = None) -> Generator[Call, Any, Outcome | None]:
+              store: Any, request: Any = None) -> Generator[StoreCall, Any, Outcome | None]:
     """The save as store calls (store: a SessionStore, or an AsyncSessionStore that is
     ready): the sessions ended earlier in the request, log out everywhere, then the
     decision. Returns the outcome (its cookie to send), or None when nothing was decided.
     `request`: what the interface's device_label hook is called with at a login."""
     if session.end_all is not None:  # first: this session ends as one of them (its event says so)
         for form in identity_forms(identity_of(session.end_all)):
-            yield Call("destroy_all", (form,))
+            yield DestroyAll(form)
     for token in session.ended:  # destroy() / a change of user / logout, asked for earlier
-        yield Call("destroy", (token,))
+        yield Destroy(token)
     if (not session.modified and session.login_as is None and not session.regenerate_asked
             and session.token is not None and not interface.should_set_cookie(app, session)):
         # read only, no cookie to refresh (most requests): what decide() answers then,
         # without building its Held: a touch when the idle expiry is due, else nothing
         if session.found is not None and store.due_for_touch(session.found):
-            yield Call("touch", (session.token,))
+            yield Touch(session.token)
         return None
     label = label_of(interface.device_label, request) if session.login_as is not None else None
     decision = decide(held(interface, app, session, store, label))

@@ -24,7 +24,8 @@ regenerate(), destroy(), logout_everywhere() at save time). What differs is I/O:
 Moving in from Quart-Session (its Redis interface): `fallback=QuartSessionFallback()` reads
 a cookie densekv does not know under Quart-Session's key (`session:<sid>`, Flask's tagged
 JSON), imports it under the same cookie value with its remaining lifetime (and its
-`_user_id` as identity), and deletes the old key.
+`_user_id` as identity), and deletes the old key; what is refused and why is
+integrations/movein.py's policy, the same in every shell.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from quart import Quart, after_this_request, has_request_context, request
 from quart.sessions import SessionInterface as QuartSessionInterface
 from quart.sessions import SessionMixin
 
-from densekv.errors import DensekvError, ServerUnavailable, SessionExists
 from densekv.integrations.devices import DeviceLabel, check_device_label
 from densekv.integrations.drive import arun
 from densekv.integrations.flask_session import DensekvSession
@@ -45,6 +45,7 @@ from densekv.integrations.flasklike import (
     apply_cookie,
     follow_identity_key,
     load_found,
+    load_moved,
     moved_in_form,
     nothing_to_write,
     save_flow,
@@ -52,6 +53,7 @@ from densekv.integrations.flasklike import (
     skip_save,
 )
 from densekv.integrations.loops import LoopStores
+from densekv.integrations.movein import move_in
 from densekv.integrations.urls import check_url
 from densekv.sessions.model import Session, well_formed
 from densekv.sessions.store import AsyncSessionStore
@@ -62,9 +64,9 @@ DEFAULT_NAMESPACE = "quart_sessions"
 """The namespace of the stores built by SessionInterface.from_url when none is given."""
 
 StoreFactory = Callable[[], AsyncSessionStore]
-#: what open_session hands the session's first use: the stored session (or None), a moved-in
-#: one (data as the app sees it, data as stored), or the error the read raised
-_Read = tuple[Session | None, tuple[dict[str, Any], dict[str, Any]] | None, BaseException | None]
+#: what open_session hands the session's first use: the stored session (or None), the one
+#: moved in (or None), or the error the read raised
+_Read = tuple[Session | None, Session | None, BaseException | None]
 
 
 class QuartSessionFallback:
@@ -81,7 +83,12 @@ class QuartSessionFallback:
         self.client = client
         self.key_prefix = key_prefix
 
-    async def read(self, sid: str, client: Any) -> tuple[dict[str, Any], int | None] | None:
+    def for_store(self, store: AsyncSessionStore) -> QuartSessionFallback:
+        """This source on the client of `store` (the loop's), unless it has its own."""
+        return self if self.client is not None else QuartSessionFallback(store.client,
+                                                                         key_prefix=self.key_prefix)
+
+    async def read(self, sid: str, client: Any = None) -> tuple[dict[str, Any], int | None] | None:
         """(data, remaining seconds or None for no expiry), or None if absent or unreadable;
         `client`: the loop's session client, used unless this fallback has its own."""
         from quart.sessions import session_json_serializer
@@ -99,7 +106,7 @@ class QuartSessionFallback:
             return None
         return data, None if ms < 0 else max(1, math.ceil(ms / 1000))
 
-    async def forget(self, sid: str, client: Any) -> None:
+    async def forget(self, sid: str, client: Any = None) -> None:
         """Delete the old session once densekv holds it."""
         await (self.client or client).delete(self.key_prefix + sid)
 
@@ -173,15 +180,15 @@ class SessionInterface(QuartSessionInterface):
         token = request.cookies.get(self.get_cookie_name(app))
         if not token or not well_formed(token):  # no cookie, or junk: no server call
             return DensekvSession(loader=_used)
-        found: Session | None = None
-        moved: tuple[dict[str, Any], dict[str, Any]] | None = None
+        found = moved = None
         failed: BaseException | None = None
         try:
             store = await self.stores.current()
             found = await store.get(token, undecodable="none")
-            if found is None and self.fallback is not None:
-                came = await self._move_in(app, store, token)
-                found, moved = (came, None) if isinstance(came, Session) else (None, came)
+            if found is None and self.fallback is not None:  # the policy: integrations/movein.py
+                moved = await arun(move_in(
+                    self.fallback.for_store(store), token, what="a Quart-Session session",
+                    shape=lambda d: moved_in_form(app, self.identity_key, d)), store)
         except Exception as exc:  # noqa: BLE001 - raised again where the app uses the session
             failed = exc
         read: _Read = (found, moved, failed)
@@ -189,28 +196,6 @@ class SessionInterface(QuartSessionInterface):
         if has_request_context():  # not in a WebSocket's context, nor outside a request
             after_this_request(session.view_returned)
         return session
-
-    async def _move_in(self, app: Quart, store: AsyncSessionStore,
-                       token: str) -> Session | tuple[dict[str, Any], dict[str, Any]] | None:
-        """The old session moved in: (data as the app sees it, as stored); or the session
-        another request moved in a moment ago; or None (none, or one densekv refuses)."""
-        assert self.fallback is not None
-        old = await self.fallback.read(token, store.client)
-        if old is None:
-            return None
-        data, left = old
-        stored, identity = moved_in_form(app, self.identity_key, data)
-        try:
-            await store.create(identity, stored, left, token=token)
-        except SessionExists:  # another request moved it in a moment ago: theirs stands
-            return await store.get(token, undecodable="none")
-        except ServerUnavailable:
-            raise
-        except DensekvError as exc:  # data densekv cannot hold: start afresh, keep the old key
-            app.logger.warning("densekv: a Quart-Session session was not imported: %s", exc)
-            return None
-        await self.fallback.forget(token, store.client)
-        return data, stored
 
     # -- save ------------------------------------------------------------------------------
     async def save_session(self, app: Quart, session: SessionMixin, response: Any) -> None:
@@ -249,10 +234,7 @@ def _fill(app: Quart, session: DensekvSession, token: str, read: _Read) -> None:
         if served_without(app, session, failed):  # after the view: served, nothing written
             return
         raise failed
-    if load_found(session, token, found):
-        return
-    if moved is not None:
-        data, stored = moved
-        session.loaded(data, token, None, stored)
-    if session.token is None:  # expired, or could not be decoded: replaced when written
+    if not load_found(session, token, found):
+        load_moved(session, token, moved)
+    if session.token is None:  # expired, or not decodable: replaced when written
         session.stale = token

@@ -75,8 +75,9 @@ Moving in from starsessions: `SessionMiddleware(..., move_in=StarsessionsRedis()
 up a cookie densekv does not know in starsessions 2.2's RedisStore (same cookie value, on
 the loop's session client unless a connection is given), imports it with its remaining
 lifetime (at most max_age, or the store's ttl) and deletes the old key; one densekv
-refuses (too large, invalid) stays there to expire. Two requests that move the same
-session in at the same moment: the later one reads the session the first one stored.
+refuses (too large, invalid, not decodable) stays there to expire. Two requests that move
+the same session in at the same moment: the later one reads the session the first one
+stored. The policy is integrations/movein.py's, the same in every shell.
 """
 
 from __future__ import annotations
@@ -215,7 +216,10 @@ class StarsessionsRedis:
             raw, pttl = await pipe.get(key).pttl(key).execute()
         if not raw or pttl == -2:
             return None
-        data = self.deserialize(raw)
+        try:
+            data = self.deserialize(raw)
+        except ValueError:  # not JSON (JSONDecodeError, UnicodeDecodeError): nothing to move in
+            return None
         if not isinstance(data, dict):
             return None
         data.pop("__metadata__", None)

@@ -907,3 +907,30 @@ def test_a_docs_page_block_runs_as_written(block: str) -> None:
     done = subprocess.run([sys.executable, "-W", "error::ResourceWarning", "-c", block], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, f"{block}\n--- stderr:\n{done.stderr[-3000:]}"
+
+
+class _MovedMeanwhile:
+    """A Flask-Session fallback raced by another request: by the time this request reads
+    the old store, the other has moved the session in (densekv holds it under the cookie's
+    token) and deleted the old key, so the old store has nothing."""
+
+    def __init__(self, store: densekv.SessionStore) -> None:
+        self.store = store
+
+    def read(self, sid: str) -> None:
+        self.store.create(None, {"cart": ["tea"]}, 600, token=sid)
+
+    def forget(self, sid: str) -> None:
+        raise AssertionError("nothing was read, nothing is forgotten")
+
+
+def test_a_session_moved_in_by_a_concurrent_request_stands(store: densekv.SessionStore) -> None:
+    """integrations/movein.py: when the old store has nothing, densekv is asked again for the
+    token. Before, this request started afresh and its first write ended the session the
+    other request had just moved in, as a cookie that loaded nothing (the cart lost)."""
+    sid = secrets.token_urlsafe(32)
+    web = FlaskDriver(make_app(store, fallback=_MovedMeanwhile(store)))  # type: ignore[arg-type]
+    web.set_cookie(sid)
+    assert web.request("POST", "/set/page", {"value": 2}) == OK
+    assert web.cookie() == sid
+    assert store.get(sid).data == {"cart": ["tea"], "page": 2}  # type: ignore[union-attr]

@@ -818,3 +818,22 @@ def test_uvicorn_two_workers(client: redis.Redis, server: ServerProcess, tmp_pat
             os.killpg(proc.pid, signal.SIGKILL)  # the group this test started
             proc.wait(5)
         log.close()
+
+
+def test_a_starsessions_session_that_does_not_decode_is_not_moved_in(client: redis.Redis,
+                                                                      server: ServerProcess) -> None:
+    """integrations/movein.py: an old session the reader cannot decode moves nothing and
+    stays to expire there; the browser starts afresh. Before, StarsessionsRedis raised the
+    JSON error, so every request with that cookie that used the session was a 500."""
+    store = make_store(server.url, NS)
+    d = driver_for(make_app(store, move_in=StarsessionsRedis()), store)
+    cookie = "e" * 32
+    try:
+        client.set(f"starsessions.{cookie}", b"\xc1 not json", ex=600)
+        d.set_cookie(cookie)
+        assert d.request("GET", "/all") == (200, {"data": {}})
+        assert client.get(f"starsessions.{cookie}") == b"\xc1 not json"
+        assert sync_store(client).get(cookie) is None
+    finally:
+        client.delete(f"starsessions.{cookie}")
+        d.close()

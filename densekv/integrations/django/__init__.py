@@ -60,10 +60,10 @@ How Django's session maps onto densekv (one fact each, all enforced in engine.py
   * ``clear_expired()`` (the ``clearsessions`` command) is ``store.sweep()``.
 
 Where each part lives (this package's modules, one job each):
-  engine.py   SessionStore: the SessionBase methods, each a flow run by a driver
-  calls.py    the calls a flow yields and the sync and async drivers that run them
+  engine.py   SessionStore: the SessionBase methods, each a flow of typed store calls
+              (integrations/calls.py) run by the web shells' drivers (integrations/drive.py)
   backend.py  DENSEKV_SESSIONS -> the densekv stores it configures (built once per value)
-  movein.py   reading and deleting a session of the Django backend we move in from
+  movein.py   reading and deleting the sessions of the Django backend we move in from
   values.py   identity_of, the stored base of a diff, and comparing values exactly
 """
 

@@ -19,12 +19,25 @@ from django.contrib.sessions.exceptions import SessionInterrupted  # type: ignor
 from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 
 from densekv.errors import SessionDataInvalid, SessionExists, SessionLimitReached
+from densekv.integrations.calls import (
+    Create,
+    Destroy,
+    DestroyAll,
+    DueForTouch,
+    Get,
+    Login,
+    OldSource,
+    Regenerate,
+    StoreCall,
+    Touch,
+)
 from densekv.integrations.decide import Held, carry, decide
 from densekv.integrations.devices import label_of
 from densekv.integrations.django.backend import Backend, backend_for
-from densekv.integrations.django.calls import Call, Flow, adrive, drive
-from densekv.integrations.django.movein import Previous
+from densekv.integrations.django.movein import AsyncOldBackend, OldBackend
 from densekv.integrations.django.values import EXPIRY_KEY, Data, Stored, copied, identity_of, same
+from densekv.integrations.drive import Flow, arun, run
+from densekv.integrations.movein import move_in
 from densekv.sessions import Session
 from densekv.sessions import SessionStore as DenseStore
 from densekv.sessions.model import new_token, well_formed
@@ -35,16 +48,11 @@ __all__ = ["SessionStore", "on_user_logged_in"]
 T = TypeVar("T")
 
 
-def _flow(step: Call | Flow[T]) -> Flow[T]:
+def _flow(step: StoreCall | Flow[T]) -> Flow[T]:
     """A single call as a flow of one call (so _storing runs either)."""
-    if isinstance(step, Call):
+    if isinstance(step, StoreCall):
         return (yield step)  # type: ignore[no-any-return]
     return (yield from step)
-
-
-def _get(token: str) -> Call:
-    """Read a session; one that does not decode is no session (densekv logs a warning)."""
-    return Call("get", (token,), {"undecodable": "none"})
 
 
 class SessionStore(SessionBase):  # type: ignore[misc]
@@ -84,13 +92,26 @@ class SessionStore(SessionBase):  # type: ignore[misc]
 
     # -- drivers: run a flow against the sync or the async store --------------------------
     def _run(self, flow: Flow[T]) -> T:
-        return drive(flow, self._backend())
+        return run(flow, self._backend().sync)
 
     async def _arun(self, flow: Flow[T]) -> T:
-        return await adrive(flow, self._backend())
+        """The async store of the running loop, opened at the first call that needs it;
+        with only a sync client configured, the sync driver in a thread."""
+        backend = self._backend()
+        if not backend.real_async:
+            return await sync_to_async(run)(flow, backend.sync)
+        return await arun(flow, backend.for_loop)
+
+    def _old(self, asynchronous: bool) -> OldSource | None:
+        """The backend sessions move in from (the fallback), as the driver needs it."""
+        backend = self._backend()
+        if backend.fallback is None:
+            return None
+        old = OldBackend(backend.fallback)
+        return AsyncOldBackend(old) if asynchronous and backend.real_async else old
 
     # -- flows: every operation once, for both drivers --------------------------------------
-    def _storing(self, make: Callable[[Data], Call | Flow[Any]], data: Data) -> Flow[tuple[Any, Data]]:
+    def _storing(self, make: Callable[[Data], StoreCall | Flow[Any]], data: Data) -> Flow[tuple[Any, Data]]:
         """Run the write `make(data)` (a call, or a flow of calls); if densekv refuses the
         data as one it cannot give back equal, write it once more with each refused
         top-level key as SESSION_SERIALIZER gives it back (see the package docstring). The
@@ -130,16 +151,16 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         stored = self._stored
         return stored if stored is not None and stored.token == self.session_key else None
 
-    def _load_flow(self) -> Flow[Data]:
+    def _load_flow(self, old: OldSource | None) -> Flow[Data]:
         token = self.session_key
         session: Session | None = None
         if well_formed(token):  # a junk cookie costs no server call
-            session = yield _get(token)
-        if session is None and self._backend().fallback is not None and well_formed(token):
-            session = yield from self._move_in_flow(token)
+            session = yield Get(token)
+        if session is None and old is not None and well_formed(token):
+            session = yield from self._move_in_flow(old, token)
         data: Data = dict(session.data or {}) if session is not None else {}
         if session is not None and self._past_expiry(data):
-            yield Call("destroy", (token,))
+            yield Destroy(token)
             session = None
         if session is None:
             # no session for this request: a new one if anything is saved. A key that is
@@ -149,25 +170,16 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             self._session_key = None
             self._stored = None
             return {}
-        if (yield Call("due_for_touch", (session,), plain=True)):
-            yield Call("touch", (token,))
+        if (yield DueForTouch(session)):
+            yield Touch(token)
         self._stored = Stored(token, session.identity, copied(data), session)
         return data
 
-    def _move_in_flow(self, token: str) -> Flow[Session | None]:
-        previous = Previous(self._backend().fallback, token)
-        found = yield Call("load", on=previous)
-        if found is None or found[1] <= 0:
-            # not there either, unless another request just moved it in (and deleted it there)
-            again: Session | None = yield _get(token)
-            return again
-        data, left = found
-        try:
-            yield from self._storing(lambda d: Call("create", (identity_of(d), d, left), {"token": token}), data)
-        except SessionExists:  # another request moved it in a moment ago: theirs stands
-            return (yield _get(token))  # type: ignore[no-any-return]
-        yield Call("delete", on=previous)
-        return (yield _get(token))  # type: ignore[no-any-return]
+    def _move_in_flow(self, old: OldSource, token: str) -> Flow[Session | None]:
+        """integrations/movein.py's policy; data densekv refuses as invalid is written once
+        more as SESSION_SERIALIZER gives it back (as _storing does)."""
+        return (yield from move_in(old, token, shape=lambda d: (d, identity_of(d)),
+                                   fix=self._as_serialized, what="a Django session"))
 
     def _create_flow(self, data: Data, token: str | None = None) -> Flow[None]:
         """A new session holding `data`; under `token` when given (CreateError if taken)."""
@@ -179,12 +191,10 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         if token is not None and not well_formed(token):
             raise CreateError
         identity = identity_of(data)
-        options: dict[str, Any] = {"token": token}
-        if identity is not None and self.device_label is not None:
-            options["label"] = self.device_label
+        label = self.device_label if identity is not None else None
         try:  # a given token is stored only if no live session holds it (one atomic step)
             made, stored = yield from self._storing(
-                lambda d: Call("create", (identity, d, ttl), options), data)
+                lambda d: Create(identity, d, ttl, token=token, label=label), data)
         except SessionExists:
             raise CreateError from None
         self._session_key = made
@@ -198,7 +208,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             return (yield from self._create_flow(data, token))
         base = self._base()
         if base is None:  # data never read here (clear() before any load): read what is stored
-            session = yield _get(token)
+            session = yield Get(token)
             if session is None:
                 raise UpdateError
             base = Stored(token, session.identity, session.data or {}, session)
@@ -211,7 +221,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         # it; an expiry already past ends it now.
         ttl = self._ttl_of(data)
         if ttl is not None and ttl <= 0:
-            yield Call("destroy", (token,))
+            yield Destroy(token)
             self._stored = None
             return
         # integrations/decide.py: apply(read=) of the changed keys, login on a change of
@@ -238,7 +248,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         """End the key this object loaded as no session (undecodable, or already gone)."""
         unread, self._unread = self._unread, None
         if unread is not None:
-            yield Call("destroy", (unread,))
+            yield Destroy(unread)
 
     def _cycle_flow(self, data: Data) -> Flow[None]:
         token = self.session_key
@@ -248,10 +258,9 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         base = self._base()
         identity = identity_of(data)
         if identity is not None and (base is None or identity != base.identity):
-            label = {} if self.device_label is None else {"label": self.device_label}
-            moved = yield Call("login", (token, identity), label)
+            moved = yield Login(token, identity, self.device_label)
         else:
-            moved = yield Call("regenerate", (token,))
+            moved = yield Regenerate(token)
         if moved is None:
             if base is not None:  # read in this request, gone since: a concurrent logout
                 raise SessionInterrupted("The session ended in another request while this one ran.")
@@ -267,21 +276,21 @@ class SessionStore(SessionBase):  # type: ignore[misc]
                 yield from self._end_unread_flow()
                 return
         if well_formed(session_key):
-            yield Call("destroy", (session_key,))
+            yield Destroy(session_key)
         if session_key == self.session_key:
             self._stored = None
 
     def _exists_flow(self, session_key: str | None) -> Flow[bool]:
         if not session_key or not well_formed(session_key):
             return False
-        return (yield _get(session_key)) is not None
+        return (yield Get(session_key)) is not None
 
     def _end_all_flow(self, data: Data) -> Flow[int]:
         base = self._base()
         identity = base.identity if base is not None and base.identity is not None else identity_of(data)
         ended = 0
         if identity is not None:
-            ended = yield Call("destroy_all", (identity,))
+            ended = yield DestroyAll(identity)
         yield from self._delete_flow(None)
         return int(ended)
 
@@ -308,7 +317,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         self._run(self._delete_flow(session_key))
 
     def load(self) -> Data:
-        return self._run(self._load_flow())
+        return self._run(self._load_flow(self._old(asynchronous=False)))
 
     def cycle_key(self) -> None:
         """A new key, the data kept, the old key dead at once (densekv's atomic
@@ -347,7 +356,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         await self._arun(self._delete_flow(session_key))
 
     async def aload(self) -> Data:
-        return await self._arun(self._load_flow())
+        return await self._arun(self._load_flow(self._old(asynchronous=True)))
 
     async def acycle_key(self) -> None:
         data = await self._aget_session()

@@ -1,6 +1,8 @@
-"""Moving in from another Django backend (DENSEKV_SESSIONS["fallback"]): one session of
-that backend, read with its seconds left and deleted once densekv holds it. Django's
-backends are sync at heart, so the async twins run the sync code in a thread."""
+"""Moving in from another Django backend (DENSEKV_SESSIONS["fallback"]): a session of that
+backend, by key, read with its seconds left and deleted once densekv holds it (the engine's
+flows yield integrations/calls.py's ReadOld / ForgetOld on an OldBackend under the sync
+driver, on its AsyncOldBackend under the async one). Django's backends are sync at heart, so
+the async source runs the sync code in a thread."""
 
 from __future__ import annotations
 
@@ -12,15 +14,15 @@ from django.utils import timezone  # type: ignore[import-untyped]
 from densekv.integrations.django.values import EXPIRY_KEY, Data
 
 
-class Previous:
-    """One session of the backend we move in from: load it (data and seconds left),
-    delete it. Django's backends are sync at heart, so the async twins run in a thread."""
+class OldBackend:
+    """The sessions of the Django backend class `backend`, by key: read them (data and
+    seconds left), delete them."""
 
-    def __init__(self, backend: Any, key: str) -> None:
-        self.session = backend(key)
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
 
-    def load(self) -> tuple[Data, int] | None:
-        old = self.session
+    def read(self, key: str) -> tuple[Data, int] | None:
+        old = self.backend(key)
         if hasattr(old, "_get_session_from_db"):  # db, cached_db: the row says when it ends
             # private: Django has no public call that returns the row (its expire_date)
             row = old._get_session_from_db()  # noqa: SLF001
@@ -48,12 +50,18 @@ class Previous:
                 return 0
         return int(old.get_expiry_age(expiry=data.get(EXPIRY_KEY)))
 
-    async def aload(self) -> tuple[Data, int] | None:
-        return await sync_to_async(self.load)()
+    def forget(self, key: str) -> None:
+        self.backend(key).delete()
 
-    def delete(self) -> None:
-        self.session.delete()
 
-    async def adelete(self) -> None:
-        await sync_to_async(self.delete)()
+class AsyncOldBackend:
+    """An OldBackend's reads and deletes run in sync_to_async's thread."""
 
+    def __init__(self, old: OldBackend) -> None:
+        self.old = old
+
+    async def read(self, key: str) -> tuple[Data, int] | None:
+        return await sync_to_async(self.old.read)(key)
+
+    async def forget(self, key: str) -> None:
+        await sync_to_async(self.old.forget)(key)
