@@ -138,7 +138,7 @@ def measure(server: str, rounds: int, requests: int) -> dict[str, Any]:
         parts = {t: own_parts(client, store, t) for t in ours_cookies}
         core = store._core_or_none()  # noqa: SLF001  # the benchmark reads the store's own codec
         splits = sum(1 for t in ours_cookies if parts[t][3])
-        codec = core.codec
+        codec = core.payloads.codec
         plain = redis.Redis.from_url(url)
 
         def transport(token: str, undecodable: str = "raise") -> Any:

@@ -4,7 +4,7 @@ instead, and the floor every script call stands on.
 
 benchmarks/hot_path.py times whole operations through the client; this one times the
 scripts alone, on the server, with the arguments densekv really sends: each case's EVALSHA
-calls are captured from the library (densekv.plan.roundtrip wrapped: real calls where the
+calls are captured from the library (densekv.executors.roundtrip wrapped: real calls where the
 replay needs the state they leave, dry ones - recorded, not sent - where every call needs a
 new item) and then sent as raw EVALSHA by redis-py, so only the script differs between
 sides. Per server (valkey-9.1 and redis-7.0 by default, each a fresh densekv.embedded):
@@ -78,7 +78,7 @@ import redis
 from records import emit  # benchmarks/records.py: print and append each record
 
 import densekv
-import densekv.plan
+import densekv.executors
 from densekv.lua import script
 from densekv.maps import CompactMap
 from densekv.sets.bloom import BloomFilter
@@ -117,7 +117,7 @@ def capture(dry: bool) -> Iterator[list[Args]]:
     """The EVALSHA calls densekv sends in the block, as (sha, numkeys, keys..., argv...);
     dry: recorded and not sent (the operation is abandoned by _Dry)."""
     got: list[Args] = []
-    real = densekv.plan.roundtrip
+    real = densekv.executors.roundtrip
 
     def wrapped(pool: Any, commands: list[tuple[Any, ...]], *rest: Any) -> list[Any]:
         got.extend(tuple(c[1:]) for c in commands if str(c[0]).upper() == "EVALSHA")
@@ -125,11 +125,11 @@ def capture(dry: bool) -> Iterator[list[Args]]:
             raise _Dry
         return real(pool, commands, *rest)
 
-    densekv.plan.roundtrip = wrapped  # type: ignore[assignment]
+    densekv.executors.roundtrip = wrapped  # type: ignore[assignment]
     try:
         yield got
     finally:
-        densekv.plan.roundtrip = real  # type: ignore[assignment]
+        densekv.executors.roundtrip = real  # type: ignore[assignment]
 
 
 def dry_call(fn: Callable[[], Any]) -> Args:

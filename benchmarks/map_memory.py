@@ -38,8 +38,9 @@ from typing import Any
 
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 
+from densekv.executors import SyncExecutor
 from densekv.maps import CompactMap
-from densekv.plan import SyncExecutor, command
+from densekv.plan import command
 from densekv.tools.lab.observe import commandstats, stats_delta
 from densekv.tools.measure import Meter
 from densekv.tools.server.binaries import find_servers

@@ -1,13 +1,13 @@
 """ClusterExecutor: plans on a redis-py `RedisCluster`, through resharding and failover;
 AsyncClusterExecutor: the same on redis-py's asyncio `RedisCluster`; and `executor_for`,
-which picks the executor of any redis-py client (plan.py's or these).
+which picks the executor of any redis-py client (executors.py's or these).
 
 Both drive the same rounds (`_Run`, which does no I/O: it groups the pending steps by
 node, folds each node's replies back, and says what to send again and how long to wait);
 only sending, re-reading the slot map and sleeping differ.
 
 Plans are grouped by the node that serves their slot and each group goes as one pipeline
-(densekv/plan.py's wire: SCRIPT LOAD ahead, MULTI/EXEC, EVALSHA). What a cluster answers
+(densekv/executors.py's Wire: SCRIPT LOAD ahead, MULTI/EXEC, EVALSHA). What a cluster answers
 besides results, and what this executor does about it (everything here is retried until
 RECOVERY_SECONDS after the call began, then ServerUnavailable says what kept failing):
 
@@ -37,7 +37,7 @@ RECOVERY_SECONDS after the call began, then ServerUnavailable says what kept fai
         (a ServerUnavailable) is raised once the other plans of the batch are done. The
         caller decides: read back, or repeat an operation that is idempotent (a set add,
         a destroy, a touch). densekv does not guess which scripts are idempotent.
-  * durable: the WAIT of plan.Durability ends each node's pipeline that writes (on the
+  * durable: the WAIT of executors.Durability ends each node's pipeline that writes (on the
     node that took the writes, the ASK target included); too few acknowledgements raise
     NotDurable.
   * revocations (Plan.revokes: a session destroyed or regenerated) wait for a replica even
@@ -72,20 +72,19 @@ from redis.exceptions import (
 )
 
 from densekv.errors import ServerUnavailable, WriteInDoubt
-from densekv.lua import Script
-from densekv.plan import (
+from densekv.executors import (
     AsyncExecutor,
     AsyncManyRunner,
     Durability,
     ManyRunner,
-    Plan,
     ScriptMemory,
     SyncExecutor,
     Wire,
     durability,
     finish_plans,
-    plan_writes,
 )
+from densekv.lua import Script
+from densekv.plan import Plan, plan_writes
 from densekv.wire import aexchange, exchange
 
 #: how long one run_many keeps retrying redirects, TRYAGAIN and a lost master
@@ -429,7 +428,7 @@ class _Run:
             del self.todo[i]
 
 
-# -- the executor of a client (here, not in plan.py: this module builds on plan.py's wire) --
+# -- the executor of a client (here, not in executors.py: this module builds on its Wire) --
 
 
 def executor_for(client: Any, *, durable: bool = False) -> Any:

@@ -119,7 +119,7 @@ async def ascan_chunks(client: Any, scan: Scan) -> AsyncIterator[list[bytes]]:
 
 
 class RunsPlans(Protocol):
-    """What drive() needs of an executor (plan.SyncExecutor, cluster_executor.ClusterExecutor):
+    """What drive() needs of an executor (executors.SyncExecutor, cluster_executor.ClusterExecutor):
     one round trip of plans, and the client a Scan walks."""
 
     @property
@@ -129,7 +129,7 @@ class RunsPlans(Protocol):
 
 
 class RunsPlansAsync(Protocol):
-    """What adrive() needs of an asyncio executor (plan.AsyncExecutor, AsyncClusterExecutor)."""
+    """What adrive() needs of an asyncio executor (executors.AsyncExecutor, AsyncClusterExecutor)."""
 
     @property
     def client(self) -> Any: ...

@@ -16,11 +16,15 @@ drift. Invariants:
     new token is drawn until it falls in the old one's slot group;
   * the identity index gains an entry before a session can be found under a new digest
     and loses it after the session is gone, so destroy_all() never misses a live one.
-Beside it: meta.py decides (server facts, the layout choice, the store's metadata),
-payload_flows.py carries payloads in and out (out-of-line parts, dictionaries), sweep.py
-works over every partition (sweep, repartition, sizes, counts), metadata.py keeps the
-metadata every process shares (open, refresh, recover after a loss), identities.py the
-flows over an identity's sessions; SessionCore keeps the single-session flows.
+Each piece of a store's state has one owner, which the core holds and only that owner
+changes: `metadata` (meta.Metadata: the StoreMeta every process shares, when it was read,
+the layout built from it; open, refresh, recover after a loss), `payloads`
+(payload_flows.Payloads: the codec, its dictionary's samples and training, the refusals
+and read shares), `sweeper` (sweep.Sweeper: the sweep's cursors; sweep, repartition,
+sizes, counts) and `identities` (identities.Identities: the flows over an identity's
+sessions). SessionCore keeps the single-session flows, the lifecycle events and the
+per-identity limit and devices, and delegates the rest (tests/unit/test_owners.py checks
+that no module assigns the fields of another module's object).
 """
 
 from __future__ import annotations
@@ -46,13 +50,13 @@ from densekv.errors import moved as _moved
 from densekv.flows import MAX_CAS_TRIES, RETRY_RUNS, Flow, cas_pause, gather
 from densekv.keys import partition_count
 from densekv.plan import Plan
-from densekv.sessions import payload_flows as payloads
-from densekv.sessions import sweep as whole
-from densekv.sessions.identities import IdentityFlows
+from densekv.sessions.identities import Identities
 from densekv.sessions.index import LABEL_MAX, LIMIT_POLICIES, IdentityIndex, pack_entry
+from densekv.sessions.layouts.base import Layout
 from densekv.sessions.meta import (
     LAYOUTS,
     Choice,
+    Metadata,
     ServerFacts,
     StoreMeta,
     choose_layout,
@@ -62,7 +66,6 @@ from densekv.sessions.meta import (
     meta_key,
     plan_meta,
 )
-from densekv.sessions.metadata import MetadataFlows
 from densekv.sessions.model import (
     Identity,
     Record,
@@ -72,9 +75,9 @@ from densekv.sessions.model import (
     digest_of,
     new_token,
 )
-from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES, PayloadCodec
-from densekv.sessions.payload_flows import AUTO_TRAIN, SAMPLE_SESSIONS
-from densekv.sessions.sweep import SWEEP_BATCH
+from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
+from densekv.sessions.payload_flows import AUTO_TRAIN, SAMPLE_SESSIONS, Payloads
+from densekv.sessions.sweep import SWEEP_BATCH, Sweeper
 
 if TYPE_CHECKING:
     from densekv.sessions.events import EventBuffer
@@ -83,11 +86,7 @@ T = TypeVar("T")
 log = logging.getLogger("densekv.sessions")
 
 DEFAULT_TTL = 30 * 24 * 3600
-META_RECHECK_S = 5.0  # while a repartition runs, re-read the store metadata this often
-META_REFRESH_S = 60.0  # otherwise this often (a dictionary trained by another process)
 TOUCH_GAIN = 0.25  # due_for_touch: roll the idle expiry once this part of the window has passed
-OUTSIDE_WEIGHT = 0.05  # moving averages of reads that found a split / out-of-line payload ...
-OUTSIDE_SPECULATE = 0.1  # ... above which a get reads that part in the same round trip (only that one)
 
 
 class OneCreate:
@@ -109,7 +108,7 @@ class OneCreate:
         return core.put_records(self.made, given=self.token is not None, label=self.label)
 
 
-class SessionCore(MetadataFlows, IdentityFlows):
+class SessionCore:
     """The flows; no I/O. Both stores hold one and drive its flows."""
 
     def __init__(
@@ -155,33 +154,21 @@ class SessionCore(MetadataFlows, IdentityFlows):
         self.on_limit = on_limit
         # index values of format 1 (index.py): devices and the limit read them
         self.entries = self.track_devices or self.limit is not None
-        self.expected_sessions = expected_sessions
-        self.asked_partitions = partitions
-        self.asked_layout = layout
-        self.choice = choose_layout(facts) if layout == "auto" else Choice(layout, "asked for")
-        self.fill = fill
-        self.layout = make_layout(self.choice.layout, namespace, facts, expected_sessions, partitions, fill=fill)
-        self.meta: StoreMeta | None = None
-        self.meta_read_at = 0.0
+        self.metadata = Metadata(facts, namespace, layout, expected_sessions, partitions, fill, index_identities, ticks)
         self.ttl = int(ttl)
         self.idle_ttl = int(idle_ttl) if idle_ttl else None
         self.index = (
             IdentityIndex(namespace, partition_count(expected_sessions, facts.limits.hash_max_listpack_entries),
-                          self.layout.index_ref_len)
+                          self.metadata.layout.index_ref_len)
             if index_identities
             else None
         )
         self.clock = clock
         self.ticks = ticks
-        self.sweep_cursor = 0
-        self.index_cursor = 0
-        self.refused_too_large = 0
-        self.codec = PayloadCodec(max_data_bytes)
-        self.auto_train = auto_train
-        self.samples: list[bytes] = []  # packed payloads written, until a dictionary exists
-        self._present: tuple[int | None, tuple[Plan[Any], ...]] | None = None  # plans_present's, by dictionary
-        self.split_rate = 0.0  # recent reads that found their payload split (a continuation entry)
-        self.ool_rate = 0.0  # ... or out of line (a key of its own)
+        self.payloads = Payloads(namespace, max_data_bytes, auto_train, self.now)
+        self.sweeper = Sweeper(self.metadata, self.index, self.now, self.emit_removed, events_stream)
+        self.identities = Identities(self.index, self.metadata, self.payloads, self.run_on, self.now,
+                                     self.emit_removed, self.track_devices, self.idle_ttl)
         self.events: EventBuffer | None = None  # set while an observer listens (events.py)
         self.stream = events_stream  # the event stream's cap (None: no stream)
         self.outbox: EventBuffer | None = None  # events not yet XADDed to it
@@ -193,6 +180,16 @@ class SessionCore(MetadataFlows, IdentityFlows):
             self.outbox = EventBuffer()
 
     # -- lifecycle events (densekv/sessions/events.py): recorded only while listened to --
+    def record_events(self, on: bool) -> None:
+        """Record events for observers from now on (an EventBuffer the store drains after
+        each operation), or stop (`on` False: the last observer left)."""
+        if not on:
+            self.events = None
+        elif self.events is None:
+            from densekv.sessions.events import EventBuffer  # loaded once observed
+
+            self.events = EventBuffer()
+
     def emit(self, kind: str, digest: bytes, identity: Identity | None, cause: str,
              old: bytes | None = None, found_by: str | None = None, label: str | None = None,
              stream: bool = True) -> None:
@@ -223,13 +220,18 @@ class SessionCore(MetadataFlows, IdentityFlows):
     def now(self) -> int:
         return int(self.clock())
 
+    @property
+    def layout(self) -> Layout:
+        """The store's layout as the metadata last read makes it (meta.Metadata owns it)."""
+        return self.metadata.layout
+
     def guarded(self, make: Callable[[SessionCore], Flow[T]]) -> Flow[T]:
         """The flow `make(self)`, as both shells run every operation: the metadata is
         re-read first when stale() (every few seconds while a repartition runs, once a
         minute otherwise, so every process sees its end and a new dictionary), and a run
         that meets a repartition tombstone (WrongType) re-reads it and runs again on the
         new partition count."""
-        if self.stale():
+        if self.metadata.stale():
             yield from self.refresh()
         # flows.retrying(lambda: make(self), self._after_tombstone), its loop written out:
         # one generator less on every operation's way (issue 22's hot path)
@@ -247,14 +249,31 @@ class SessionCore(MetadataFlows, IdentityFlows):
             return False
         return (yield from self.refresh())
 
-    def stale(self) -> bool:
-        """Time to re-read the metadata: often during a repartition, else once a minute."""
-        age = self.ticks() - self.meta_read_at
-        return age > (META_RECHECK_S if self.migrating else META_REFRESH_S)
-
     @property
     def migrating(self) -> bool:
-        return self.layout.from_partitions is not None
+        return self.metadata.migrating
+
+    # -- the metadata (meta.Metadata), with the dictionary the payloads are written with --
+    def open(self) -> Flow[None]:
+        """Create the metadata if this is the namespace's first store, then adopt it."""
+        return self.metadata.open(self.payloads)
+
+    def refresh(self) -> Flow[bool]:
+        """Re-read the metadata; True if it changed (a repartition began or ended)."""
+        return self.metadata.refresh(self.payloads)
+
+    def recover(self) -> Flow[None]:
+        """Write the metadata and the dictionary again after the server lost them."""
+        return self.metadata.recover(self.payloads)
+
+    def name_dictionary(self, dictionary_id: int) -> Flow[None]:
+        """Name a stored dictionary in the metadata and write with it (payload training)."""
+        return self.metadata.name_dictionary(self.payloads, dictionary_id)
+
+    def plans_present(self) -> list[Plan[Any]]:
+        """What a create sends beside its records: is the metadata, and our dictionary, there."""
+        d = self.payloads.codec.dictionary
+        return self.metadata.plans_present(d.id if d is not None else None)
 
     def _splits(self, digests: Iterable[bytes]) -> list[Plan[Any]]:
         """While a repartition runs: split the old partitions of these digests first."""
@@ -268,36 +287,55 @@ class SessionCore(MetadataFlows, IdentityFlows):
         results = yield [*splits, *plans]
         return results[len(splits):]
 
-    # -- partition-wide work (sweep.py) and dictionaries (payload_flows.py) -----------
+    # -- partition-wide work (sweep.Sweeper), dictionaries (payload_flows.Payloads) and an
+    # -- identity's sessions (identities.Identities) -----------------------------------
     def repartition(self, partitions: int, progress: Callable[[int, int], None] | None = None) -> Flow[dict[str, Any]]:
-        return whole.repartition(self, partitions, progress)
+        return self.sweeper.repartition(partitions, progress, self.refresh)
 
     def sweep(self, max_items: int | None) -> Flow[int]:
-        return whole.sweep(self, max_items)
+        return self.sweeper.sweep(max_items)
 
     def partition_sizes(self) -> Flow[list[int]]:
-        return whole.partition_sizes(self)
+        return self.sweeper.partition_sizes()
 
     def partition_counts(self) -> Flow[list[tuple[int, int]]]:
-        return whole.partition_counts(self)
+        return self.sweeper.partition_counts()
 
     def count(self) -> Flow[int]:
-        return whole.count(self)
+        return self.sweeper.count()
 
     def outside_counts(self, counts: list[tuple[int, int]] | None = None) -> Flow[tuple[int, int]]:
-        return whole.outside_counts(self, counts)
+        return self.sweeper.outside_counts(counts)
 
     def fill_warnings(self, entries: list[int]) -> list[str]:
-        return whole.fill_warnings(self, entries)
+        return self.sweeper.fill_warnings(entries)
 
     def train_dictionary(self, samples: Iterable[dict[str, Any]] | None = None) -> Flow[int]:
-        return payloads.train_dictionary(self, samples)
+        return self.payloads.train_dictionary(self.layout, samples, self)
+
+    def sessions_of(self, identity: Identity) -> Flow[list[Session]]:
+        return self.identities.sessions_of(identity)
+
+    def destroy_all(self, identity: Identity, keep: str | None = None) -> Flow[int]:
+        return self.identities.destroy_all(identity, keep)
 
     # -- helpers --------------------------------------------------------------------
+    def encode(self, data: dict[str, Any] | None) -> tuple[bytes | None, bytes | None]:
+        """(packed, framed) of session data, checked (payload_flows.Payloads.encode); while
+        observed, its stored size is recorded for metrics (events.py)."""
+        out = self.payloads.encode(self.layout, data)
+        if self.events is not None and data is not None:
+            self.events.sized(len(out[1] if out[1] is not None else cast(bytes, out[0])))
+        return out
+
+    def sample(self, packed: list[bytes]) -> Flow[None]:
+        """Keep written payloads for the dictionary; train it once there are enough."""
+        return self.payloads.sample(self.layout, packed, self)
+
     def new_record(self, identity: Any, data: dict[str, Any] | None, ttl: int | None,
                     token: str | None = None) -> tuple[Record, str, bytes | None]:
         identity = check_owner(identity)
-        packed, framed = payloads.encode(self, data)
+        packed, framed = self.encode(data)
         now = self.now()
         absolute = now + self.ttl_of(ttl, now)
         expires = min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute
@@ -372,7 +410,7 @@ class SessionCore(MetadataFlows, IdentityFlows):
             puts: list[Plan[Any]] = [(self.layout.plan_put_new if given else self.layout.plan_put)(rec, now)
                                      for rec, _, _ in made]
         except _SessionDataTooLarge:
-            self.refused_too_large += 1
+            self.payloads.refused()
             raise
         if not made:
             return []
@@ -395,8 +433,8 @@ class SessionCore(MetadataFlows, IdentityFlows):
                 self.emit("created", rec.digest, rec.identity, "create", label=label)
         if evicted:
             yield from self._evict(evicted)
-        if self.codec.dictionary is None:  # sample()'s no-op case skipped (a create's hot path)
-            yield from payloads.sample(self, [p for _, _, p in made if p is not None])
+        if self.payloads.codec.dictionary is None:  # sample()'s no-op case skipped (a create's hot path)
+            yield from self.sample([p for _, _, p in made if p is not None])
         return [token for _, token, _ in made]
 
     # -- devices and the per-identity limit (index values of format 1, index.py) --------
@@ -489,9 +527,7 @@ class SessionCore(MetadataFlows, IdentityFlows):
         large ones HGET + GET."""
         layout = self.layout
         if layout.outside:
-            split, ool = self.split_rate > OUTSIDE_SPECULATE, self.ool_rate > OUTSIDE_SPECULATE
-            plan = layout.plan_get(digest, outside=True if split and ool else "split" if split else
-                                   "ool" if ool else False)
+            plan = layout.plan_get(digest, outside=self.payloads.speculation())
         else:
             plan = layout.plan_get(digest)
         # not migrating: no split first, so the plan goes as it is (run_on's generator skipped)
@@ -499,12 +535,11 @@ class SessionCore(MetadataFlows, IdentityFlows):
             (yield from self.run_on([digest], [plan]))
         if rec is None or not rec.live(self.now()):
             return None
-        split_now = rec.outside and rec.part is not None
-        self.split_rate += OUTSIDE_WEIGHT * ((1.0 if split_now else 0.0) - self.split_rate)
-        self.ool_rate += OUTSIDE_WEIGHT * ((1.0 if rec.outside and not split_now else 0.0) - self.ool_rate)
-        if rec.payload is not None and self.codec.missing(rec.payload) is None:  # complete()'s common case, no generator
-            return payloads.decode_one(self, rec, rec.payload)
-        return (yield from payloads.complete(self, digest, rec))
+        payloads = self.payloads
+        payloads.note_read(rec)
+        if rec.payload is not None and payloads.codec.missing(rec.payload) is None:  # complete()'s common case, no generator
+            return payloads.decode_one(rec, rec.payload)
+        return (yield from payloads.complete(layout, self.run_on, digest, rec))
 
     def touch(self, token: str) -> Flow[bool]:
         digest = digest_of(token)
@@ -547,13 +582,13 @@ class SessionCore(MetadataFlows, IdentityFlows):
     def update(self, token: str, data: dict[str, Any] | None) -> Flow[bool]:
         """Replace the whole payload of a live session (None clears it)."""
         digest = digest_of(token)
-        packed, framed = payloads.encode(self, data)
+        packed, framed = self.encode(data)
         if digest is None:
             return False
         if not self.layout.needs_read:
             (result,) = yield from self.run_on([digest], [self.layout.plan_replace(digest, None, data, framed, self.now())])
             if result == 1 and packed is not None:
-                yield from payloads.sample(self, [packed])
+                yield from self.sample([packed])
             return bool(result == 1)
         return (yield from self._change(digest, lambda _: data)) is not None
 
@@ -601,7 +636,7 @@ class SessionCore(MetadataFlows, IdentityFlows):
             if current is None:
                 return None
             data = merge(current.data)
-            packed, framed = payloads.encode(self, data)
+            packed, framed = self.encode(data)
             now = self.now()
             times = None
             if seconds is not None:
@@ -615,8 +650,8 @@ class SessionCore(MetadataFlows, IdentityFlows):
             plan = self.layout.plan_replace(digest, current, data, framed, now, times)  # not migrating: no split first
             (result,) = (yield [plan]) if type(plan) is Plan and not self.migrating else (yield from self.run_on([digest], [plan]))
             if result == 1:
-                if packed is not None and sample and self.codec.dictionary is None:  # sample()'s no-op case skipped
-                    yield from payloads.sample(self, [packed])
+                if packed is not None and sample and self.payloads.codec.dictionary is None:  # sample()'s no-op case skipped
+                    yield from self.sample([packed])
                 return data if data is not None else {}
             if result == 0:
                 return None
@@ -759,12 +794,12 @@ class SessionCore(MetadataFlows, IdentityFlows):
     def explain(self) -> dict[str, Any]:
         return {
             **self.layout.describe(),
-            "reason": self.choice.reason,
+            "reason": self.metadata.choice.reason,
             "ttl": self.ttl,
             "idle_ttl": self.idle_ttl,
             "index_partitions": self.index.partitions if self.index else None,
-            "max_data_bytes": self.codec.max_bytes,
-            "dictionary": self.codec.dictionary.id if self.codec.dictionary else None,
+            "max_data_bytes": self.payloads.codec.max_bytes,
+            "dictionary": self.payloads.codec.dictionary.id if self.payloads.codec.dictionary else None,
             "server": {
                 "hash_max_listpack_entries": self.facts.limits.hash_max_listpack_entries,
                 "hash_max_listpack_value": self.facts.limits.hash_max_listpack_value,

@@ -1,47 +1,45 @@
 """The flows over an identity's sessions: sessions_of and destroy_all ("log out
 everywhere"), found through the identity index (densekv/sessions/index.py) and re-read.
 
-A mixin of SessionCore (densekv/sessions/core.py; it passes itself to payload_flows as a
-meta.StoreCore, so this module does not import core.py), kept apart because it is one concern:
-the index only points, every session it names is read again and its identity checked, and
+Identities holds them for SessionCore (densekv/sessions/core.py), kept apart because they
+are one concern: the index only points, every session it names is read again and its identity checked, and
 destroy_all runs find-and-delete rounds until two quiet rounds agree, so a session that
 rotates its token meanwhile (listed under its new digest before it moves) is ended too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, cast
 
 from densekv.errors import DensekvError
 from densekv.flows import MAX_CAS_TRIES, Flow, cas_pause
-from densekv.plan import Plan
-from densekv.sessions import payload_flows as payloads
 from densekv.sessions.index import IdentityIndex, unpack_entry
-from densekv.sessions.layouts.base import Layout
-from densekv.sessions.meta import StoreCore
+from densekv.sessions.meta import Metadata
 from densekv.sessions.model import Device, Identity, Record, Session, check_identity, digest_of
+from densekv.sessions.payload_flows import Payloads, RunOn
 
-__all__ = ["IdentityFlows"]
+__all__ = ["Identities"]
 
 
-class IdentityFlows:
-    """sessions_of and destroy_all, for SessionCore (whose attributes these are)."""
+class Identities:
+    """sessions_of and destroy_all over the store's identity index (None: a store made
+    without one; these flows then refuse). SessionCore holds one (`core.identities`); it
+    keeps no state but the index it was given, reads the layout from the store's
+    meta.Metadata and the payloads through payload_flows.Payloads, and runs its plans with
+    SessionCore.run_on (the repartition splits first)."""
 
-    index: IdentityIndex | None
-    layout: Layout
-    track_devices: bool
-    idle_ttl: int | None
-
-    def now(self) -> int:
-        raise NotImplementedError
-
-    def run_on(self, digests: Iterable[bytes], plans: list[Plan[Any]]) -> Flow[list[Any]]:
-        raise NotImplementedError
-
-    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int, stream: bool = True) -> None:
-        raise NotImplementedError
+    def __init__(self, index: IdentityIndex | None, metadata: Metadata, payloads: Payloads, run_on: RunOn,
+                 now: Callable[[], int], emit_removed: Callable[..., None], track_devices: bool,
+                 idle_ttl: int | None) -> None:
+        self.index = index
+        self.metadata = metadata
+        self.payloads = payloads
+        self.run_on = run_on
+        self.now = now
+        self.emit_removed = emit_removed
+        self.track_devices = track_devices
+        self.idle_ttl = idle_ttl
 
     def _live_records_of(self, identity: Identity) -> Flow[list[Record]]:
         """The live sessions of `identity`: index references, resolved and re-read; a stray
@@ -66,7 +64,7 @@ class IdentityFlows:
         pending = [(ref, 0) for ref in dict.fromkeys(refs)]
         while pending:
             replies = yield from self.run_on([ref + bytes(16 - len(ref)) for ref, _ in pending],
-                                          [self.layout.plan_find(ref, cur) for ref, cur in pending])
+                                          [self.metadata.layout.plan_find(ref, cur) for ref, cur in pending])
             pending = [(ref, nxt) for (ref, _), (nxt, _) in zip(pending, replies) if nxt != 0]
             for _, recs in replies:
                 records.update((r.digest, r) for r in recs)
@@ -75,7 +73,7 @@ class IdentityFlows:
 
     def _live_sessions_of(self, identity: Identity, values: dict[bytes, bytes] | None = None) -> Flow[list[Record]]:
         found = (yield from self._live_refs_and_records(identity, values))[1]
-        records = yield from payloads.fill_outside(cast(StoreCore, self), found)
+        records = yield from self.payloads.fill_outside(self.metadata.layout, found)
         return [r for r in records if r.identity == identity]  # a re-read may find a login
 
     def _need_index(self) -> None:
@@ -130,7 +128,7 @@ class IdentityFlows:
                 continue
             last = None
             digests = [r.digest for r in records]
-            removed = yield from self.run_on(digests, [self.layout.plan_delete(d) for d in digests])
+            removed = yield from self.run_on(digests, [self.metadata.layout.plan_delete(d) for d in digests])
             yield [self.index.plan_remove(identity, digests)]
             now = self.now()
             for r in removed:

@@ -1,5 +1,5 @@
 """What a session store is, and where it is decided: the server's facts, the registry of
-layouts and the layout choice, the store's shared metadata, the core as its flows see it.
+layouts and the layout choice, the store's shared metadata and its owner.
 
 Deciding apart from doing: SPECS is the one registry of session layouts (name, class,
 what the server must have, the partition limit, the placement rule, a bytes formula);
@@ -8,18 +8,18 @@ and one entry here. `choose_layout` picks the layout for `layout="auto"` from Se
 (a pure projection of the probe's Capabilities: facts_of) and `make_layout` builds it;
 StoreMeta is the namespace's metadata hash `{ns}:meta` (written once by the first store,
 densekv/lua/store_meta.lua; every later process adopts its layout, partition count,
-repartition state and dictionary id, whatever it was told). StoreCore is what the flows
-beside densekv/sessions/core.py (sweep.py, payload_flows.py, identities.py) need of the
-core: they import it from here, and core.py imports them, never the other way. No I/O
-here but the plans of plan_meta.
+repartition state and dictionary id, whatever it was told). Metadata is the one owner of
+what a store holds of it (the StoreMeta read, when, the layout built from it), with its
+open / refresh / recover flows; SessionCore holds one. No I/O here: plans and flows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from densekv.dictionaries import plan_store, plan_stored
 from densekv.errors import DecodeError, DensekvError
 from densekv.errors import LayoutUnavailable as _LayoutUnavailable
 from densekv.errors import moved as _moved
@@ -27,17 +27,17 @@ from densekv.flows import Flow
 from densekv.keys import key, partition_count
 from densekv.listpack import int_entry_size, string_entry_size
 from densekv.lua import script
-from densekv.plan import Plan, script_call
-from densekv.sessions.index import IdentityIndex
+from densekv.plan import Plan, command, script_call
 from densekv.sessions.layouts.base import Layout, LayoutLimits
 from densekv.sessions.layouts.partitioned import DenseLayout, FieldTtlLayout, ZsetLayout, placement
 from densekv.sessions.layouts.perkey import HashLayout, JsonLayout, PackedLayout
-from densekv.sessions.payload import PayloadCodec
 
 if TYPE_CHECKING:
     from densekv.capabilities import Capabilities
-    from densekv.sessions.events import EventBuffer
-    from densekv.sessions.model import Record
+    from densekv.sessions.payload_flows import Payloads
+
+META_RECHECK_S = 5.0  # while a repartition runs, re-read the store metadata this often
+META_REFRESH_S = 60.0  # otherwise this often (a dictionary trained by another process)
 
 
 @dataclass(frozen=True)
@@ -240,39 +240,136 @@ class StoreMeta:
         return meta
 
 
-class StoreCore(Protocol):
-    """SessionCore (densekv/sessions/core.py) as the flows beside it see it: sweep.py,
-    payload_flows.py and identities.py take the core and call back into it (adopt,
-    refresh, run_on) through this type, so none of them imports core.py."""
+class Metadata:
+    """The store's metadata as this process holds it, and what it implies: the StoreMeta
+    last read (`meta`), when (`read_at`, on the injected monotonic `ticks`), the layout
+    choice and the layout built from them. SessionCore holds one (`core.metadata`; its
+    `layout` is `core.layout`); only this class changes these fields.
 
-    namespace: str
-    facts: ServerFacts
-    layout: Layout
-    meta: StoreMeta | None
-    index: IdentityIndex | None
-    codec: PayloadCodec
-    samples: list[bytes]
-    auto_train: int | None
-    refused_too_large: int
-    sweep_cursor: int
-    index_cursor: int
-    events: EventBuffer | None
+    Its flows open the metadata (creating it for the namespace's first store), re-read it
+    (a repartition began or ended, a dictionary was trained elsewhere) and write it again
+    after the server lost it (a restart without persistence, a flush, a failover to an
+    empty replica); the dictionary it names is the payloads' (payload_flows.Payloads), whose
+    methods they call."""
 
-    def now(self) -> int: ...
+    def __init__(self, facts: ServerFacts, namespace: str, layout: str, expected_sessions: int,
+                 partitions: int | None, fill: int | None, indexed: bool, ticks: Callable[[], float]) -> None:
+        self.facts = facts
+        self.namespace = namespace
+        self.asked_layout = layout
+        self.asked_partitions = partitions
+        self.expected_sessions = expected_sessions
+        self.indexed = indexed  # the store keeps the identity index (checked against the metadata's)
+        self.ticks = ticks
+        self.choice = choose_layout(facts) if layout == "auto" else Choice(layout, "asked for")
+        self.layout = make_layout(self.choice.layout, namespace, facts, expected_sessions, partitions, fill=fill)
+        self.meta: StoreMeta | None = None
+        self.read_at = 0.0
+        self._present: tuple[int | None, tuple[Plan[Any], ...]] | None = None  # plans_present's, by dictionary
+
+    @property
+    def migrating(self) -> bool:
+        return self.layout.from_partitions is not None
+
+    def stale(self) -> bool:
+        """Time to re-read the metadata: often during a repartition, else once a minute."""
+        age = self.ticks() - self.read_at
+        return age > (META_RECHECK_S if self.migrating else META_REFRESH_S)
+
+    def plan_open(self) -> Plan[StoreMeta | None]:
+        """store_meta.lua's open: the metadata as this store would make it, if missing."""
+        layout = self.layout
+        return plan_meta(self.namespace, "open", layout.name, layout.partitions, int(self.indexed))
+
+    def open(self, payloads: Payloads) -> Flow[None]:
+        """Create the metadata if this is the namespace's first store, then adopt it."""
+        meta = (yield [self.plan_open()])[0]
+        self.adopt(meta)
+        self.asked_partitions = None  # checked once, at open: later changes are repartitions
+        yield from payloads.use_dictionary(self.dictionary())
+
+    def refresh(self, payloads: Payloads) -> Flow[bool]:
+        """Re-read the metadata; True if it changed (a repartition began or ended). Metadata
+        gone from a server that had it (a restart without persistence, a flush) is written
+        again, with the dictionary the payloads are written with (recover)."""
+        meta = (yield [plan_meta(self.namespace, "read")])[0]
+        if meta is None and self.meta is not None:
+            yield from self.recover(payloads)
+            return False
+        if meta is None or meta == self.meta:
+            self.read_at = self.ticks()
+            return False
+        self.adopt(meta)
+        yield from payloads.use_dictionary(self.dictionary())
+        return True
+
+    def recover(self, payloads: Payloads) -> Flow[None]:
+        """The server lost the metadata or the dictionary (restart without persistence,
+        flush, failover to an empty replica): write them again, so that what this store
+        wrote (payloads naming its dictionary) reads in every process, and `densekv sweep`
+        finds the store. Storing a dictionary again is harmless: its id is its content's
+        (codec.content_id), so no other process can hold other bytes under it."""
+        meta = (yield [self.plan_open()])[0]
+        d = payloads.codec.dictionary
+        if d is not None:
+            yield [plan_store(self.namespace, d.data)]
+            if meta is not None and meta.dictionary is None:
+                meta = (yield [plan_meta(self.namespace, "dict", d.id)])[0]
+        self.adopt(meta)
+        yield from payloads.use_dictionary(self.dictionary())
+
+    def name_dictionary(self, payloads: Payloads, dictionary_id: int) -> Flow[None]:
+        """Name a stored dictionary in the metadata, as the one new payloads are written with
+        (every process adopts it within META_REFRESH_S), and write with it here."""
+        meta = (yield [plan_meta(self.namespace, "dict", dictionary_id)])[0]
+        self.adopt(meta)
+        yield from payloads.use_dictionary(self.dictionary())
+
+    def dictionary(self) -> int | None:
+        """The id of the dictionary the metadata names (None: none, or no metadata read)."""
+        return self.meta.dictionary if self.meta is not None else None
+
+    def plans_present(self, dictionary_id: int | None) -> list[Plan[Any]]:
+        """What a create sends beside its records, in the same round trip: whether the
+        server still holds the metadata and the dictionary `dictionary_id` this store writes
+        with (False in either: recover)."""
+        made = self._present
+        if made is None or made[0] != dictionary_id:  # plans hold no state: made once per dictionary
+            plans: list[Plan[Any]] = [command("EXISTS", meta_key(self.namespace), keys=(meta_key(self.namespace),),
+                                              decode=bool)]
+            if dictionary_id is not None:
+                plans.append(plan_stored(self.namespace, dictionary_id))
+            made = self._present = (dictionary_id, tuple(plans))
+        return list(made[1])
 
     def adopt(self, meta: StoreMeta | None) -> None:
-        """Take the metadata as the store's (its layout, partitions, dictionary)."""
-
-    def refresh(self) -> Flow[bool]:
-        """Re-read the metadata; True if it changed."""
-
-    def run_on(self, digests: Iterable[bytes], plans: list[Plan[Any]]) -> Flow[list[Any]]:
-        """Run `plans` in one round trip, after the repartition splits they need."""
-
-    stream: int | None
-
-    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int, stream: bool = True) -> None:
-        """Record the lifecycle event of a record this process removed (events.py)."""
+        """Take the metadata as the store's: its layout, partition count and repartition
+        state, whatever this store was told (DensekvError where the two cannot agree)."""
+        self.read_at = self.ticks()
+        if meta is None:
+            return
+        if meta.index is not None and meta.index != self.indexed:
+            said = "keep" if meta.index else "do not keep"
+            raise DensekvError(
+                f"namespace {self.namespace!r} is used by stores that {said} the identity index: "
+                f"open it with index_identities={meta.index} (a store that disagrees would let "
+                "destroy_all miss sessions), or use another namespace"
+            )
+        if meta.layout != self.layout.name:
+            if self.asked_layout != "auto":
+                raise DensekvError(
+                    f"namespace {self.namespace!r} holds a {meta.layout!r} session store; open it "
+                    f"with layout={meta.layout!r} (or 'auto'), or use another namespace"
+                )
+            self.choice = Choice(meta.layout, "the layout this namespace already holds")
+        if self.asked_partitions and meta.partitions and self.asked_partitions != meta.partitions:
+            raise DensekvError(
+                f"namespace {self.namespace!r} holds {meta.partitions} partitions, not "
+                f"{self.asked_partitions}: repartition it (densekv repartition) instead"
+            )
+        self.meta = meta
+        self.layout = make_layout(self.choice.layout, self.namespace, self.facts, self.expected_sessions,
+                                  None, meta)
 
 
 def meta_key(namespace: str) -> bytes:
@@ -303,8 +400,8 @@ def facts_from_probe(client: Any) -> ServerFacts:
     return facts_of(probe(client))
 
 
-__all__ = ["AUTO_LAYOUT", "CAPABILITIES", "LAYOUTS", "SPECS", "Choice", "LayoutLimits",
-           "LayoutSpec", "ServerFacts", "StoreCore", "StoreMeta", "choose_layout",
+__all__ = ["AUTO_LAYOUT", "CAPABILITIES", "LAYOUTS", "META_RECHECK_S", "META_REFRESH_S", "SPECS", "Choice",
+           "LayoutLimits", "LayoutSpec", "Metadata", "ServerFacts", "StoreMeta", "choose_layout",
            "facts_from_probe", "facts_of", "make_layout", "meta_key", "plan_meta", "spec_of"]
 
 

@@ -1,20 +1,22 @@
 """A session's payload on its way in and out: encoding, out-of-line parts, dictionaries.
 
-Flows of densekv/sessions/core.py's SessionCore (each takes the core it works for, typed as
-meta.StoreCore: core.py imports this module, never the other way), kept
-apart because they are one concern: data -> packed -> framed bytes (payload.py) with the
-namespace's zstd dictionary; a read's record -> its whole payload (the continuation or
-out-of-line part read as the record names it, densekv/sessions/layouts/partitioned.py) ->
-data; and the dictionary's life: samples kept from writes, trained once (AUTO_TRAIN
-payloads, or SAMPLE_SESSIONS read back), stored under an id in `{ns}:zd` and named in the
-store's metadata so that every process adopts it.
+Payloads is the one owner of a store's payload state (SessionCore holds it as
+`core.payloads`; only this class changes its fields): the PayloadCodec (data -> packed ->
+framed bytes, payload.py, with the namespace's zstd dictionary), the samples kept from
+writes until a dictionary is trained (once: AUTO_TRAIN payloads, or SAMPLE_SESSIONS read
+back), stored under an id in `{ns}:zd` and named in the store's metadata so that every
+process adopts it (meta.Metadata.name_dictionary), the count of data refused as too large,
+and the moving averages of reads that found their payload split or out of line (which
+decide what a get reads in its first round trip). Its flows turn a read's record into its
+whole payload (the continuation or out-of-line part read as the record names it,
+densekv/sessions/layouts/partitioned.py) and then into data. No I/O: flows, as in core.py.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 from densekv.codec import ZstdDictionary
 from densekv.dictionaries import plan_load, plan_store
@@ -29,184 +31,218 @@ from densekv.errors import (
 from densekv.flows import Flow
 from densekv.keys import join_digest
 from densekv.plan import Command, Plan
-from densekv.sessions.meta import StoreCore, plan_meta
+from densekv.sessions.layouts.base import Layout
 from densekv.sessions.model import Record
-from densekv.sessions.payload import pack_data
+from densekv.sessions.payload import PayloadCodec, pack_data
 from densekv.sessions.record import unpack_record, with_data
 
 log = logging.getLogger("densekv.sessions")
 AUTO_TRAIN = 2000  # payloads written before a store trains the namespace's dictionary
 SAMPLE_SESSIONS = 2000  # sessions read to train a dictionary from the store itself
+OUTSIDE_WEIGHT = 0.05  # moving averages of reads that found a split / out-of-line payload ...
+OUTSIDE_SPECULATE = 0.1  # ... above which a get reads that part in the same round trip (only that one)
+
+#: what a flow over a record runs its plans with: SessionCore.run_on (the repartition splits first)
+RunOn = Callable[[Iterable[bytes], list[Plan[Any]]], Flow[list[Any]]]
 
 
-def use_dictionary(core: StoreCore) -> Flow[None]:
-    """Write with the dictionary the metadata names (loaded once, cached by id). One the
-    server no longer holds (lost by a flush while the metadata was not) is not used: the
-    store writes without a dictionary, and trains another after AUTO_TRAIN payloads."""
-    want = core.meta.dictionary if core.meta is not None else None
-    current = core.codec.dictionary.id if core.codec.dictionary else None
-    if want is None or want == current:
-        return
-    if want not in core.codec.known:
-        found = (yield [plan_load(core.namespace, [want])])[0]
-        if want not in found:
-            log.warning("densekv: namespace %r names zstd dictionary %d, which the server does not "
-                        "hold: writing without it", core.namespace, want)
-            return
-        core.codec.known.update(found)
-    core.codec.use(ZstdDictionary(want, core.codec.known[want]))
+class DictionaryHome(Protocol):
+    """What training a dictionary needs of the store (SessionCore): its metadata re-read
+    (another process may have trained one meanwhile), and a stored dictionary named in it."""
+
+    def refresh(self) -> Flow[bool]: ...
+
+    def name_dictionary(self, dictionary_id: int) -> Flow[None]: ...
 
 
-def encode(core: StoreCore, data: dict[str, Any] | None) -> tuple[bytes | None, bytes | None]:
-    """(packed, framed) of session data, checked (typed errors, nothing written yet)."""
-    if data is None:
-        return None, None
-    try:
-        if not core.layout.holds_bytes:
-            no_bytes(data)
-        out = core.codec.encode(data) if core.layout.framed else (pack_data(data, core.codec.max_bytes), None)
-    except SessionDataTooLarge:
-        core.refused_too_large += 1
-        raise
-    if core.events is not None:  # observed: the bytes to be stored, for metrics (events.py)
-        core.events.sized(len(out[1] if out[1] is not None else out[0]))
-    return out
+class Payloads:
+    """A store's payload codec and what it learns from writes and reads (module docstring)."""
 
+    def __init__(self, namespace: str, max_data_bytes: int, auto_train: int | None,
+                 now: Callable[[], int]) -> None:
+        """`now`: the store's clock in unix seconds (SessionCore.now)."""
+        self.namespace = namespace
+        self.codec = PayloadCodec(max_data_bytes)
+        self.auto_train = auto_train
+        self.samples: list[bytes] = []  # packed payloads written, until a dictionary exists
+        self.refused_too_large = 0  # data refused as over max_data_bytes (store.stats())
+        self.split_rate = 0.0  # recent reads that found their payload split (a continuation entry)
+        self.ool_rate = 0.0  # ... or out of line (a key of its own)
+        self.now = now
 
-def complete(core: StoreCore, digest: bytes, rec: Record | None) -> Flow[Record | None]:
-    """A record as read, with its payload decoded. A record that points out of line at
-    a missing value (an update moved the payload between HGET and GET) is re-read."""
-    for attempt in range(3):
-        if rec is None or not rec.outside or rec.payload is not None or not rec.live(core.now()):
-            break
-        layout = core.layout
-        if attempt == 0 and layout.outside:  # read what the record names
-            (rec,) = yield from core.run_on([digest], [layout.plan_fetch_outside(rec)])
-        else:  # it moved meanwhile: read everything again
-            (rec,) = yield from core.run_on([digest], [core.layout.plan_get(digest)])
-    else:
-        if rec is not None and rec.outside and rec.payload is None:
-            raise DecodeError(f"session {digest.hex()} points at an out-of-line payload that is not stored", key=digest)
-    if rec is None or rec.payload is None:
-        return rec
-    if core.codec.missing(rec.payload) is None:  # the common case: decoded here, no round trip
-        return decode_one(core, rec, rec.payload)
-    return (yield from decode_payloads(core, [rec]))[0]
-
-
-def decode_one(core: StoreCore, rec: Record, payload: bytes) -> Record:
-    """decode_payloads of one record whose dictionary is loaded, without its generator (a
-    get's common case: core.py calls it directly)."""
-    try:
-        return with_data(rec, core.codec.decode(payload, key=rec.digest))
-    except DecodeError:
-        raise
-    except (ValueError, TypeError, UnicodeDecodeError) as exc:
-        raise DecodeError(f"session {rec.digest.hex()} holds a payload that does not decode: {exc}",
-                          key=rec.digest) from exc
-
-
-def decode_payloads(core: StoreCore, records: list[Record], skip: bool = False) -> Flow[list[Record]]:
-    """Decode framed payloads, loading any dictionary they name that is not cached. `skip`:
-    a record that does not decode is left out (one warning each) instead of raising
-    DecodeError: a listing (sessions_of, training samples) shows the sessions it can."""
-    need = sorted({d for r in records if r.payload is not None and (d := core.codec.missing(r.payload))})
-    if need:
-        core.codec.known.update((yield [plan_load(core.namespace, need)])[0])
-    out = []
-    for r in records:
-        if r.payload is None:
-            out.append(r)
-            continue
+    # -- writes -------------------------------------------------------------------------
+    def encode(self, layout: Layout, data: dict[str, Any] | None) -> tuple[bytes | None, bytes | None]:
+        """(packed, framed) of session data, checked (typed errors, nothing written yet)."""
+        if data is None:
+            return None, None
         try:
-            data = core.codec.decode(r.payload, key=r.digest)
-        except (DecodeError, ValueError, TypeError, UnicodeDecodeError) as exc:
-            if not skip and isinstance(exc, DecodeError):
-                raise
-            if not skip:
-                raise DecodeError(f"session {r.digest.hex()} holds a payload that does not decode: {exc}",
-                                  key=r.digest) from exc
-            log.warning("densekv: session %s of namespace %r does not decode, left out: %s",
-                        r.digest.hex(), core.namespace, exc)
-            continue
-        out.append(with_data(r, data))
-    return out
+            if not layout.holds_bytes:
+                no_bytes(data)
+            return self.codec.encode(data) if layout.framed else (pack_data(data, self.codec.max_bytes), None)
+        except SessionDataTooLarge:
+            self.refused_too_large += 1
+            raise
 
+    def refused(self) -> None:
+        """Count data a layout refused as too large (a record it cannot hold: put_records)."""
+        self.refused_too_large += 1
 
-def fill_outside(core: StoreCore, records: list[Record]) -> Flow[list[Record]]:
-    """Records found by a scan carry only their inline part: read the rest."""
-    layout = core.layout
-    missing = [i for i, r in enumerate(records) if r.outside and r.payload is None]
-    if missing and layout.outside:
-        filled = yield [layout.plan_fetch_outside(records[i]) for i in missing]
-        fresh: list[Record | None] = list(records)
-        for i, rec in zip(missing, filled):
-            fresh[i] = rec
-        records = [r for r in fresh if r is not None]
-    now = core.now()  # gone or expired meanwhile: dropped
-    records = [r for r in records if not (r.outside and r.payload is None) and r.live(now)]
-    return (yield from decode_payloads(core, records, skip=True))
+    def sample(self, layout: Layout, packed: list[bytes], home: DictionaryHome) -> Flow[None]:
+        """Keep payloads until the namespace has a dictionary; then train it (once), within
+        the write that brought the AUTO_TRAIN-th payload (that one request pays the training:
+        benchmarks/train_cost.py). Training never fails that write: without zstandard the
+        store keeps writing without a dictionary (one warning), and any other failure is
+        logged and tried again after AUTO_TRAIN more payloads."""
+        if self.auto_train is None or self.codec.dictionary is not None or not layout.framed:
+            return
+        self.samples.extend(packed[: self.auto_train - len(self.samples)])
+        if len(self.samples) >= self.auto_train:
+            samples, self.samples = self.samples, []
+            try:  # the write that got here is done: training must not turn it into an error
+                yield from home.refresh()  # another process may have trained one meanwhile
+                if self.codec.dictionary is None:
+                    yield from self.store_dictionary(samples, home)
+            except CodecUnavailable as exc:
+                self.auto_train = None
+                log.warning("densekv: namespace %r keeps writing without a zstd dictionary: %s",
+                            self.namespace, exc)
+            except Exception as exc:  # noqa: BLE001  # a server error, a sample zstd cannot train on
+                log.warning("densekv: namespace %r could not train its zstd dictionary (tried again "
+                            "after %d more sessions): %s", self.namespace, self.auto_train, exc)
 
+    def train_dictionary(self, layout: Layout, samples: Iterable[dict[str, Any]] | None,
+                         home: DictionaryHome) -> Flow[int]:
+        """Train the namespace's zstd dictionary on `samples` (session data dicts), or on
+        up to SAMPLE_SESSIONS sessions read from the store; store it, and make it the one
+        new payloads are written with (every process adopts it within a minute)."""
+        if not layout.framed:
+            raise DensekvError(f"layout {layout.name} keeps payloads as they are: no dictionary")
+        if samples is not None:
+            packed = [pack_data(d, self.codec.max_bytes) for d in samples]
+        else:
+            packed = []
+            parts = layout.partitioning()
+            if parts is None:
+                raise DensekvError(f"layout {layout.name} has no partitions to read samples from: "
+                                   "pass the samples")
+            for p in range(parts.partitions):
+                if len(packed) >= SAMPLE_SESSIONS:
+                    break
+                key = parts.hash_key(p)
+                _, flat = (yield [Plan((Command(("HSCAN", key, 0, "COUNT", 1000), (key,)),), lambda r: r[0])])[0]
+                recs = [unpack_record(join_digest(p, flat[i], parts.bits), flat[i + 1]) for i in range(0, len(flat), 2)]
+                recs = yield from self.fill_outside(layout, [r for r in recs if r.payload is not None or r.outside])
+                packed += [pack_data(r.data, self.codec.max_bytes) for r in recs if r.data is not None]
+        return (yield from self.store_dictionary(packed, home))
 
-def sample(core: StoreCore, packed: list[bytes]) -> Flow[None]:
-    """Keep payloads until the namespace has a dictionary; then train it (once), within
-    the write that brought the AUTO_TRAIN-th payload (that one request pays the training:
-    benchmarks/train_cost.py). Training never fails that write: without zstandard the
-    store keeps writing without a dictionary (one warning), and any other failure is
-    logged and tried again after AUTO_TRAIN more payloads."""
-    if (core.auto_train is None or core.codec.dictionary is not None
-            or not core.layout.framed):
-        return
-    core.samples.extend(packed[: core.auto_train - len(core.samples)])
-    if len(core.samples) >= core.auto_train:
-        samples, core.samples = core.samples, []
-        try:  # the write that got here is done: training must not turn it into an error
-            yield from core.refresh()  # another process may have trained one meanwhile
-            if core.codec.dictionary is None:
-                yield from store_dictionary(core, samples)
-        except CodecUnavailable as exc:
-            core.auto_train = None
-            log.warning("densekv: namespace %r keeps writing without a zstd dictionary: %s",
-                        core.namespace, exc)
-        except Exception as exc:  # noqa: BLE001  # a server error, a sample zstd cannot train on
-            log.warning("densekv: namespace %r could not train its zstd dictionary (tried again "
-                        "after %d more sessions): %s", core.namespace, core.auto_train, exc)
+    def store_dictionary(self, packed: list[bytes], home: DictionaryHome) -> Flow[int]:
+        """Train a dictionary on packed payloads, store it and name it in the metadata."""
+        data = train_zstd(packed, size=4096)
+        stored = (yield [plan_store(self.namespace, data)])[0]
+        self.codec.known[stored.id] = stored.data
+        yield from home.name_dictionary(stored.id)
+        return int(stored.id)
 
+    def use_dictionary(self, want: int | None) -> Flow[None]:
+        """Write with dictionary `want`, the one the metadata names (loaded once, cached by
+        id). One the server no longer holds (lost by a flush while the metadata was not) is
+        not used: the store writes without a dictionary, and trains another after
+        AUTO_TRAIN payloads."""
+        current = self.codec.dictionary.id if self.codec.dictionary else None
+        if want is None or want == current:
+            return
+        if want not in self.codec.known:
+            found = (yield [plan_load(self.namespace, [want])])[0]
+            if want not in found:
+                log.warning("densekv: namespace %r names zstd dictionary %d, which the server does not "
+                            "hold: writing without it", self.namespace, want)
+                return
+            self.codec.known.update(found)
+        self.codec.use(ZstdDictionary(want, self.codec.known[want]))
 
-def train_dictionary(core: StoreCore, samples: Iterable[dict[str, Any]] | None = None) -> Flow[int]:
-    """Train the namespace's zstd dictionary on `samples` (session data dicts), or on
-    up to SAMPLE_SESSIONS sessions read from the store; store it, and make it the one
-    new payloads are written with (every process adopts it within a minute)."""
-    if not core.layout.framed:
-        raise DensekvError(f"layout {core.layout.name} keeps payloads as they are: no dictionary")
-    if samples is not None:
-        packed = [pack_data(d, core.codec.max_bytes) for d in samples]
-    else:
-        packed = []
-        layout = core.layout.partitioning()
-        if layout is None:
-            raise DensekvError(f"layout {core.layout.name} has no partitions to read samples from: "
-                               "pass the samples")
-        for p in range(layout.partitions):
-            if len(packed) >= SAMPLE_SESSIONS:
+    # -- reads --------------------------------------------------------------------------
+    def speculation(self) -> bool | str:
+        """What a get reads beside the record in its first round trip (Layout.plan_get's
+        `outside`): the part recent reads needed (OUTSIDE_SPECULATE), and only that kind."""
+        split, ool = self.split_rate > OUTSIDE_SPECULATE, self.ool_rate > OUTSIDE_SPECULATE
+        return True if split and ool else "split" if split else "ool" if ool else False
+
+    def note_read(self, rec: Record) -> None:
+        """A live record read by a get: the moving averages of split / out-of-line reads."""
+        split_now = rec.outside and rec.part is not None
+        self.split_rate += OUTSIDE_WEIGHT * ((1.0 if split_now else 0.0) - self.split_rate)
+        self.ool_rate += OUTSIDE_WEIGHT * ((1.0 if rec.outside and not split_now else 0.0) - self.ool_rate)
+
+    def complete(self, layout: Layout, run_on: RunOn, digest: bytes, rec: Record | None) -> Flow[Record | None]:
+        """A record as read, with its payload decoded. A record that points out of line at
+        a missing value (an update moved the payload between HGET and GET) is re-read."""
+        for attempt in range(3):
+            if rec is None or not rec.outside or rec.payload is not None or not rec.live(self.now()):
                 break
-            key = layout.hash_key(p)
-            _, flat = (yield [Plan((Command(("HSCAN", key, 0, "COUNT", 1000), (key,)),), lambda r: r[0])])[0]
-            recs = [unpack_record(join_digest(p, flat[i], layout.bits), flat[i + 1]) for i in range(0, len(flat), 2)]
-            recs = yield from fill_outside(core, [r for r in recs if r.payload is not None or r.outside])
-            packed += [pack_data(r.data, core.codec.max_bytes) for r in recs if r.data is not None]
-    return (yield from store_dictionary(core, packed))
+            if attempt == 0 and layout.outside:  # read what the record names
+                (rec,) = yield from run_on([digest], [layout.plan_fetch_outside(rec)])
+            else:  # it moved meanwhile: read everything again
+                (rec,) = yield from run_on([digest], [layout.plan_get(digest)])
+        else:
+            if rec is not None and rec.outside and rec.payload is None:
+                raise DecodeError(f"session {digest.hex()} points at an out-of-line payload that is not stored",
+                                  key=digest)
+        if rec is None or rec.payload is None:
+            return rec
+        if self.codec.missing(rec.payload) is None:  # the common case: decoded here, no round trip
+            return self.decode_one(rec, rec.payload)
+        return (yield from self.decode_payloads([rec]))[0]
 
+    def decode_one(self, rec: Record, payload: bytes) -> Record:
+        """decode_payloads of one record whose dictionary is loaded, without its generator (a
+        get's common case: core.py calls it directly)."""
+        try:
+            return with_data(rec, self.codec.decode(payload, key=rec.digest))
+        except DecodeError:
+            raise
+        except (ValueError, TypeError, UnicodeDecodeError) as exc:
+            raise DecodeError(f"session {rec.digest.hex()} holds a payload that does not decode: {exc}",
+                              key=rec.digest) from exc
 
-def store_dictionary(core: StoreCore, packed: list[bytes]) -> Flow[int]:
-    """Train a dictionary on packed payloads, store it and name it in the metadata."""
-    data = train_zstd(packed, size=4096)
-    stored = (yield [plan_store(core.namespace, data)])[0]
-    meta = (yield [plan_meta(core.namespace, "dict", stored.id)])[0]
-    core.codec.known[stored.id] = stored.data
-    core.adopt(meta)
-    yield from use_dictionary(core)
-    return int(stored.id)
+    def decode_payloads(self, records: list[Record], skip: bool = False) -> Flow[list[Record]]:
+        """Decode framed payloads, loading any dictionary they name that is not cached. `skip`:
+        a record that does not decode is left out (one warning each) instead of raising
+        DecodeError: a listing (sessions_of, training samples) shows the sessions it can."""
+        codec = self.codec
+        need = sorted({d for r in records if r.payload is not None and (d := codec.missing(r.payload))})
+        if need:
+            codec.known.update((yield [plan_load(self.namespace, need)])[0])
+        out = []
+        for r in records:
+            if r.payload is None:
+                out.append(r)
+                continue
+            try:
+                data = codec.decode(r.payload, key=r.digest)
+            except (DecodeError, ValueError, TypeError, UnicodeDecodeError) as exc:
+                if not skip and isinstance(exc, DecodeError):
+                    raise
+                if not skip:
+                    raise DecodeError(f"session {r.digest.hex()} holds a payload that does not decode: {exc}",
+                                      key=r.digest) from exc
+                log.warning("densekv: session %s of namespace %r does not decode, left out: %s",
+                            r.digest.hex(), self.namespace, exc)
+                continue
+            out.append(with_data(r, data))
+        return out
+
+    def fill_outside(self, layout: Layout, records: list[Record]) -> Flow[list[Record]]:
+        """Records found by a scan carry only their inline part: read the rest."""
+        missing = [i for i, r in enumerate(records) if r.outside and r.payload is None]
+        if missing and layout.outside:
+            filled = yield [layout.plan_fetch_outside(records[i]) for i in missing]
+            fresh: list[Record | None] = list(records)
+            for i, rec in zip(missing, filled):
+                fresh[i] = rec
+            records = [r for r in fresh if r is not None]
+        now = self.now()  # gone or expired meanwhile: dropped
+        records = [r for r in records if not (r.outside and r.payload is None) and r.live(now)]
+        return (yield from self.decode_payloads(records, skip=True))
 
 
 def no_bytes(value: Any) -> None:
@@ -219,3 +255,7 @@ def no_bytes(value: Any) -> None:
     elif isinstance(value, list):
         for v in value:
             no_bytes(v)
+
+
+__all__ = ["AUTO_TRAIN", "OUTSIDE_SPECULATE", "OUTSIDE_WEIGHT", "SAMPLE_SESSIONS", "DictionaryHome", "Payloads",
+           "no_bytes"]

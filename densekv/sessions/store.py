@@ -66,7 +66,7 @@ class _Options:
 
     @property
     def max_data_bytes(self) -> int:
-        return self._core_or_none().codec.max_bytes
+        return self._core_or_none().payloads.codec.max_bytes
 
     @property
     def namespace(self) -> str:
@@ -86,7 +86,7 @@ class _Options:
         that found their payload split / stored out of line; no server call (for metrics:
         stats() counts the stored ones exactly, at the cost of a SCAN)."""
         core = self._core_or_none()
-        return core.split_rate, core.ool_rate
+        return core.payloads.split_rate, core.payloads.ool_rate
 
 
 class SessionStore(_Options):
@@ -193,19 +193,19 @@ class SessionStore(_Options):
         """Tell `observer` of every lifecycle event (its `on_event(SessionEvent)`) and every
         operation (`on_operation(name, seconds, error)`) from now on; events.py says which
         events exist and when. A store without observers records none and costs nothing."""
-        from densekv.sessions.events import EventBuffer, call_sync  # loaded once observed
+        from densekv.sessions.events import call_sync  # loaded once observed
 
         self._call_sync = call_sync
         if observer not in self._observers:
             self._observers.append(observer)
-        self._core.events = self._core.events or EventBuffer()
+        self._core.record_events(True)
 
     def unobserve(self, observer: Observer) -> None:
         """Stop telling `observer` (the last one gone, the store records no events)."""
         if observer in self._observers:
             self._observers.remove(observer)
         if not self._observers:
-            self._core.events = None
+            self._core.record_events(False)
 
     @property
     def layout(self) -> str:
@@ -334,7 +334,7 @@ class SessionStore(_Options):
     def stats(self) -> dict[str, Any]:
         """Layout, sessions stored, the fullest partition, how many payloads did not fit
         inline (split, out of line: a SCAN of the database), refusals, and warnings."""
-        out: dict[str, Any] = {**self.explain(), "refused_too_large": self._core.refused_too_large}
+        out: dict[str, Any] = {**self.explain(), "refused_too_large": self._core.payloads.refused_too_large}
         if self._core.layout.partitions:
             counts = self._run(lambda c: c.partition_counts(), "partition_counts")
             split, outside = self._run(lambda c: c.outside_counts(counts), "outside_counts")
@@ -393,9 +393,7 @@ class AsyncSessionStore(_Options):
             core = SessionCore(facts, **self._args)  # type: ignore[arg-type]
             await self._drive(core.open())
             if self._observers:
-                from densekv.sessions.events import EventBuffer
-
-                core.events = EventBuffer()
+                core.record_events(True)
             self._core = core
         return self._core
 
@@ -449,19 +447,19 @@ class AsyncSessionStore(_Options):
                               len(events), core.namespace)
 
     def observe(self, observer: Observer) -> None:
-        from densekv.sessions.events import EventBuffer, call_async
+        from densekv.sessions.events import call_async
 
         self._call_async = call_async
         if observer not in self._observers:
             self._observers.append(observer)
         if self._core is not None:
-            self._core.events = self._core.events or EventBuffer()
+            self._core.record_events(True)
 
     def unobserve(self, observer: Observer) -> None:
         if observer in self._observers:
             self._observers.remove(observer)
         if not self._observers and self._core is not None:
-            self._core.events = None
+            self._core.record_events(False)
 
     @property
     def layout(self) -> str:
@@ -509,7 +507,7 @@ class AsyncSessionStore(_Options):
 
     async def stats(self) -> dict[str, Any]:
         core = await self.ready()
-        out: dict[str, Any] = {**core.explain(), "refused_too_large": core.refused_too_large}
+        out: dict[str, Any] = {**core.explain(), "refused_too_large": core.payloads.refused_too_large}
         if core.layout.partitions:
             counts = await self._run(lambda c: c.partition_counts(), "partition_counts")
             split, outside = await self._run(lambda c: c.outside_counts(counts), "outside_counts")

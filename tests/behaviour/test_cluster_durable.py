@@ -35,7 +35,8 @@ from densekv import (
     WriteInDoubt,
 )
 from densekv.cluster_executor import ClusterExecutor, executor_for
-from densekv.plan import Durability, command
+from densekv.executors import Durability
+from densekv.plan import command
 from densekv.tools.server.cluster import LocalCluster
 from densekv.tools.server.process import ServerProcess
 from tests.conftest import PRESENT, REPLICATED_SERVER

@@ -22,7 +22,8 @@ import redis
 import redis.asyncio
 
 from densekv.errors import ServerUnavailable
-from densekv.plan import AsyncExecutor, SyncExecutor, command
+from densekv.executors import AsyncExecutor, SyncExecutor
+from densekv.plan import command
 from densekv.tools.server.process import ServerProcess
 
 

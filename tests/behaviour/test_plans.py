@@ -11,8 +11,9 @@ import redis.asyncio
 
 from densekv.cluster_executor import ClusterExecutor, executor_for
 from densekv.errors import WrongType
+from densekv.executors import AsyncExecutor, SyncExecutor
 from densekv.ops import plan_compare_and_set, plan_get, plan_incrby
-from densekv.plan import AsyncExecutor, Command, Plan, SyncExecutor
+from densekv.plan import Command, Plan
 from densekv.tools.server.process import ServerProcess
 
 

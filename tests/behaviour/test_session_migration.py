@@ -179,7 +179,7 @@ def test_a_0_1_store_reads_whole_then_moves_to_the_continuation_field_under_traf
     # a split session of the moved store: its rest beside it, read by one command
     split = next(t for t in made if (d := digest_of(t)) is not None and client.hexists(
         new_layout.hash_key(new_layout.locate(d)[0]), cont_field(new_layout.locate(d)[1], new_layout.bits)))
-    fresh._core.split_rate, fresh._core.ool_rate = 1.0, 0.0  # as after reads of split sessions
+    fresh._core.payloads.split_rate, fresh._core.payloads.ool_rate = 1.0, 0.0  # as after reads of split sessions
     got: list[Any] = []
     seen = commands_during(client, lambda: got.append(fresh.get(split)))
     assert got[0] is not None

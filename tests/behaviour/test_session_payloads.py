@@ -64,7 +64,7 @@ def test_a_store_trains_the_dictionary_itself_and_other_processes_adopt_it(clien
     assert reader.get(late).data == session("P2", 5000)[1]  # type: ignore[union-attr]
     # sessions written before and after the dictionary are read by any store alike
     fresh = SessionStore(client, layout="dense", expected_sessions=10_000)
-    fresh._core.codec.known.clear()
+    fresh._core.payloads.codec.known.clear()
     assert fresh.get(late).data == session("P2", 5000)[1]  # type: ignore[union-attr]
 
 

@@ -1,7 +1,7 @@
 """A scripted server for unit tests of the kinds' cores (h11's table style): a flow is run
 against a *script* of round trips, each a list of (expected step, raw reply) pairs; every
 step the flow sends is checked against the script as it goes, the replies are decoded by
-the plans' own decoders (plan.finish_plans: WRONGTYPE -> WrongType, a script's error ->
+the plans' own decoders (executors.finish_plans: WRONGTYPE -> WrongType, a script's error ->
 ScriptError, exactly as the real executors do), and what was sent is kept for the test.
 
 Steps are compared as the wire sees them: a command as its line ("HGET", key, field), a
@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from unittest.mock import ANY
 
+from densekv.executors import finish_plans
 from densekv.flows import Flow, Scan, Sleep
-from densekv.plan import Command, Plan, ScriptCall, finish_plans
+from densekv.plan import Command, Plan, ScriptCall
 
 __all__ = ["ANY", "Raises", "Run", "Scripted", "Sent", "check", "run", "wire"]
 

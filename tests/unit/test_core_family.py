@@ -5,7 +5,7 @@ child -> 1, or a SET), and lists parents that left the compact encoding in `f:fo
 
 A family has no compare-and-set (each add or discard is one atomic script), so its
 "conflict" rows are the scripts' WRONGTYPE answers; NOSCRIPT is the executors'
-(densekv/plan.py). Behaviour against real servers: tests/behaviour/test_set_family.py.
+(densekv/executors.py). Behaviour against real servers: tests/behaviour/test_set_family.py.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ tests/unit/test_map_buckets.py and test_map_zipkeys.py pin.
 
 A map has no compare-and-set loop in its core (each write is one command, one MULTI or one
 script, atomic on the server), so there is no version-conflict row here; NOSCRIPT is the
-executors' (densekv/plan.py). Behaviour against real servers: tests/behaviour/test_maps.py and test_map_*.py.
+executors' (densekv/executors.py). Behaviour against real servers: tests/behaviour/test_maps.py and test_map_*.py.
 """
 
 from __future__ import annotations

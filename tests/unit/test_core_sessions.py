@@ -72,7 +72,7 @@ HUGE = {"note": "hello world, " * 20}  # past record + one more value: out of li
 
 
 def framed(data: dict[str, Any]) -> bytes:
-    out = CORE.codec.encode(data)[1]
+    out = CORE.payloads.codec.encode(data)[1]
     assert out is not None
     return out
 
@@ -257,7 +257,7 @@ def test_create_of_an_anonymous_session_sends_one_round_trip() -> None:
 def test_create_refuses_before_sending_anything(args: tuple[Any, ...], error: type[Exception]) -> None:
     core = make(max_data_bytes=64)
     check(core.create(*args), [], Raises(error))
-    assert core.refused_too_large == (error is SessionDataTooLarge)
+    assert core.payloads.refused_too_large == (error is SessionDataTooLarge)
 
 
 def test_create_many_empty_and_a_batch() -> None:
@@ -282,7 +282,7 @@ def test_create_with_a_given_token_is_one_check_and_put_script() -> None:
 
 def test_a_get_speculates_on_the_rest_only_while_recent_reads_needed_it() -> None:
     core = make()
-    core.split_rate = 0.5  # recent reads found split payloads: the continuation comes with the record
+    core.payloads.split_rate = 0.5  # recent reads found split payloads: the continuation comes with the record
     check(core.get(TOKEN), [[(("HGET", HASH, FIELD), SPLIT[HASH]), (("HGET", CONT, FIELD), SPLIT[CONT])]],
           session(BIG, None, NOW + 3600))
 
@@ -320,14 +320,14 @@ def test_guarded_rereads_stale_metadata_first_and_gives_up_on_a_wrongtype_it_can
     ticks[0] = 3600.0  # an hour since the metadata was read: stale
     check(core.guarded(lambda c: c.get(TOKEN)), [[(("store_meta", (b"s:meta",), "read"), META_REPLY)], hget(RAW)],
           session({"a": 1}))
-    assert core.meta_read_at == 3600.0  # read again now: fresh for the next call
+    assert core.metadata.read_at == 3600.0  # read again now: fresh for the next call
     wrong = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
     check(core.guarded(lambda c: c.get(TOKEN)), [hget(wrong), [("store_meta", META_REPLY)]], Raises(WrongType))
 
 
 def test_guarded_retries_on_the_new_partition_count_after_a_repartition_tombstone() -> None:
     core = make()
-    core.meta_read_at = float("inf")
+    core.metadata.read_at = float("inf")
     wrong = redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
     grown = [b"layout", b"dense", b"partitions", b"32", b"base", b"16", b"from", b"16", b"index", b"1"]
     p32, field32 = split_digest(D, 5)
@@ -381,7 +381,7 @@ def test_a_split_session_of_a_0_2_store_is_one_hmget() -> None:
     rec, rest = put.args[2], put.args[4]
     both = [(("HMGET", HASH, FIELD, cfield), [rec, rest])]
     check(core.get(TOKEN), [hget(rec), both], session(BIG, None, NOW + 3600))
-    core.split_rate = 1.0
+    core.payloads.split_rate = 1.0
     check(core.get(TOKEN), [both], session(BIG, None, NOW + 3600))
     check(core.get(TOKEN), [[(("HMGET", HASH, FIELD, cfield), [RAW, None])]], session({"a": 1}))
     # a record of 0.1's format in that store is completed from the continuation hash

@@ -1,6 +1,6 @@
 """The hot path of a single plan (issue 22): one plan of one command, or of a loaded script's
 call, goes without the batch machinery and takes its connection from a plain redis-py pool
-without the pool's per-call probe (densekv/plan.py). These check that it gives what the
+without the pool's per-call probe (densekv/executors.py). These check that it gives what the
 general path gives, hands every connection back, survives what the probe was there for (a
 connection the server closed while it sat idle), reloads a script the server lost, and
 leaves an instrumented pool its own checkout; and that the small decoders made cheaper for
@@ -18,8 +18,9 @@ import redis.asyncio
 
 from densekv import codec
 from densekv.errors import WrongType
+from densekv.executors import AsyncExecutor, SyncExecutor
 from densekv.lua import script
-from densekv.plan import AsyncExecutor, Command, Plan, SyncExecutor, command, script_call
+from densekv.plan import Command, Plan, command, script_call
 from densekv.sessions.model import Record
 from densekv.sessions.record import replaced, with_data
 from densekv.tools.server.process import ServerProcess

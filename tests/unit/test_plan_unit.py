@@ -10,8 +10,9 @@ from redis.exceptions import ResponseError
 
 from densekv.capabilities import version_tuple
 from densekv.errors import PlanError
+from densekv.executors import Wire
 from densekv.lua import script
-from densekv.plan import Command, Plan, ScriptCall, Wire
+from densekv.plan import Command, Plan, ScriptCall
 from densekv.tools.bulk import encode_commands
 from densekv.tools.measure import log_checkpoints
 from densekv.tools.server.cluster import slot_ranges

@@ -181,7 +181,7 @@ class SessionsPlanner:
         """Sessions in the `chosen` partitions only (digests drawn with those top bits),
         written by the layout's own put plans, each with its payload framed as the store
         would frame it (payloads.era_of: plain and dictionary-framed in the load's mix)."""
-        from densekv.plan import SyncExecutor
+        from densekv.executors import SyncExecutor
         from densekv.sessions.model import Record
         from densekv.sessions.store import make_layout
 
