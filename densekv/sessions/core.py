@@ -30,7 +30,6 @@ that no module assigns the fields of another module's object).
 from __future__ import annotations
 
 import logging
-import secrets
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
@@ -40,7 +39,6 @@ from densekv.errors import (
     DecodeError,
     DensekvError,
     InvalidArgument,
-    SessionLimitReached,
     WrongType,
 )
 from densekv.errors import SessionDataInvalid as _SessionDataInvalid
@@ -50,8 +48,8 @@ from densekv.errors import moved as _moved
 from densekv.flows import MAX_CAS_TRIES, RETRY_RUNS, Flow, cas_pause, gather
 from densekv.keys import partition_count
 from densekv.plan import Plan
-from densekv.sessions.identities import Identities
-from densekv.sessions.index import LABEL_MAX, LIMIT_POLICIES, IdentityIndex, pack_entry
+from densekv.sessions.identities import Identities, Lines
+from densekv.sessions.index import IdentityIndex
 from densekv.sessions.layouts.base import Layout
 from densekv.sessions.meta import (
     LAYOUTS,
@@ -103,7 +101,7 @@ class OneCreate:
 
     def __call__(self, core: SessionCore) -> Flow[list[str]]:
         if self.made is None:
-            self.label = core.check_label(self.label)
+            self.label = core.lines.check_label(self.label)
             self.made = [core.new_record(self.identity, self.data, self.ttl, self.token)]
         return core.put_records(self.made, given=self.token is not None, label=self.label)
 
@@ -138,22 +136,8 @@ class SessionCore:
             raise InvalidArgument("ttl and idle_ttl are numbers of seconds from 1 to 2**31 - 1")
         if not namespace or "{" in namespace or "}" in namespace:
             raise InvalidArgument("namespace is a non-empty string without braces")
-        if max_sessions_per_identity is not None and (
-                isinstance(max_sessions_per_identity, bool) or not isinstance(max_sessions_per_identity, int)
-                or max_sessions_per_identity < 1):
-            raise InvalidArgument("max_sessions_per_identity is a number of sessions from 1, or None")
-        if on_limit not in LIMIT_POLICIES:
-            raise InvalidArgument(f"on_limit is one of {', '.join(LIMIT_POLICIES)}, not {on_limit!r}")
-        if (track_devices or max_sessions_per_identity is not None) and not index_identities:
-            raise InvalidArgument("track_devices and max_sessions_per_identity list sessions under their "
-                                  "identity: they need index_identities=True")
         self.facts = facts
         self.namespace = namespace
-        self.track_devices = bool(track_devices)
-        self.limit = max_sessions_per_identity
-        self.on_limit = on_limit
-        # index values of format 1 (index.py): devices and the limit read them
-        self.entries = self.track_devices or self.limit is not None
         self.metadata = Metadata(facts, namespace, layout, expected_sessions, partitions, fill, index_identities, ticks)
         self.ttl = int(ttl)
         self.idle_ttl = int(idle_ttl) if idle_ttl else None
@@ -163,12 +147,14 @@ class SessionCore:
             if index_identities
             else None
         )
+        # devices and the limit: index values of format 1 (index.py)
+        self.lines = Lines(self.index, track_devices, max_sessions_per_identity, on_limit)
         self.clock = clock
         self.ticks = ticks
         self.payloads = Payloads(namespace, max_data_bytes, auto_train, self.now)
         self.sweeper = Sweeper(self.metadata, self.index, self.now, self.emit_removed, events_stream)
         self.identities = Identities(self.index, self.metadata, self.payloads, self.run_on, self.now,
-                                     self.emit_removed, self.track_devices, self.idle_ttl)
+                                     self.emit_removed, self.lines.track_devices, self.idle_ttl)
         self.events: EventBuffer | None = None  # set while an observer listens (events.py)
         self.stream = events_stream  # the event stream's cap (None: no stream)
         self.outbox: EventBuffer | None = None  # events not yet XADDed to it
@@ -415,8 +401,8 @@ class SessionCore:
         if not made:
             return []
         evicted: list[tuple[Any, list[bytes]]] = []
-        if self.index is not None and self.entries:
-            evicted = yield from self._admit_new([rec for rec, _, _ in made if rec.identity is not None], label, now)
+        if self.index is not None and self.lines.on:
+            evicted = yield from self.lines.admit_new([rec for rec, _, _ in made if rec.identity is not None], label, now)
         elif self.index is not None:  # listed before it can be found: destroy_all never misses it
             adds = [self.index.plan_add(rec.identity, rec.digest, rec.absolute_at)
                     for rec, _, _ in made if rec.identity is not None]
@@ -432,66 +418,10 @@ class SessionCore:
             for rec, _, _ in made:
                 self.emit("created", rec.digest, rec.identity, "create", label=label)
         if evicted:
-            yield from self._evict(evicted)
+            yield from self.identities.evict(evicted)
         if self.payloads.codec.dictionary is None:  # sample()'s no-op case skipped (a create's hot path)
             yield from self.sample([p for _, _, p in made if p is not None])
         return [token for _, token, _ in made]
-
-    # -- devices and the per-identity limit (index values of format 1, index.py) --------
-    def check_label(self, label: object) -> str | None:
-        """A device label (<= LABEL_MAX bytes of UTF-8), refused before anything is written."""
-        if label is None:
-            return None
-        if not self.track_devices:
-            raise InvalidArgument("a device label needs a store made with track_devices=True")
-        if not isinstance(label, str) or len(label.encode("utf-8", "surrogatepass")) > LABEL_MAX:
-            raise InvalidArgument(f"a device label is a str of at most {LABEL_MAX} bytes of UTF-8")
-        try:
-            label.encode()
-        except UnicodeEncodeError:
-            raise InvalidArgument("a device label is UTF-8 text (this one holds a lone surrogate)") from None
-        return label or None
-
-    def entry_of(self, rec: Record, label: str | None, now: int) -> bytes:
-        """A new line's index value for `rec` (index.py's format 1)."""
-        return pack_entry(rec.absolute_at, rec.expires_at, now, secrets.randbits(32), label)
-
-    def _admit_new(self, recs: list[Record], label: str | None, now: int) -> Flow[list[tuple[Any, list[bytes]]]]:
-        """List new identified sessions (format 1), the limit applied: (identity, evicted
-        references) to end after the records are stored; SessionLimitReached (policy refuse)
-        with nothing of this batch listed."""
-        assert self.index is not None
-        if not recs:
-            return []
-        limit = self.limit or 0
-        replies = yield [self.index.plan_admit(cast(Identity, r.identity), r.digest, self.entry_of(r, label, now), None, True, now,
-                                               limit, self.on_limit) for r in recs]
-        if any(r == 0 for r in replies):
-            listed = [r for r, reply in zip(recs, replies) if reply != 0]
-            if listed:
-                yield [self.index.plan_remove(cast(Identity, r.identity), [r.digest]) for r in listed]
-            raise SessionLimitReached(f"the identity has {limit} live sessions, the store's "
-                                      "max_sessions_per_identity (on_limit='refuse'): nothing was written")
-        return [(r.identity, reply) for r, reply in zip(recs, replies) if isinstance(reply, list) and reply]
-
-    def _evict(self, evicted: list[tuple[Any, list[bytes]]]) -> Flow[None]:
-        """End the sessions the limit evicted (their index entries are gone already): found
-        by reference, their identity checked, deleted; each a destroyed event (cause limit)."""
-        pending = [(identity, ref, 0) for identity, refs in evicted for ref in refs]
-        found: dict[bytes, Record] = {}
-        while pending:
-            replies = yield from self.run_on([ref + bytes(16 - len(ref)) for _, ref, _ in pending],
-                                          [self.layout.plan_find(ref, cur) for _, ref, cur in pending])
-            for (identity, _, _), (_, recs) in zip(pending, replies):
-                found.update((r.digest, r) for r in recs if r.identity == identity)
-            pending = [(i, ref, nxt) for (i, ref, _), (nxt, _) in zip(pending, replies) if nxt != 0]
-        if found:
-            digests = list(found)
-            removed = yield from self.run_on(digests, [self.layout.plan_delete(d) for d in digests])
-            now = self.now()
-            for r in removed:
-                if r is not None:
-                    self.emit_removed(r, "limit", "destroy", now)
 
     def get(self, token: str, undecodable: str = "raise") -> Flow[Session | None]:
         """The live session of `token`, or None. A stored session that does not decode
@@ -549,7 +479,7 @@ class SessionCore:
             session = yield from self.get(token)
             return session is not None
         now = self.now()
-        if self.limit is not None and self.index is not None:
+        if self.lines.limit is not None and self.index is not None:
             # a limited store keeps each entry's expiry current (the limit counts live
             # sessions and evicts the least recently seen): the record is read for its
             # identity, then the entry and the record are written in one round trip
@@ -560,7 +490,7 @@ class SessionCore:
             if rec.identity is not None:
                 expires = min(rec.absolute_at, now + self.idle_ttl)
                 plans.insert(0, self.index.plan_seen(rec.identity, digest, rec.absolute_at, expires,
-                                                     self.entry_of(rec, None, now)))
+                                                     self.lines.entry_of(rec, None, now)))
             replies = yield from self.run_on([digest], plans)
             return bool(replies[-1])
         (new_expiry,) = yield from self.run_on([digest], [self.layout.plan_touch(digest, now, self.idle_ttl)])
@@ -642,9 +572,9 @@ class SessionCore:
             if seconds is not None:
                 absolute = now + seconds
                 times = (min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute, absolute)
-                if self.index is not None and current.identity is not None and self.entries:
+                if self.index is not None and current.identity is not None and self.lines.on:
                     yield [self.index.plan_seen(current.identity, digest, absolute, times[0],
-                                                self.entry_of(current, None, now))]
+                                                self.lines.entry_of(current, None, now))]
                 elif self.index is not None and current.identity is not None and absolute > current.absolute_at:
                     yield [self.index.plan_add(current.identity, digest, absolute)]
             plan = self.layout.plan_replace(digest, current, data, framed, now, times)  # not migrating: no split first
@@ -701,7 +631,7 @@ class SessionCore:
         device's label (track_devices); SessionLimitReached when the identity has
         max_sessions_per_identity live sessions and on_limit is "refuse"."""
         identity = check_identity(identity)
-        label = self.check_label(label)
+        label = self.lines.check_label(label)
         return (yield from self._move(token, identity, label))
 
     def _move(self, token: str, identity: Any, label: str | None = None) -> Flow[str | None]:
@@ -721,10 +651,10 @@ class SessionCore:
             result = yield from self._move_tries(old, new_token_, new, identity, label, owed)
         except DensekvError:
             if owed:
-                yield from self._evict(owed)
+                yield from self.identities.evict(owed)
             raise
         if owed:  # after the move's own check: whatever became of it, they end
-            yield from self._evict(owed)
+            yield from self.identities.evict(owed)
         return result
 
     def _move_tries(self, old: bytes, new_token_: str, new: bytes, identity: Any, label: str | None,
@@ -737,8 +667,8 @@ class SessionCore:
             if current is None or not current.live(now):
                 return None
             owner = current.identity if identity is ... else identity
-            if self.index is not None and owner is not None and self.entries:
-                admitted = yield from self._admit_move(current, owner, new, label, now)
+            if self.index is not None and owner is not None and self.lines.on:
+                admitted = yield from self.lines.admit_move(current, owner, new, label, now)
                 if admitted is None:  # evicted meanwhile: the session is ended, not moved
                     yield from self.destroy_digest(old, "limit")
                     return None
@@ -756,7 +686,7 @@ class SessionCore:
             if moved != -2:
                 if moved is None:
                     return None
-                if self.limit is not None and owner is not None and self.index is not None:
+                if self.lines.limit is not None and owner is not None and self.index is not None:
                     # a login racing others of the same identity may have been evicted
                     # between its listing and its move: then it ends here (the evictor
                     # found no record under the new digest yet)
@@ -768,28 +698,6 @@ class SessionCore:
                           label=label)
                 return new_token_
         raise DensekvError(f"session {old.hex()} kept changing under {MAX_CAS_TRIES} tries to move it")
-
-    def _admit_move(self, current: Record, owner: Identity, new: bytes, label: str | None,
-                    now: int) -> Flow[list[bytes] | None]:
-        """List a rotating session's new digest (format 1): the same line as its old one
-        when the identity stays (created time and label kept, unless a label is given), a
-        new line under the limit otherwise. The evicted references, or None when the old
-        one is no longer listed under a limit (evicted: the session must end)."""
-        assert self.index is not None
-        source = current.digest if current.identity == owner else None
-        value = self.entry_of(current, label, now)
-        plan = self.index.plan_admit(owner, new, value, source, label is not None, now, self.limit or 0,
-                                     self.on_limit)
-        (reply,) = yield [plan]
-        if reply == -1:
-            if self.limit is not None:
-                return None
-            # devices only: an old entry gone (swept early, an index written before) starts a line
-            (reply,) = yield [self.index.plan_admit(owner, new, value, None, True, now, 0, self.on_limit)]
-        if reply == 0:
-            raise SessionLimitReached(f"the identity has {self.limit} live sessions, the store's "
-                                      "max_sessions_per_identity (on_limit='refuse'): nothing was written")
-        return reply if isinstance(reply, list) else []
 
     def explain(self) -> dict[str, Any]:
         return {

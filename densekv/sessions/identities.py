@@ -9,17 +9,25 @@ rotates its token meanwhile (listed under its new digest before it moves) is end
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, cast
 
-from densekv.errors import DensekvError
+from densekv.errors import DensekvError, InvalidArgument, SessionLimitReached
 from densekv.flows import MAX_CAS_TRIES, Flow, cas_pause
-from densekv.sessions.index import IdentityIndex, unpack_entry
+from densekv.sessions.index import (
+    LABEL_MAX,
+    LIMIT_POLICIES,
+    IdentityIndex,
+    pack_entry,
+    unpack_entry,
+)
 from densekv.sessions.meta import Metadata
 from densekv.sessions.model import Device, Identity, Record, Session, check_identity, digest_of
 from densekv.sessions.payload_flows import Payloads, RunOn
 
-__all__ = ["Identities"]
+__all__ = ["Identities", "Lines"]
 
 
 class Identities:
@@ -60,16 +68,36 @@ class Identities:
                 values.update(found)
             if cursor == 0:
                 break
+        records = yield from self.find(list(dict.fromkeys(refs)))
+        now = self.now()
+        return sorted(set(refs)), [r for r in records if r.identity == identity and r.live(now)]
+
+    def find(self, refs: list[bytes]) -> Flow[list[Record]]:
+        """The stored records (live or not) whose digests start with the index references
+        `refs`, every layout's plan_find paged to its end, each record once."""
         records: dict[bytes, Record] = {}
-        pending = [(ref, 0) for ref in dict.fromkeys(refs)]
+        pending = [(ref, 0) for ref in refs]
         while pending:
             replies = yield from self.run_on([ref + bytes(16 - len(ref)) for ref, _ in pending],
                                           [self.metadata.layout.plan_find(ref, cur) for ref, cur in pending])
             pending = [(ref, nxt) for (ref, _), (nxt, _) in zip(pending, replies) if nxt != 0]
             for _, recs in replies:
                 records.update((r.digest, r) for r in recs)
-        now = self.now()
-        return sorted(set(refs)), [r for r in records.values() if r.identity == identity and r.live(now)]
+        return list(records.values())
+
+    def evict(self, evicted: list[tuple[Any, list[bytes]]]) -> Flow[None]:
+        """End the sessions the limit evicted (their index entries are gone already): found
+        by reference, their identity checked, deleted; each a destroyed event (cause limit)."""
+        found: dict[bytes, Record] = {}
+        for identity, refs in evicted:
+            found.update((r.digest, r) for r in (yield from self.find(refs)) if r.identity == identity)
+        if found:
+            digests = list(found)
+            removed = yield from self.run_on(digests, [self.metadata.layout.plan_delete(d) for d in digests])
+            now = self.now()
+            for r in removed:
+                if r is not None:
+                    self.emit_removed(r, "limit", "destroy", now)
 
     def _live_sessions_of(self, identity: Identity, values: dict[bytes, bytes] | None = None) -> Flow[list[Record]]:
         found = (yield from self._live_refs_and_records(identity, values))[1]
@@ -136,3 +164,84 @@ class Identities:
                     self.emit_removed(r, "logout_everywhere", "destroy", now)
             ended += sum(1 for r in removed if r is not None and r.live(now) and r.identity == identity)
         raise DensekvError(f"the sessions of one identity kept changing under {MAX_CAS_TRIES} rounds of destroy_all")
+
+
+class Lines:
+    """Devices and the per-identity limit: the format-1 index values (index.py) a store with
+    track_devices or max_sessions_per_identity writes, one "line" per device through its
+    rotations, listed by lua/ix_admit.lua with the limit applied. No I/O of its own: its
+    flows yield the index's plans. SessionCore holds one (`core.lines`); `on` is False for a
+    store with neither option, whose index keeps format 0."""
+
+    def __init__(self, index: IdentityIndex | None, track_devices: bool, limit: int | None, on_limit: str) -> None:
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidArgument("max_sessions_per_identity is a number of sessions from 1, or None")
+        if on_limit not in LIMIT_POLICIES:
+            raise InvalidArgument(f"on_limit is one of {', '.join(LIMIT_POLICIES)}, not {on_limit!r}")
+        if (track_devices or limit is not None) and index is None:
+            raise InvalidArgument("track_devices and max_sessions_per_identity list sessions under their "
+                                  "identity: they need index_identities=True")
+        self.index = index
+        self.track_devices = bool(track_devices)
+        self.limit = limit
+        self.on_limit = on_limit
+        self.on = self.track_devices or limit is not None
+
+    def check_label(self, label: object) -> str | None:
+        """A device label (<= LABEL_MAX bytes of UTF-8), refused before anything is written."""
+        if label is None:
+            return None
+        if not self.track_devices:
+            raise InvalidArgument("a device label needs a store made with track_devices=True")
+        if not isinstance(label, str) or len(label.encode("utf-8", "surrogatepass")) > LABEL_MAX:
+            raise InvalidArgument(f"a device label is a str of at most {LABEL_MAX} bytes of UTF-8")
+        try:
+            label.encode()
+        except UnicodeEncodeError:
+            raise InvalidArgument("a device label is UTF-8 text (this one holds a lone surrogate)") from None
+        return label or None
+
+    def entry_of(self, rec: Record, label: str | None, now: int) -> bytes:
+        """A new line's index value for `rec` (index.py's format 1)."""
+        return pack_entry(rec.absolute_at, rec.expires_at, now, secrets.randbits(32), label)
+
+    def _refused(self) -> SessionLimitReached:
+        return SessionLimitReached(f"the identity has {self.limit} live sessions, the store's "
+                                   "max_sessions_per_identity (on_limit='refuse'): nothing was written")
+
+    def admit_new(self, recs: list[Record], label: str | None, now: int) -> Flow[list[tuple[Any, list[bytes]]]]:
+        """List new identified sessions (format 1), the limit applied: (identity, evicted
+        references) to end after the records are stored; SessionLimitReached (policy refuse)
+        with nothing of this batch listed."""
+        assert self.index is not None
+        if not recs:
+            return []
+        replies = yield [self.index.plan_admit(cast(Identity, r.identity), r.digest, self.entry_of(r, label, now),
+                                               None, True, now, self.limit or 0, self.on_limit) for r in recs]
+        if any(r == 0 for r in replies):
+            listed = [r for r, reply in zip(recs, replies) if reply != 0]
+            if listed:
+                yield [self.index.plan_remove(cast(Identity, r.identity), [r.digest]) for r in listed]
+            raise self._refused()
+        return [(r.identity, reply) for r, reply in zip(recs, replies) if isinstance(reply, list) and reply]
+
+    def admit_move(self, current: Record, owner: Identity, new: bytes, label: str | None,
+                   now: int) -> Flow[list[bytes] | None]:
+        """List a rotating session's new digest (format 1): the same line as its old one
+        when the identity stays (created time and label kept, unless a label is given), a
+        new line under the limit otherwise. The evicted references, or None when the old
+        one is no longer listed under a limit (evicted: the session must end)."""
+        assert self.index is not None
+        source = current.digest if current.identity == owner else None
+        value = self.entry_of(current, label, now)
+        plan = self.index.plan_admit(owner, new, value, source, label is not None, now, self.limit or 0,
+                                     self.on_limit)
+        (reply,) = yield [plan]
+        if reply == -1:
+            if self.limit is not None:
+                return None
+            # devices only: an old entry gone (swept early, an index written before) starts a line
+            (reply,) = yield [self.index.plan_admit(owner, new, value, None, True, now, 0, self.on_limit)]
+        if reply == 0:
+            raise self._refused()
+        return reply if isinstance(reply, list) else []
