@@ -40,18 +40,11 @@ from typing import Any
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import CallbackOptions, Histogram, Meter, MeterProvider, Observation
 
-from densekv.integrations.session_tally import Active, Tally, namespace_of
+from densekv.integrations.session_tally import NAMES, Active, Tally, namespace_of
 
 __all__ = ["INSTRUMENT_NAMES", "SessionMetrics"]
 
-INSTRUMENT_NAMES = (
-    "densekv_session_operations", "densekv_session_operation_seconds", "densekv_session_errors",
-    "densekv_sessions_created", "densekv_sessions_rotated", "densekv_sessions_destroyed",
-    "densekv_sessions_expired", "densekv_session_payload_bytes", "densekv_session_read_split_ratio",
-    "densekv_session_read_out_of_line_ratio", "densekv_sessions_active",
-    "densekv_sessions_active_refresh_seconds", "densekv_sessions_active_age_seconds",
-    "densekv_sessions_stored_split", "densekv_sessions_stored_out_of_line",
-)
+INSTRUMENT_NAMES = NAMES  # the same names as prometheus.py's (session_tally.NAMES)
 
 
 class _OtelTally(Tally):

@@ -54,6 +54,7 @@ from prometheus_client.utils import floatToGoString as _go_float
 
 from densekv.integrations.session_tally import (
     LATENCY_BUCKETS,
+    NAMES,
     SIZE_BUCKETS,
     Active,
     Tally,
@@ -65,14 +66,7 @@ __all__ = ["METRIC_NAMES", "SessionMetrics"]
 
 #: every metric family this module exports (the names a dashboard may use, without the
 #: _total / _bucket / _sum / _count suffixes of the exposition)
-METRIC_NAMES = (
-    "densekv_session_operations", "densekv_session_operation_seconds", "densekv_session_errors",
-    "densekv_sessions_created", "densekv_sessions_rotated", "densekv_sessions_destroyed",
-    "densekv_sessions_expired", "densekv_session_payload_bytes", "densekv_session_read_split_ratio",
-    "densekv_session_read_out_of_line_ratio", "densekv_sessions_active",
-    "densekv_sessions_active_refresh_seconds", "densekv_sessions_active_age_seconds",
-    "densekv_sessions_stored_split", "densekv_sessions_stored_out_of_line",
-)
+METRIC_NAMES = NAMES
 
 _DEFAULT: Any = object()
 float_to_go = cast(Callable[[float], str], _go_float)  # the exposition's "le" text (untyped upstream)

@@ -33,7 +33,18 @@ from typing import Any
 
 from densekv.sessions.events import SessionEvent
 
-__all__ = ["LATENCY_BUCKETS", "SIZE_BUCKETS", "Active", "Tally", "namespace_of"]
+__all__ = ["LATENCY_BUCKETS", "NAMES", "SIZE_BUCKETS", "Active", "Tally", "namespace_of"]
+
+#: every metric family the observers export, in prometheus.py and otel.py alike (a
+#: dashboard's names, without the exposition's _total / _bucket / _sum / _count suffixes)
+NAMES = (
+    "densekv_session_operations", "densekv_session_operation_seconds", "densekv_session_errors",
+    "densekv_sessions_created", "densekv_sessions_rotated", "densekv_sessions_destroyed",
+    "densekv_sessions_expired", "densekv_session_payload_bytes", "densekv_session_read_split_ratio",
+    "densekv_session_read_out_of_line_ratio", "densekv_sessions_active",
+    "densekv_sessions_active_refresh_seconds", "densekv_sessions_active_age_seconds",
+    "densekv_sessions_stored_split", "densekv_sessions_stored_out_of_line",
+)
 
 log = logging.getLogger("densekv.sessions")
 
