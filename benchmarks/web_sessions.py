@@ -33,7 +33,9 @@ loaders), both apps served (web_peers.SERVE: gunicorn or uvicorn, 2 workers) and
 10% POST /seed {"n": ...}, each with a random stored session's cookie, from 4 connections
 (16 for uvicorn: CONNECTIONS). Per app: req/s and
 p99 (wrk), and CPU time per request of the app server and of Redis (/proc: it holds up on a
-busy machine, req/s does not). `met`: median req/s >= the peer's and p99 no worse.
+busy machine, req/s does not), and per request the server's socket reads, writes, bytes and
+accepted connections (INFO stats: `*_server_io`). `met`: median req/s >= the peer's and p99
+no worse.
 
 The run copies densekv/ to a temporary directory first and every child imports that copy
 (`densekv_digest` in each record), so a run of an hour measures one state of the code.
@@ -386,21 +388,45 @@ def command_calls(stats: redis.Redis | None) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.info("commandstats").items()}
 
 
+#: INFO stats counters kept per request (e2e): the socket reads and writes the server made,
+#: its bytes in and out and the connections it accepted, beside the commands; server_io()
+#: adds the commands' usec (commandstats) and, on Valkey, its event loop's cycles and time
+SERVER_IO = ("total_reads_processed", "total_writes_processed", "total_net_input_bytes",
+             "total_net_output_bytes", "total_connections_received")
+
+
+def server_io(stats: redis.Redis | None) -> dict[str, int]:
+    """The SERVER_IO counters so far, {} without a client."""
+    if stats is None:
+        return {}
+    info = {**stats.info("stats"), **stats.info("commandstats")}
+    got = {name.removeprefix("total_"): int(info.get(name, 0)) for name in SERVER_IO}
+    for k, v in info.items():  # a script's usec holds the commands it ran (also booked apart)
+        if k.startswith("cmdstat_") and k != "cmdstat_info":
+            got[f"usec_{k.removeprefix('cmdstat_')}"] = int(v["usec"])
+    for name in ("eventloop_cycles", "eventloop_duration_sum", "eventloop_duration_cmd_sum"):
+        if name in info:  # Valkey 8+
+            got[name] = int(info[name])
+    return got
+
+
 def wrk_run(wrk: str, script: Path, port: int, jar: Path, seconds: int, connections: int,
             seed: int, group: int = 0, server_pid: int = 0,
             stats: redis.Redis | None = None) -> dict[str, Any]:
     argv = [wrk, "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "--timeout", "5s",
             "-s", str(script), f"http://127.0.0.1:{port}", "--", str(jar), "10", str(seed)]
-    calls = command_calls(stats)
+    calls, io = command_calls(stats), server_io(stats)
     before = cpu_s(group, server_pid)
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     after = cpu_s(group, server_pid)
-    calls_after = command_calls(stats)
+    calls_after, io_after = command_calls(stats), server_io(stats)
     got = json.loads(next(line[4:] for line in out.splitlines() if line.startswith("E2E ")))
     if stats is not None:  # Redis commands per request, the INFO calls themselves left out
         got["commands"] = {name: round((n - calls.get(name, 0)) / got["requests"], 3)
                            for name, n in sorted(calls_after.items())
                            if n > calls.get(name, 0) and name != "info"}
+        got["server_io"] = {name: round((n - io.get(name, 0)) / got["requests"], 3)
+                            for name, n in io_after.items() if n > io.get(name, 0)}
     got["rps"] = round(got["requests"] / (got["duration_us"] / 1e6), 1)
     got["app_cpu_us"] = round((after[0] - before[0]) / got["requests"] * 1e6, 1)
     got["server_cpu_us"] = round((after[1] - before[1]) / got["requests"] * 1e6, 1)
@@ -481,6 +507,7 @@ def e2e_summary(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> dic
             "p99_ratio": round(p99_ratio, 3), "p99_ratio_paired": round(med(paired_p99), 3),
             "errors": sum(r["errors"] for r in (*ours, *theirs)), **cpu,
             "densekv_commands": ours[-1].get("commands"), "peer_commands": theirs[-1].get("commands"),
+            "densekv_server_io": ours[-1].get("server_io"), "peer_server_io": theirs[-1].get("server_io"),
             "densekv_rounds": [(r["rps"], r["p99_us"], r["app_cpu_us"]) for r in ours],
             "peer_rounds": [(r["rps"], r["p99_us"], r["app_cpu_us"]) for r in theirs]}
 

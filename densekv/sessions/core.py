@@ -575,7 +575,7 @@ class SessionCore:
                 if self.index is not None and current.identity is not None and self.lines.on:
                     yield [self.index.plan_seen(current.identity, digest, absolute, times[0],
                                                 self.lines.entry_of(current, None, now))]
-                elif self.index is not None and current.identity is not None and absolute > current.absolute_at:
+                elif self.index is not None and current.identity is not None and self.index.outlives(absolute, current.absolute_at):
                     yield [self.index.plan_add(current.identity, digest, absolute)]
             plan = self.layout.plan_replace(digest, current, data, framed, now, times)  # not migrating: no split first
             (result,) = (yield [plan]) if type(plan) is Plan and not self.migrating else (yield from self.run_on([digest], [plan]))

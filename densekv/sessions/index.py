@@ -104,6 +104,14 @@ class IdentityIndex:
         field = self.prefix(identity) + digest[: self.ref_len]
         return command("HSET", key, field, expiry_day(absolute_at), keys=(key,), decode=lambda r: None)
 
+    @staticmethod
+    def outlives(absolute_at: int, listed_at: int) -> bool:
+        """Whether an entry listed for `listed_at` must be written again for a session that
+        now lives to `absolute_at`: only when its day moves (a format-0 value is the day, so
+        a later time within the same day would write the same bytes: one command saved on
+        every write that renews a lifetime)."""
+        return expiry_day(absolute_at) > expiry_day(listed_at)
+
     def plan_remove(self, identity: Identity, digests: list[bytes]) -> Plan[int]:
         key = self.key(self.partition_of(identity))
         prefix = self.prefix(identity)

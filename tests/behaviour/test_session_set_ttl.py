@@ -137,3 +137,43 @@ def test_apply_with_a_ttl_changes_data_and_lifetime_in_one_write(client: redis.R
     with pytest.raises(InvalidArgument):
         store.apply(token, {"d": 4}, ttl=0)
     assert dump_all(client) == before
+
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_renewed_lifetime_writes_the_index_only_when_its_day_moves(client: redis.Redis, layout: str) -> None:
+    """An index entry holds the day its session is surely dead (index.py): a write that
+    renews the lifetime within that day sends no index command (aiohttp's max_age and
+    Django's set_expiry renew it on every save); one that moves the day writes the entry.
+    The index key's writes are counted by keyspace notifications."""
+    clock = Clock()
+    clock.now = float((int(clock.now) // 86400 + 1) * 86400 + 3600)  # 01:00 tomorrow: the day has hours left
+    store = store_for(client, layout, clock=clock, ttl=600)
+    token = store.create(42, {"a": 1})
+    (index_key,) = client.scan_iter(match=f"{store.namespace}:si:*")
+    old = client.config_get("notify-keyspace-events")["notify-keyspace-events"]
+    client.config_set("notify-keyspace-events", "Kh")
+    events = client.pubsub(ignore_subscribe_messages=True)
+    try:
+        events.subscribe(b"__keyspace@0__:" + index_key)
+        events.get_message(timeout=1.0)
+
+        def written() -> int:
+            client.ping()  # a notification is published before the reply of the command that made it
+            got = 0
+            while events.get_message(timeout=0.2) is not None:
+                got += 1
+            return got
+
+        clock.now += 60
+        assert store.apply(token, {"b": 2}, ttl=600) == {"a": 1, "b": 2}  # a later time, the same day
+        assert written() == 0
+        clock.now += 60
+        assert store.apply(token, {"c": 3}, ttl=3 * 86400)  # a later day: the entry follows
+        assert written() == 1
+    finally:
+        events.close()
+        client.config_set("notify-keyspace-events", old)
+    clock.now += 2 * 86400
+    store.sweep()  # the entry outlives its first day, so sessions_of still finds the session
+    assert [s.data for s in store.sessions_of(42)] == [{"a": 1, "b": 2, "c": 3}]
