@@ -45,7 +45,7 @@ Usage: python benchmarks/web_sessions.py [--quick] [--n 100000 --n 1000000]
        [--profiles P0,P1,P2,P3] [--parts memory,timing]
        [--frameworks flask,flask-norefresh,django,starlette]
        [--requests 1000] [--rounds 12] [--timing-sessions 100000] [--out FILE]
-       --parts e2e [--rounds 7] [--seconds 6] [--connections N] [--e2e-sessions 10000]
+       --parts e2e [--rounds 7] [--seconds 6] [--connections N] [--e2e-sessions 10000] [--e2e-fill F]
 Tables: ... | python benchmarks/markdown_table.py                    (bytes per session)
         ... | python benchmarks/markdown_table.py --field x_densekv   (peer / densekv)
         ... | python benchmarks/markdown_table.py --field ratio_paired --row framework,peer
@@ -117,12 +117,12 @@ class DensekvLoader:
               "made by the store core's new_records() (one per session, its own data) and "
               "stored by put_records(), the path create_many() runs; verified with store.get()")
 
-    def __init__(self, url: str, n: int, ttl: int, *, train: bool = True) -> None:
+    def __init__(self, url: str, n: int, ttl: int, *, train: bool = True, fill: int | None = None) -> None:
         import densekv
 
         self.client = redis.Redis.from_url(url)
         self.store = densekv.SessionStore(self.client, namespace="sess", expected_sessions=n,
-                                          ttl=ttl)
+                                          ttl=ttl, fill=fill)
         self.train = train and hasattr(self.store, "train_dictionary")
         self.dictionary: int | None = None
         self.trained_on = 0
@@ -434,7 +434,7 @@ def wrk_run(wrk: str, script: Path, port: int, jar: Path, seconds: int, connecti
 
 
 def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
-                connections: int, ttl: int, profile: str = "P1") -> dict[str, Any]:
+                connections: int, ttl: int, profile: str = "P1", fill: int | None = None) -> dict[str, Any]:
     """One framework on one server: both apps up at once, wrk on one at a time, the order
     alternating per round (densekv first in even rounds)."""
     from densekv.tools.lab.containers.components import find_component
@@ -447,7 +447,7 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
         "mix": f"90% GET /get/{E2E_READ_KEY[profile]}, 10% POST /seed {{n}} (a one-key write), random cookie",
         "served": " ".join(web_peers.SERVE[framework.removesuffix("-norefresh")][:-1]),
         "load": f"wrk {wrk.version} -t1 -c{connections} -d{seconds}s", "rounds": rounds,
-        "refresh_each_request": not framework.endswith("-norefresh"),
+        "refresh_each_request": not framework.endswith("-norefresh"), "fill": fill,
         "table_row": ["framework", "peer"]}
     work = Path(tempfile.mkdtemp(prefix="web_e2e_"))
     (script := work / "mix.lua").write_text(WRK_LUA.replace("READ_KEY", E2E_READ_KEY[profile]))
@@ -458,8 +458,10 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
             record["version"] = str(info.get("valkey_version") or info["redis_version"])
             ports, jars, groups = {}, {}, {}
             for label, ours in (("densekv", True), (peer, False)):
-                loader = DensekvLoader(proc.url, n, ttl) if ours else make_loader(peer, proc.url, n, ttl)
+                loader = DensekvLoader(proc.url, n, ttl, fill=fill) if ours else make_loader(peer, proc.url, n, ttl)
                 samples = loader.load(items(profile, 0, n), lambda _: True)
+                if ours:
+                    record["partitions"] = loader.store.explain()["partitions"]
                 loader.close()
                 jars[label] = work / f"{label}.cookies"
                 jars[label].write_text("".join(sid + "\n" for sid, _ in samples))
@@ -520,7 +522,7 @@ def child(args: argparse.Namespace) -> None:
             rec = measure_memory(args.server, args.store, args.profile, args.n[0], args.ttl)
         elif args.child == "e2e":
             rec = measure_e2e(args.server, args.framework, args.e2e_sessions, args.rounds,
-                              args.seconds, args.connections, args.ttl, args.e2e_profile)
+                              args.seconds, args.connections, args.ttl, args.e2e_profile, args.e2e_fill)
         else:
             rec = measure_timing(args.server, args.framework, args.timing_sessions,
                                  args.requests, args.rounds, args.ttl)
@@ -590,6 +592,9 @@ def main() -> None:
     ap.add_argument("--e2e-sessions", type=int, default=10_000, help="stored per app (e2e)")
     ap.add_argument("--e2e-profile", default="P1", choices=sorted(E2E_READ_KEY),
                     help="the stored sessions (e2e): P1 Django logins, P2 Flask-Login")
+    ap.add_argument("--e2e-fill", type=int, default=None,
+                    help="densekv's fill (mean sessions per partition at most; e2e): smaller "
+                         "listpacks, shorter server scans, more keys")
     ap.add_argument("--seconds", type=int, default=6, help="wrk run per app per round (e2e)")
     ap.add_argument("--connections", type=int, default=None,
                     help="wrk connections (e2e; default: 4 for gunicorn's sync workers, which take "
@@ -645,7 +650,8 @@ def main() -> None:
                                 "--rounds", str(args.rounds), "--seconds", str(args.seconds),
                                 "--connections", str(args.connections or CONNECTIONS[framework]),
                                 "--e2e-sessions", str(args.e2e_sessions),
-                                "--e2e-profile", args.e2e_profile, *common]), args.out)
+                                "--e2e-profile", args.e2e_profile,
+                                *(["--e2e-fill", str(args.e2e_fill)] if args.e2e_fill else []), *common]), args.out)
     finally:
         shutil.rmtree(FROZEN[0], ignore_errors=True)
     print(f"web_sessions: {time.perf_counter() - started:.0f} s", file=sys.stderr)
