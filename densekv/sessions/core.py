@@ -21,10 +21,11 @@ changes: `metadata` (meta.Metadata: the StoreMeta every process shares, when it 
 the layout built from it; open, refresh, recover after a loss), `payloads`
 (payload_flows.Payloads: the codec, its dictionary's samples and training, the refusals
 and read shares), `sweeper` (sweep.Sweeper: the sweep's cursors; sweep, repartition,
-sizes, counts) and `identities` (identities.Identities: the flows over an identity's
-sessions). SessionCore keeps the single-session flows, the lifecycle events and the
-per-identity limit and devices, and delegates the rest (tests/unit/test_owners.py checks
-that no module assigns the fields of another module's object).
+sizes, counts), `identities` and `lines` (identities.Identities: the flows over an
+identity's sessions; identities.Lines: devices and the per-identity limit) and `rotations`
+(rotations.Rotations: regenerate and login). SessionCore keeps the single-session flows and
+the lifecycle events, and delegates the rest (tests/unit/test_owners.py checks that no
+module assigns the fields of another module's object).
 """
 
 from __future__ import annotations
@@ -155,6 +156,11 @@ class SessionCore:
         self.sweeper = Sweeper(self.metadata, self.index, self.now, self.emit_removed, events_stream)
         self.identities = Identities(self.index, self.metadata, self.payloads, self.run_on, self.now,
                                      self.emit_removed, self.lines.track_devices, self.idle_ttl)
+        # loaded with a store, not by `import densekv` (tests/unit/test_import_weight.py)
+        from densekv.sessions.rotations import Rotations
+
+        self.rotations = Rotations(self.metadata, self.index, self.lines, self.identities, self.run_on, self.now,
+                                   self.emit, self.destroy_digest, facts.cluster)
         self.events: EventBuffer | None = None  # set while an observer listens (events.py)
         self.stream = events_stream  # the event stream's cap (None: no stream)
         self.outbox: EventBuffer | None = None  # events not yet XADDed to it
@@ -346,21 +352,6 @@ class SessionCore:
         if now + seconds >= 2**32:
             raise InvalidArgument(f"a ttl of {seconds} s ends after 2106, past what a session record holds")
         return seconds
-
-    def _token_in_group(self, old: bytes) -> tuple[str, bytes]:
-        """A fresh token whose keys share the old one's slot (needed for one-step rename)."""
-        group = self._group(old)
-        while True:
-            token = new_token()
-            digest = digest_of(token)
-            assert digest is not None
-            if self._group(digest) == group:
-                return token, digest
-
-    def _group(self, digest: bytes) -> Any:
-        # One server runs a script over any keys; a cluster needs the old and new keys
-        # in one slot, which the layout knows.
-        return self.layout.group_of(digest) if self.facts.cluster else 0
 
     def due_for_touch(self, session: Session) -> bool:
         """True when TOUCH_GAIN of the idle window has passed since the expiry was last
@@ -623,81 +614,10 @@ class SessionCore:
         return bool(rec.live(now))
 
     def regenerate(self, token: str) -> Flow[str | None]:
-        return (yield from self._move(token, ...))
+        return self.rotations.regenerate(token)
 
     def login(self, token: str, identity: Identity, label: str | None = None) -> Flow[str | None]:
-        """A new token for the session, the old one dead and `identity` set, in one step
-        on the server (listed under the identity before it can be found). `label`: the
-        device's label (track_devices); SessionLimitReached when the identity has
-        max_sessions_per_identity live sessions and on_limit is "refuse"."""
-        identity = check_identity(identity)
-        label = self.lines.check_label(label)
-        return (yield from self._move(token, identity, label))
-
-    def _move(self, token: str, identity: Any, label: str | None = None) -> Flow[str | None]:
-        """Regenerate (identity ...) or log in (a new identity): one atomic rename."""
-        old = digest_of(token)
-        if old is None:
-            return None
-        new_token_, new = self._token_in_group(old)
-        if self.index is None and identity is ...:
-            (moved,) = yield from self.run_on([old, new], [self.layout.plan_rename(old, new, self.now())])
-            if moved is None:
-                return None
-            self.emit("rotated", new, moved.identity if isinstance(moved, Record) else None, "regenerate", old)
-            return new_token_
-        owed: list[tuple[Any, list[bytes]]] = []  # sessions the limit evicted for this move
-        try:
-            result = yield from self._move_tries(old, new_token_, new, identity, label, owed)
-        except DensekvError:
-            if owed:
-                yield from self.identities.evict(owed)
-            raise
-        if owed:  # after the move's own check: whatever became of it, they end
-            yield from self.identities.evict(owed)
-        return result
-
-    def _move_tries(self, old: bytes, new_token_: str, new: bytes, identity: Any, label: str | None,
-                    owed: list[tuple[Any, list[bytes]]]) -> Flow[str | None]:
-        """_move's compare-and-set rounds; what the limit evicted is added to `owed`."""
-        for tries in range(MAX_CAS_TRIES):
-            yield from cas_pause(tries)
-            now = self.now()
-            (current,) = yield from self.run_on([old, new], [self.layout.plan_get(old)])
-            if current is None or not current.live(now):
-                return None
-            owner = current.identity if identity is ... else identity
-            if self.index is not None and owner is not None and self.lines.on:
-                admitted = yield from self.lines.admit_move(current, owner, new, label, now)
-                if admitted is None:  # evicted meanwhile: the session is ended, not moved
-                    yield from self.destroy_digest(old, "limit")
-                    return None
-                if admitted:
-                    owed.append((owner, admitted))
-            elif self.index is not None and owner is not None:
-                yield [self.index.plan_add(owner, new, current.absolute_at)]
-            (moved,) = yield from self.run_on([old, new], [self.layout.plan_rename(old, new, now, identity, current)])
-            if self.index is not None:
-                drop = [self.index.plan_remove(current.identity, [old])] if moved not in (None, -2) and current.identity is not None else []
-                if moved in (None, -2) and owner is not None:
-                    drop = [self.index.plan_remove(owner, [new])]
-                if drop:
-                    yield drop
-            if moved != -2:
-                if moved is None:
-                    return None
-                if self.lines.limit is not None and owner is not None and self.index is not None:
-                    # a login racing others of the same identity may have been evicted
-                    # between its listing and its move: then it ends here (the evictor
-                    # found no record under the new digest yet)
-                    (listed,) = yield [self.index.plan_listed(owner, new)]
-                    if not listed:
-                        yield from self.destroy_digest(new, "limit")
-                        return None
-                self.emit("rotated", new, owner, "regenerate" if identity is ... else "login", old,
-                          label=label)
-                return new_token_
-        raise DensekvError(f"session {old.hex()} kept changing under {MAX_CAS_TRIES} tries to move it")
+        return self.rotations.login(token, identity, label)
 
     def explain(self) -> dict[str, Any]:
         return {
