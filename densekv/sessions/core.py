@@ -22,9 +22,10 @@ the layout built from it; open, refresh, recover after a loss), `payloads`
 (payload_flows.Payloads: the codec, its dictionary's samples and training, the refusals
 and read shares), `sweeper` (sweep.Sweeper: the sweep's cursors; sweep, repartition,
 sizes, counts), `identities` and `lines` (identities.Identities: the flows over an
-identity's sessions; identities.Lines: devices and the per-identity limit) and `rotations`
-(rotations.Rotations: regenerate and login). SessionCore keeps the single-session flows and
-the lifecycle events, and delegates the rest (tests/unit/test_owners.py checks that no
+identity's sessions; identities.Lines: devices and the per-identity limit), `rotations`
+(rotations.Rotations: regenerate and login) and `recorder` (events.Recorder: the lifecycle
+events, recorded only while an observer or the event stream listens). SessionCore keeps the
+single-session flows and delegates the rest (tests/unit/test_owners.py checks that no
 module assigns the fields of another module's object).
 """
 
@@ -34,7 +35,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from densekv.errors import (
     DecodeError,
@@ -77,9 +78,6 @@ from densekv.sessions.model import (
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
 from densekv.sessions.payload_flows import AUTO_TRAIN, SAMPLE_SESSIONS, Payloads
 from densekv.sessions.sweep import SWEEP_BATCH, Sweeper
-
-if TYPE_CHECKING:
-    from densekv.sessions.events import EventBuffer
 
 T = TypeVar("T")
 log = logging.getLogger("densekv.sessions")
@@ -153,61 +151,17 @@ class SessionCore:
         self.clock = clock
         self.ticks = ticks
         self.payloads = Payloads(namespace, max_data_bytes, auto_train, self.now)
-        self.sweeper = Sweeper(self.metadata, self.index, self.now, self.emit_removed, events_stream)
-        self.identities = Identities(self.index, self.metadata, self.payloads, self.run_on, self.now,
-                                     self.emit_removed, self.lines.track_devices, self.idle_ttl)
         # loaded with a store, not by `import densekv` (tests/unit/test_import_weight.py)
+        from densekv.sessions.events import Recorder
         from densekv.sessions.rotations import Rotations
 
+        self.recorder = Recorder(events_stream, self.now)  # lifecycle events, recorded only while listened to
+        emit_removed = self.recorder.emit_removed
+        self.sweeper = Sweeper(self.metadata, self.index, self.now, emit_removed, events_stream)
+        self.identities = Identities(self.index, self.metadata, self.payloads, self.run_on, self.now,
+                                     emit_removed, self.lines.track_devices, self.idle_ttl)
         self.rotations = Rotations(self.metadata, self.index, self.lines, self.identities, self.run_on, self.now,
-                                   self.emit, self.destroy_digest, facts.cluster)
-        self.events: EventBuffer | None = None  # set while an observer listens (events.py)
-        self.stream = events_stream  # the event stream's cap (None: no stream)
-        self.outbox: EventBuffer | None = None  # events not yet XADDed to it
-        if events_stream is not None:
-            if isinstance(events_stream, bool) or not isinstance(events_stream, int) or events_stream < 1:
-                raise InvalidArgument("events_stream is the number of recent events the stream keeps, or None")
-            from densekv.sessions.events import EventBuffer
-
-            self.outbox = EventBuffer()
-
-    # -- lifecycle events (densekv/sessions/events.py): recorded only while listened to --
-    def record_events(self, on: bool) -> None:
-        """Record events for observers from now on (an EventBuffer the store drains after
-        each operation), or stop (`on` False: the last observer left)."""
-        if not on:
-            self.events = None
-        elif self.events is None:
-            from densekv.sessions.events import EventBuffer  # loaded once observed
-
-            self.events = EventBuffer()
-
-    def emit(self, kind: str, digest: bytes, identity: Identity | None, cause: str,
-             old: bytes | None = None, found_by: str | None = None, label: str | None = None,
-             stream: bool = True) -> None:
-        """Record an event for the observers and (unless `stream` is False: announced
-        already) the event stream."""
-        outbox = self.outbox if stream else None
-        if self.events is not None or outbox is not None:
-            from densekv.sessions.events import SessionEvent  # loaded once observed
-
-            event = SessionEvent(kind, digest.hex(), identity, cause, self.now(),
-                                 old.hex() if old is not None else None, found_by, label)
-            if self.events is not None:
-                self.events.add(event)
-            if outbox is not None:
-                outbox.add(event)
-
-    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int, stream: bool = True) -> None:
-        """The event of a record this process removed: destroyed (`cause`) if it was live,
-        expired (idle or absolute) if it was not."""
-        if self.events is None and (self.outbox is None or not stream):
-            return
-        if rec.live(now):
-            self.emit("destroyed", rec.digest, rec.identity, cause, stream=stream)
-        else:
-            self.emit("expired", rec.digest, rec.identity,
-                      "idle" if rec.expires_at < rec.absolute_at else "absolute", found_by=found_by, stream=stream)
+                                   self.recorder.emit, self.destroy_digest, facts.cluster)
 
     def now(self) -> int:
         return int(self.clock())
@@ -316,8 +270,8 @@ class SessionCore:
         """(packed, framed) of session data, checked (payload_flows.Payloads.encode); while
         observed, its stored size is recorded for metrics (events.py)."""
         out = self.payloads.encode(self.layout, data)
-        if self.events is not None and data is not None:
-            self.events.sized(len(out[1] if out[1] is not None else cast(bytes, out[0])))
+        if self.recorder.events is not None and data is not None:
+            self.recorder.sized(len(out[1] if out[1] is not None else cast(bytes, out[0])))
         return out
 
     def sample(self, packed: list[bytes]) -> Flow[None]:
@@ -405,9 +359,9 @@ class SessionCore:
             yield from self.recover()
         if given and not all(stored):
             raise _SessionExists("a live session holds this token already: nothing was written")
-        if self.events is not None or self.outbox is not None:
+        if self.recorder.events is not None or self.recorder.outbox is not None:
             for rec, _, _ in made:
-                self.emit("created", rec.digest, rec.identity, "create", label=label)
+                self.recorder.emit("created", rec.digest, rec.identity, "create", label=label)
         if evicted:
             yield from self.identities.evict(evicted)
         if self.payloads.codec.dictionary is None:  # sample()'s no-op case skipped (a create's hot path)
@@ -608,7 +562,7 @@ class SessionCore:
         if rec is None:
             return False
         now = self.now()
-        self.emit_removed(rec, cause, "destroy", now)
+        self.recorder.emit_removed(rec, cause, "destroy", now)
         if self.index is not None and rec.identity is not None:
             yield [self.index.plan_remove(rec.identity, [digest])]
         return bool(rec.live(now))
