@@ -574,22 +574,10 @@ class SessionCore:
         return self.rotations.login(token, identity, label)
 
     def explain(self) -> dict[str, Any]:
-        return {
-            **self.layout.describe(),
-            "reason": self.metadata.choice.reason,
-            "ttl": self.ttl,
-            "idle_ttl": self.idle_ttl,
-            "index_partitions": self.index.partitions if self.index else None,
-            "max_data_bytes": self.payloads.codec.max_bytes,
-            "dictionary": self.payloads.codec.dictionary.id if self.payloads.codec.dictionary else None,
-            "server": {
-                "hash_max_listpack_entries": self.facts.limits.hash_max_listpack_entries,
-                "hash_max_listpack_value": self.facts.limits.hash_max_listpack_value,
-                "field_ttl": self.facts.field_ttl,
-                "field_ttl_encoding": self.facts.field_ttl_encoding,
-                "cluster": self.facts.cluster,
-            },
-        }
+        """The layout and why (meta.Metadata), lifetimes, index, payloads, server facts."""
+        return {**self.metadata.describe(), "ttl": self.ttl, "idle_ttl": self.idle_ttl,
+                "index_partitions": self.index.partitions if self.index else None,
+                **self.payloads.describe(), "server": self.facts.describe()}
 
 
 __all__ = [
