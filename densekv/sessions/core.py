@@ -68,6 +68,7 @@ from densekv.sessions.meta import (
 )
 from densekv.sessions.model import (
     Identity,
+    Lifetime,
     Record,
     Session,
     check_identity,
@@ -83,7 +84,6 @@ T = TypeVar("T")
 log = logging.getLogger("densekv.sessions")
 
 DEFAULT_TTL = 30 * 24 * 3600
-TOUCH_GAIN = 0.25  # due_for_touch: roll the idle expiry once this part of the window has passed
 
 
 class OneCreate:
@@ -131,15 +131,12 @@ class SessionCore:
     ) -> None:
         """`clock`: wall-clock seconds (expiries); `ticks`: a monotonic clock (how long ago
         the metadata was read), both injected so a core runs without the real time."""
-        if not 1 <= ttl < 2**31 or (idle_ttl is not None and not 1 <= idle_ttl < 2**31):
-            raise InvalidArgument("ttl and idle_ttl are numbers of seconds from 1 to 2**31 - 1")
+        self.lifetime = Lifetime.of(ttl, idle_ttl)
         if not namespace or "{" in namespace or "}" in namespace:
             raise InvalidArgument("namespace is a non-empty string without braces")
         self.facts = facts
         self.namespace = namespace
         self.metadata = Metadata(facts, namespace, layout, expected_sessions, partitions, fill, index_identities, ticks)
-        self.ttl = int(ttl)
-        self.idle_ttl = int(idle_ttl) if idle_ttl else None
         self.index = (
             IdentityIndex(namespace, partition_count(expected_sessions, facts.limits.hash_max_listpack_entries),
                           self.metadata.layout.index_ref_len)
@@ -162,6 +159,14 @@ class SessionCore:
                                      emit_removed, self.lines.track_devices, self.idle_ttl)
         self.rotations = Rotations(self.metadata, self.index, self.lines, self.identities, self.run_on, self.now,
                                    self.recorder.emit, self.destroy_digest, facts.cluster)
+
+    @property
+    def ttl(self) -> int:
+        return self.lifetime.ttl
+
+    @property
+    def idle_ttl(self) -> int | None:
+        return self.lifetime.idle_ttl
 
     def now(self) -> int:
         return int(self.clock())
@@ -283,8 +288,7 @@ class SessionCore:
         identity = check_owner(identity)
         packed, framed = self.encode(data)
         now = self.now()
-        absolute = now + self.ttl_of(ttl, now)
-        expires = min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute
+        expires, absolute = self.lifetime.expiries(now, self.lifetime.seconds(ttl, now))
         if token is None:
             token = new_token()
         digest = digest_of(token)
@@ -292,30 +296,9 @@ class SessionCore:
             raise ValueError("token= takes a session token: 22 to 86 URL-safe characters")
         return Record(digest, identity, expires, absolute, data, framed), token, packed
 
-    def ttl_of(self, ttl: object, now: int) -> int:
-        """A create's ttl in seconds (None: the store's), or InvalidArgument: a session
-        that would be dead at once, or whose expiry a record cannot hold (u32 seconds,
-        2106), is refused before anything is written."""
-        if ttl is None:
-            seconds = self.ttl
-        elif isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 1 <= ttl < 2**32:
-            raise InvalidArgument(f"ttl is a number of seconds from 1 (or None for the store's {self.ttl}), "
-                                  f"not {ttl!r}")
-        else:
-            seconds = int(ttl)
-        if now + seconds >= 2**32:
-            raise InvalidArgument(f"a ttl of {seconds} s ends after 2106, past what a session record holds")
-        return seconds
-
     def due_for_touch(self, session: Session) -> bool:
-        """True when TOUCH_GAIN of the idle window has passed since the expiry was last
-        rolled and a touch would still move it (so a backend writes on a few requests,
-        not on every one, and an active session never idles out)."""
-        if self.idle_ttl is None:
-            return False
-        now = self.now()
-        target = min(session.absolute_at or session.expires_at, now + self.idle_ttl)
-        return target > session.expires_at and session.expires_at - now <= self.idle_ttl * (1 - TOUCH_GAIN)
+        """Whether a touch would be worth its write now (model.Lifetime.due_for_touch)."""
+        return self.lifetime.due_for_touch(session, self.now())
 
     # -- flows ------------------------------------------------------------------------
     def create(self, identity: Identity | None, data: dict[str, Any] | None, ttl: int | None,
@@ -449,7 +432,7 @@ class SessionCore:
         with the new header, placed under the limit like any update); the identity index
         learns the new expiry first, so destroy_all never misses the session."""
         digest = digest_of(token)
-        seconds = self.ttl_of(ttl, self.now())  # InvalidArgument before anything is read
+        seconds = self.lifetime.seconds(ttl, self.now())  # InvalidArgument before anything is read
         if digest is None:
             return False
         return (yield from self._change(digest, lambda data: data, seconds, sample=False)) is not None
@@ -479,7 +462,7 @@ class SessionCore:
         if not isinstance(changes, dict):
             raise _SessionDataInvalid("changes is a dict of top-level session keys")
         removed = list(removed)
-        seconds = None if ttl is ... else self.ttl_of(ttl, self.now())
+        seconds = None if ttl is ... else self.lifetime.seconds(ttl, self.now())
         digest = digest_of(token)
         if digest is None:
             return None
@@ -515,8 +498,8 @@ class SessionCore:
             now = self.now()
             times = None
             if seconds is not None:
-                absolute = now + seconds
-                times = (min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute, absolute)
+                times = self.lifetime.expiries(now, seconds)
+                absolute = times[1]
                 if self.index is not None and current.identity is not None and self.lines.on:
                     yield [self.index.plan_seen(current.identity, digest, absolute, times[0],
                                                 self.lines.entry_of(current, None, now))]
