@@ -131,7 +131,7 @@ class SessionCore:
     ) -> None:
         """`clock`: wall-clock seconds (expiries); `ticks`: a monotonic clock (how long ago
         the metadata was read), both injected so a core runs without the real time."""
-        self.lifetime = Lifetime.of(ttl, idle_ttl)
+        self.lifetime: Lifetime = Lifetime.of(ttl, idle_ttl)
         if not namespace or "{" in namespace or "}" in namespace:
             raise InvalidArgument("namespace is a non-empty string without braces")
         self.facts = facts
