@@ -267,8 +267,6 @@ KNOWN: dict[str, str] = {
         "exporter wires its tally",
     "densekv.integrations.prometheus: tally.active (a field of densekv.integrations.session_tally.Tally)":
         "exporter wires its tally",
-    # maps: the migration flow sets the map core's fallback pattern (a MapCore method would own it)
-    "densekv.maps.migrate: core.fallback (a field of densekv.maps.core.MapCore)": "maps migration (twice)",
     # tools: the analyzer and the lab's experiments fill result records defined beside them
     "densekv.tools.analyze.run: state.interrupted (a field of densekv.tools.analyze.scan.ScanState)": "analyzer",
     **{f"densekv.tools.lab.experiments.{m}: out.{f} (a field of densekv.tools.lab.experiments.base.Output)":
