@@ -268,7 +268,6 @@ KNOWN: dict[str, str] = {
     "densekv.integrations.prometheus: tally.active (a field of densekv.integrations.session_tally.Tally)":
         "exporter wires its tally",
     # tools: the analyzer and the lab's experiments fill result records defined beside them
-    "densekv.tools.analyze.run: state.interrupted (a field of densekv.tools.analyze.scan.ScanState)": "analyzer",
     **{f"densekv.tools.lab.experiments.{m}: out.{f} (a field of densekv.tools.lab.experiments.base.Output)":
        "lab output record" for m, f in [("containers", "trimmed"), ("containers", "method"), ("maps", "trimmed"),
                                         ("maps", "method"), ("sessions", "trimmed"), ("sessions", "notes"),
