@@ -267,14 +267,6 @@ KNOWN: dict[str, str] = {
         "exporter wires its tally",
     "densekv.integrations.prometheus: tally.active (a field of densekv.integrations.session_tally.Tally)":
         "exporter wires its tally",
-    # tools: the analyzer and the lab's experiments fill result records defined beside them
-    **{f"densekv.tools.lab.experiments.{m}: out.{f} (a field of densekv.tools.lab.experiments.base.Output)":
-       "lab output record" for m, f in [("containers", "trimmed"), ("containers", "method"), ("maps", "trimmed"),
-                                        ("maps", "method"), ("sessions", "trimmed"), ("sessions", "notes"),
-                                        ("sessions", "method"), ("sets", "trimmed"), ("sets_report", "method"),
-                                        ("small_sets", "trimmed"), ("small_sets", "method")]},
-    "densekv.tools.lab.experiments.maps: result.point (a field of densekv.tools.lab.experiments.maps_cases.Result)":
-        "lab result record",
 }
 
 
