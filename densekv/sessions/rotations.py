@@ -11,6 +11,7 @@ the limit evicted ends whatever became of the move. Flows only, no I/O, no state
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from densekv.errors import DensekvError
@@ -24,25 +25,23 @@ from densekv.sessions.payload_flows import RunOn
 __all__ = ["Rotations"]
 
 
+@dataclass(frozen=True, slots=True)
 class Rotations:
-    """regenerate and login for SessionCore, which holds one (`core.rotations`). It keeps
-    no state but what it was given: the store's meta.Metadata (the layout), the identity
+    """regenerate and login for SessionCore, which holds one (`core.rotations`). Frozen: it
+    keeps no state but what it was given, the store's meta.Metadata (the layout), the identity
     index (None: a store without one), the devices and limit (identities.Lines), eviction
     (identities.Identities), and SessionCore's run_on, clock, event recording and
     destroy_digest (a session the limit evicted while it moved ends, not moves)."""
 
-    def __init__(self, metadata: Metadata, index: IdentityIndex | None, lines: Lines, identities: Identities,
-                 run_on: RunOn, now: Callable[[], int], emit: Callable[..., None],
-                 destroy_digest: Callable[[bytes, str], Flow[bool]], cluster: bool) -> None:
-        self.metadata = metadata
-        self.index = index
-        self.lines = lines
-        self.identities = identities
-        self.run_on = run_on
-        self.now = now
-        self.emit = emit
-        self.destroy_digest = destroy_digest
-        self.cluster = cluster
+    metadata: Metadata
+    index: IdentityIndex | None
+    lines: Lines
+    identities: Identities
+    run_on: RunOn
+    now: Callable[[], int]
+    emit: Callable[..., None]
+    destroy_digest: Callable[[bytes, str], Flow[bool]]
+    cluster: bool
 
     def regenerate(self, token: str) -> Flow[str | None]:
         return (yield from self._move(token, ...))
