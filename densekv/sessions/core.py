@@ -23,10 +23,11 @@ the layout built from it; open, refresh, recover after a loss), `payloads`
 and read shares), `sweeper` (sweep.Sweeper: the sweep's cursors; sweep, repartition,
 sizes, counts), `identities` and `lines` (identities.Identities: the flows over an
 identity's sessions; identities.Lines: devices and the per-identity limit), `rotations`
-(rotations.Rotations: regenerate and login) and `recorder` (events.Recorder: the lifecycle
-events, recorded only while an observer or the event stream listens). SessionCore keeps the
-single-session flows and delegates the rest (tests/unit/test_owners.py checks that no
-module assigns the fields of another module's object).
+(rotations.Rotations: regenerate and login), `recorder` (events.Recorder: the lifecycle
+events, recorded only while an observer or the event stream listens) and `lifetime`
+(model.Lifetime: ttl and idle_ttl, a record's expiries). SessionCore keeps the single-session
+flows and delegates the rest (tests/unit/test_owners.py checks that no module assigns the
+fields of another module's object, and that this module stays under 600 lines).
 """
 
 from __future__ import annotations
