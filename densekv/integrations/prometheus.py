@@ -101,11 +101,7 @@ class SessionMetrics(Collector):
         stored split / out of line, at the cost of a SCAN of the database. `namespace`: the
         label, default the store's (an AsyncSessionStore not yet ready needs it given)."""
         tally = Tally(namespace_of(store, namespace))
-        tally.store = store
-        if active_every is not None:
-            tally.active = Active(store, active_every, stats)
-            if tally.active.is_async:
-                tally.active.kick()  # the first count now, so the first scrape has one
+        tally.watch(store, active_every, stats)
         store.observe(tally)
         self.tallies.append(tally)
         return tally

@@ -77,7 +77,7 @@ class Tally:
         self.events: dict[tuple[str, str, str], int] = {}  # (kind, cause, found_by or "") -> events
         self.sizes: list[float] = [0] * (len(SIZE_BUCKETS) + 2)  # buckets, +Inf, sum
         self.active: Active | None = None
-        self.store: Any = None  # the store observed (read_shares), set by the exporter
+        self.store: Any = None  # the store observed (read_shares), set by the exporter (watch)
 
     # -- the observer (events.py) ----------------------------------------------------------
     def on_operation(self, name: str, seconds: float, error: str | None) -> None:
@@ -103,6 +103,16 @@ class Tally:
                 row[-1] += n
 
     # -- for the exporters -------------------------------------------------------------------
+    def watch(self, store: Any, active_every: float | None, stats: bool) -> None:
+        """Hold `store` (read_shares, unobserve) and, with `active_every`, count its sessions
+        at most that often (Active; an async store's first count starts now, so that the
+        first scrape has one)."""
+        self.store = store
+        if active_every is not None:
+            self.active = Active(store, active_every, stats)
+            if self.active.is_async:
+                self.active.kick()
+
     def snapshot(self) -> dict[str, Any]:
         """A consistent copy of every count."""
         with self.lock:

@@ -134,6 +134,11 @@ class MapCore:
     def now(self) -> int:
         return int(self.clock())
 
+    def set_fallback(self, pattern: str | None) -> None:
+        """Read plain keys matching `pattern` through the map from now on (a migration
+        stored it in the meta, maps/migrate.py), or no more (None: nothing left to move)."""
+        self.fallback = pattern
+
     def locate(self, key: str) -> Location:
         return Location(*self.place(key))
 

@@ -62,7 +62,7 @@ def migrate_from(core: MapCore, pattern: str, batch: int = 500, pause: float = 0
     outcome, and `remaining`: plain keys still there (0 clears the fallback)."""
     key = meta_key(core.namespace)
     yield [command("HSET", key, "fallback", pattern, keys=(key,))]
-    core.fallback = pattern
+    core.set_fallback(pattern)
     totals = {"moved": 0, "in_map": 0, "gone": 0, "skipped": 0}
     scan = plain_scan(pattern.encode(), batch, batch)
     while found := (yield scan):
@@ -80,7 +80,7 @@ def migrate_from(core: MapCore, pattern: str, batch: int = 500, pause: float = 0
     totals["remaining"] = remaining
     if remaining == totals["skipped"] == 0:
         yield [command("HDEL", key, "fallback", keys=(key,))]
-        core.fallback = None
+        core.set_fallback(None)
     return totals
 
 

@@ -21,10 +21,13 @@ changes: `metadata` (meta.Metadata: the StoreMeta every process shares, when it 
 the layout built from it; open, refresh, recover after a loss), `payloads`
 (payload_flows.Payloads: the codec, its dictionary's samples and training, the refusals
 and read shares), `sweeper` (sweep.Sweeper: the sweep's cursors; sweep, repartition,
-sizes, counts) and `identities` (identities.Identities: the flows over an identity's
-sessions). SessionCore keeps the single-session flows, the lifecycle events and the
-per-identity limit and devices, and delegates the rest (tests/unit/test_owners.py checks
-that no module assigns the fields of another module's object).
+sizes, counts), `identities` and `lines` (identities.Identities: the flows over an
+identity's sessions; identities.Lines: devices and the per-identity limit), `rotations`
+(rotations.Rotations: regenerate and login), `recorder` (events.Recorder: the lifecycle
+events, recorded only while an observer or the event stream listens) and `lifetime`
+(model.Lifetime: ttl and idle_ttl, a record's expiries). SessionCore keeps the single-session
+flows and delegates the rest (tests/unit/test_owners.py checks that no module assigns the
+fields of another module's object, and that this module stays under 600 lines).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from types import EllipsisType
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from densekv.errors import (
     DecodeError,
@@ -66,6 +69,7 @@ from densekv.sessions.meta import (
 )
 from densekv.sessions.model import (
     Identity,
+    Lifetime,
     Record,
     Session,
     check_identity,
@@ -77,14 +81,10 @@ from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
 from densekv.sessions.payload_flows import AUTO_TRAIN, SAMPLE_SESSIONS, Payloads
 from densekv.sessions.sweep import SWEEP_BATCH, Sweeper
 
-if TYPE_CHECKING:
-    from densekv.sessions.events import EventBuffer
-
 T = TypeVar("T")
 log = logging.getLogger("densekv.sessions")
 
 DEFAULT_TTL = 30 * 24 * 3600
-TOUCH_GAIN = 0.25  # due_for_touch: roll the idle expiry once this part of the window has passed
 
 
 class OneCreate:
@@ -132,15 +132,12 @@ class SessionCore:
     ) -> None:
         """`clock`: wall-clock seconds (expiries); `ticks`: a monotonic clock (how long ago
         the metadata was read), both injected so a core runs without the real time."""
-        if not 1 <= ttl < 2**31 or (idle_ttl is not None and not 1 <= idle_ttl < 2**31):
-            raise InvalidArgument("ttl and idle_ttl are numbers of seconds from 1 to 2**31 - 1")
+        self.lifetime: Lifetime = Lifetime.of(ttl, idle_ttl)
         if not namespace or "{" in namespace or "}" in namespace:
             raise InvalidArgument("namespace is a non-empty string without braces")
         self.facts = facts
         self.namespace = namespace
         self.metadata = Metadata(facts, namespace, layout, expected_sessions, partitions, fill, index_identities, ticks)
-        self.ttl = int(ttl)
-        self.idle_ttl = int(idle_ttl) if idle_ttl else None
         self.index = (
             IdentityIndex(namespace, partition_count(expected_sessions, facts.limits.hash_max_listpack_entries),
                           self.metadata.layout.index_ref_len)
@@ -152,56 +149,25 @@ class SessionCore:
         self.clock = clock
         self.ticks = ticks
         self.payloads = Payloads(namespace, max_data_bytes, auto_train, self.now)
-        self.sweeper = Sweeper(self.metadata, self.index, self.now, self.emit_removed, events_stream)
+        # loaded with a store, not by `import densekv` (tests/unit/test_import_weight.py)
+        from densekv.sessions.events import Recorder
+        from densekv.sessions.rotations import Rotations
+
+        self.recorder = Recorder(events_stream, self.now)  # lifecycle events, recorded only while listened to
+        emit_removed = self.recorder.emit_removed
+        self.sweeper = Sweeper(self.metadata, self.index, self.now, emit_removed, events_stream)
         self.identities = Identities(self.index, self.metadata, self.payloads, self.run_on, self.now,
-                                     self.emit_removed, self.lines.track_devices, self.idle_ttl)
-        self.events: EventBuffer | None = None  # set while an observer listens (events.py)
-        self.stream = events_stream  # the event stream's cap (None: no stream)
-        self.outbox: EventBuffer | None = None  # events not yet XADDed to it
-        if events_stream is not None:
-            if isinstance(events_stream, bool) or not isinstance(events_stream, int) or events_stream < 1:
-                raise InvalidArgument("events_stream is the number of recent events the stream keeps, or None")
-            from densekv.sessions.events import EventBuffer
+                                     emit_removed, self.lines.track_devices, self.idle_ttl)
+        self.rotations = Rotations(self.metadata, self.index, self.lines, self.identities, self.run_on, self.now,
+                                   self.recorder.emit, self.destroy_digest, facts.cluster)
 
-            self.outbox = EventBuffer()
+    @property
+    def ttl(self) -> int:
+        return self.lifetime.ttl
 
-    # -- lifecycle events (densekv/sessions/events.py): recorded only while listened to --
-    def record_events(self, on: bool) -> None:
-        """Record events for observers from now on (an EventBuffer the store drains after
-        each operation), or stop (`on` False: the last observer left)."""
-        if not on:
-            self.events = None
-        elif self.events is None:
-            from densekv.sessions.events import EventBuffer  # loaded once observed
-
-            self.events = EventBuffer()
-
-    def emit(self, kind: str, digest: bytes, identity: Identity | None, cause: str,
-             old: bytes | None = None, found_by: str | None = None, label: str | None = None,
-             stream: bool = True) -> None:
-        """Record an event for the observers and (unless `stream` is False: announced
-        already) the event stream."""
-        outbox = self.outbox if stream else None
-        if self.events is not None or outbox is not None:
-            from densekv.sessions.events import SessionEvent  # loaded once observed
-
-            event = SessionEvent(kind, digest.hex(), identity, cause, self.now(),
-                                 old.hex() if old is not None else None, found_by, label)
-            if self.events is not None:
-                self.events.add(event)
-            if outbox is not None:
-                outbox.add(event)
-
-    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int, stream: bool = True) -> None:
-        """The event of a record this process removed: destroyed (`cause`) if it was live,
-        expired (idle or absolute) if it was not."""
-        if self.events is None and (self.outbox is None or not stream):
-            return
-        if rec.live(now):
-            self.emit("destroyed", rec.digest, rec.identity, cause, stream=stream)
-        else:
-            self.emit("expired", rec.digest, rec.identity,
-                      "idle" if rec.expires_at < rec.absolute_at else "absolute", found_by=found_by, stream=stream)
+    @property
+    def idle_ttl(self) -> int | None:
+        return self.lifetime.idle_ttl
 
     def now(self) -> int:
         return int(self.clock())
@@ -310,8 +276,8 @@ class SessionCore:
         """(packed, framed) of session data, checked (payload_flows.Payloads.encode); while
         observed, its stored size is recorded for metrics (events.py)."""
         out = self.payloads.encode(self.layout, data)
-        if self.events is not None and data is not None:
-            self.events.sized(len(out[1] if out[1] is not None else cast(bytes, out[0])))
+        if self.recorder.events is not None and data is not None:
+            self.recorder.sized(len(out[1] if out[1] is not None else cast(bytes, out[0])))
         return out
 
     def sample(self, packed: list[bytes]) -> Flow[None]:
@@ -323,8 +289,7 @@ class SessionCore:
         identity = check_owner(identity)
         packed, framed = self.encode(data)
         now = self.now()
-        absolute = now + self.ttl_of(ttl, now)
-        expires = min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute
+        expires, absolute = self.lifetime.expiries(now, self.lifetime.seconds(ttl, now))
         if token is None:
             token = new_token()
         digest = digest_of(token)
@@ -332,45 +297,9 @@ class SessionCore:
             raise ValueError("token= takes a session token: 22 to 86 URL-safe characters")
         return Record(digest, identity, expires, absolute, data, framed), token, packed
 
-    def ttl_of(self, ttl: object, now: int) -> int:
-        """A create's ttl in seconds (None: the store's), or InvalidArgument: a session
-        that would be dead at once, or whose expiry a record cannot hold (u32 seconds,
-        2106), is refused before anything is written."""
-        if ttl is None:
-            seconds = self.ttl
-        elif isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 1 <= ttl < 2**32:
-            raise InvalidArgument(f"ttl is a number of seconds from 1 (or None for the store's {self.ttl}), "
-                                  f"not {ttl!r}")
-        else:
-            seconds = int(ttl)
-        if now + seconds >= 2**32:
-            raise InvalidArgument(f"a ttl of {seconds} s ends after 2106, past what a session record holds")
-        return seconds
-
-    def _token_in_group(self, old: bytes) -> tuple[str, bytes]:
-        """A fresh token whose keys share the old one's slot (needed for one-step rename)."""
-        group = self._group(old)
-        while True:
-            token = new_token()
-            digest = digest_of(token)
-            assert digest is not None
-            if self._group(digest) == group:
-                return token, digest
-
-    def _group(self, digest: bytes) -> Any:
-        # One server runs a script over any keys; a cluster needs the old and new keys
-        # in one slot, which the layout knows.
-        return self.layout.group_of(digest) if self.facts.cluster else 0
-
     def due_for_touch(self, session: Session) -> bool:
-        """True when TOUCH_GAIN of the idle window has passed since the expiry was last
-        rolled and a touch would still move it (so a backend writes on a few requests,
-        not on every one, and an active session never idles out)."""
-        if self.idle_ttl is None:
-            return False
-        now = self.now()
-        target = min(session.absolute_at or session.expires_at, now + self.idle_ttl)
-        return target > session.expires_at and session.expires_at - now <= self.idle_ttl * (1 - TOUCH_GAIN)
+        """Whether a touch would be worth its write now (model.Lifetime.due_for_touch)."""
+        return self.lifetime.due_for_touch(session, self.now())
 
     # -- flows ------------------------------------------------------------------------
     def create(self, identity: Identity | None, data: dict[str, Any] | None, ttl: int | None,
@@ -414,9 +343,9 @@ class SessionCore:
             yield from self.recover()
         if given and not all(stored):
             raise _SessionExists("a live session holds this token already: nothing was written")
-        if self.events is not None or self.outbox is not None:
+        if self.recorder.events is not None or self.recorder.outbox is not None:
             for rec, _, _ in made:
-                self.emit("created", rec.digest, rec.identity, "create", label=label)
+                self.recorder.emit("created", rec.digest, rec.identity, "create", label=label)
         if evicted:
             yield from self.identities.evict(evicted)
         if self.payloads.codec.dictionary is None:  # sample()'s no-op case skipped (a create's hot path)
@@ -504,7 +433,7 @@ class SessionCore:
         with the new header, placed under the limit like any update); the identity index
         learns the new expiry first, so destroy_all never misses the session."""
         digest = digest_of(token)
-        seconds = self.ttl_of(ttl, self.now())  # InvalidArgument before anything is read
+        seconds = self.lifetime.seconds(ttl, self.now())  # InvalidArgument before anything is read
         if digest is None:
             return False
         return (yield from self._change(digest, lambda data: data, seconds, sample=False)) is not None
@@ -534,7 +463,7 @@ class SessionCore:
         if not isinstance(changes, dict):
             raise _SessionDataInvalid("changes is a dict of top-level session keys")
         removed = list(removed)
-        seconds = None if ttl is ... else self.ttl_of(ttl, self.now())
+        seconds = None if ttl is ... else self.lifetime.seconds(ttl, self.now())
         digest = digest_of(token)
         if digest is None:
             return None
@@ -570,8 +499,8 @@ class SessionCore:
             now = self.now()
             times = None
             if seconds is not None:
-                absolute = now + seconds
-                times = (min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute, absolute)
+                times = self.lifetime.expiries(now, seconds)
+                absolute = times[1]
                 if self.index is not None and current.identity is not None and self.lines.on:
                     yield [self.index.plan_seen(current.identity, digest, absolute, times[0],
                                                 self.lines.entry_of(current, None, now))]
@@ -617,105 +546,22 @@ class SessionCore:
         if rec is None:
             return False
         now = self.now()
-        self.emit_removed(rec, cause, "destroy", now)
+        self.recorder.emit_removed(rec, cause, "destroy", now)
         if self.index is not None and rec.identity is not None:
             yield [self.index.plan_remove(rec.identity, [digest])]
         return bool(rec.live(now))
 
     def regenerate(self, token: str) -> Flow[str | None]:
-        return (yield from self._move(token, ...))
+        return self.rotations.regenerate(token)
 
     def login(self, token: str, identity: Identity, label: str | None = None) -> Flow[str | None]:
-        """A new token for the session, the old one dead and `identity` set, in one step
-        on the server (listed under the identity before it can be found). `label`: the
-        device's label (track_devices); SessionLimitReached when the identity has
-        max_sessions_per_identity live sessions and on_limit is "refuse"."""
-        identity = check_identity(identity)
-        label = self.lines.check_label(label)
-        return (yield from self._move(token, identity, label))
-
-    def _move(self, token: str, identity: Any, label: str | None = None) -> Flow[str | None]:
-        """Regenerate (identity ...) or log in (a new identity): one atomic rename."""
-        old = digest_of(token)
-        if old is None:
-            return None
-        new_token_, new = self._token_in_group(old)
-        if self.index is None and identity is ...:
-            (moved,) = yield from self.run_on([old, new], [self.layout.plan_rename(old, new, self.now())])
-            if moved is None:
-                return None
-            self.emit("rotated", new, moved.identity if isinstance(moved, Record) else None, "regenerate", old)
-            return new_token_
-        owed: list[tuple[Any, list[bytes]]] = []  # sessions the limit evicted for this move
-        try:
-            result = yield from self._move_tries(old, new_token_, new, identity, label, owed)
-        except DensekvError:
-            if owed:
-                yield from self.identities.evict(owed)
-            raise
-        if owed:  # after the move's own check: whatever became of it, they end
-            yield from self.identities.evict(owed)
-        return result
-
-    def _move_tries(self, old: bytes, new_token_: str, new: bytes, identity: Any, label: str | None,
-                    owed: list[tuple[Any, list[bytes]]]) -> Flow[str | None]:
-        """_move's compare-and-set rounds; what the limit evicted is added to `owed`."""
-        for tries in range(MAX_CAS_TRIES):
-            yield from cas_pause(tries)
-            now = self.now()
-            (current,) = yield from self.run_on([old, new], [self.layout.plan_get(old)])
-            if current is None or not current.live(now):
-                return None
-            owner = current.identity if identity is ... else identity
-            if self.index is not None and owner is not None and self.lines.on:
-                admitted = yield from self.lines.admit_move(current, owner, new, label, now)
-                if admitted is None:  # evicted meanwhile: the session is ended, not moved
-                    yield from self.destroy_digest(old, "limit")
-                    return None
-                if admitted:
-                    owed.append((owner, admitted))
-            elif self.index is not None and owner is not None:
-                yield [self.index.plan_add(owner, new, current.absolute_at)]
-            (moved,) = yield from self.run_on([old, new], [self.layout.plan_rename(old, new, now, identity, current)])
-            if self.index is not None:
-                drop = [self.index.plan_remove(current.identity, [old])] if moved not in (None, -2) and current.identity is not None else []
-                if moved in (None, -2) and owner is not None:
-                    drop = [self.index.plan_remove(owner, [new])]
-                if drop:
-                    yield drop
-            if moved != -2:
-                if moved is None:
-                    return None
-                if self.lines.limit is not None and owner is not None and self.index is not None:
-                    # a login racing others of the same identity may have been evicted
-                    # between its listing and its move: then it ends here (the evictor
-                    # found no record under the new digest yet)
-                    (listed,) = yield [self.index.plan_listed(owner, new)]
-                    if not listed:
-                        yield from self.destroy_digest(new, "limit")
-                        return None
-                self.emit("rotated", new, owner, "regenerate" if identity is ... else "login", old,
-                          label=label)
-                return new_token_
-        raise DensekvError(f"session {old.hex()} kept changing under {MAX_CAS_TRIES} tries to move it")
+        return self.rotations.login(token, identity, label)
 
     def explain(self) -> dict[str, Any]:
-        return {
-            **self.layout.describe(),
-            "reason": self.metadata.choice.reason,
-            "ttl": self.ttl,
-            "idle_ttl": self.idle_ttl,
-            "index_partitions": self.index.partitions if self.index else None,
-            "max_data_bytes": self.payloads.codec.max_bytes,
-            "dictionary": self.payloads.codec.dictionary.id if self.payloads.codec.dictionary else None,
-            "server": {
-                "hash_max_listpack_entries": self.facts.limits.hash_max_listpack_entries,
-                "hash_max_listpack_value": self.facts.limits.hash_max_listpack_value,
-                "field_ttl": self.facts.field_ttl,
-                "field_ttl_encoding": self.facts.field_ttl_encoding,
-                "cluster": self.facts.cluster,
-            },
-        }
+        """The layout and why (meta.Metadata), lifetimes, index, payloads, server facts."""
+        return {**self.metadata.describe(), "ttl": self.ttl, "idle_ttl": self.idle_ttl,
+                "index_partitions": self.index.partitions if self.index else None,
+                **self.payloads.describe(), "server": self.facts.describe()}
 
 
 __all__ = [

@@ -10,8 +10,8 @@ An observer is any object with the methods it cares about (duck-typed, see `Obse
     `on_operation`, only for operations that encoded one.
 `SessionStore.observe(obj)` adds one; an async store awaits an observer's coroutine methods.
 
-Where events come from (the core records them, densekv/sessions/core.py, only while an
-observer listens: a store without one builds no event and costs nothing more):
+Where events come from (the core records them through its Recorder, densekv/sessions/core.py,
+only while an observer listens: a store without one builds no event and costs nothing more):
   * an event is the store's own step: created when a create stored the record, rotated
     when the rename landed, destroyed when the delete removed a live record, expired when
     the script that removed a dead one (sweep, or a destroy that met it) returned it. So
@@ -41,15 +41,17 @@ from __future__ import annotations
 import inspect
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from densekv.errors import InvalidArgument
 from densekv.keys import tag
 from densekv.plan import Plan, command
-from densekv.sessions.model import Identity
+from densekv.sessions.model import Identity, Record
 
-__all__ = ["CAUSES", "KINDS", "EventBuffer", "Observer", "SessionEvent", "event_from_stream", "plan_publish",
-           "stream_key"]
+__all__ = ["CAUSES", "KINDS", "EventBuffer", "Observer", "Recorder", "SessionEvent", "event_from_stream",
+           "plan_publish", "stream_key"]
 
 log = logging.getLogger("densekv.sessions")
 
@@ -125,6 +127,65 @@ class EventBuffer:
                 out.append(self.pending.popleft())
             except IndexError:
                 return out
+
+
+class Recorder:
+    """What a store records of its own steps: the events for its observers (`events`, an
+    EventBuffer while one listens, else None) and for its event stream (`outbox`, while
+    `stream`, its cap, is set). SessionCore holds one (`core.recorder`); only this class
+    changes its fields, the store's shells drain the buffers after each operation. Nothing
+    listening, it builds no event."""
+
+    __slots__ = ("events", "now", "outbox", "stream")
+
+    def __init__(self, stream: int | None, now: Callable[[], int]) -> None:
+        """`stream`: the event stream's cap (None: no stream); `now`: the store's clock."""
+        self.events: EventBuffer | None = None
+        self.stream = stream
+        self.outbox: EventBuffer | None = None  # events not yet XADDed to the stream
+        if stream is not None:
+            if isinstance(stream, bool) or not isinstance(stream, int) or stream < 1:
+                raise InvalidArgument("events_stream is the number of recent events the stream keeps, or None")
+            self.outbox = EventBuffer()
+        self.now = now
+
+    def listen(self, on: bool) -> None:
+        """Record events for observers from now on (an EventBuffer the store drains after
+        each operation), or stop (`on` False: the last observer left)."""
+        if not on:
+            self.events = None
+        elif self.events is None:
+            self.events = EventBuffer()
+
+    def sized(self, nbytes: int) -> None:
+        """While observed: the stored size of a payload the operation encoded (on_payloads)."""
+        if self.events is not None:
+            self.events.sized(nbytes)
+
+    def emit(self, kind: str, digest: bytes, identity: Identity | None, cause: str,
+             old: bytes | None = None, found_by: str | None = None, label: str | None = None,
+             stream: bool = True) -> None:
+        """Record an event for the observers and (unless `stream` is False: announced
+        already) the event stream."""
+        outbox = self.outbox if stream else None
+        if self.events is not None or outbox is not None:
+            event = SessionEvent(kind, digest.hex(), identity, cause, self.now(),
+                                 old.hex() if old is not None else None, found_by, label)
+            if self.events is not None:
+                self.events.add(event)
+            if outbox is not None:
+                outbox.add(event)
+
+    def emit_removed(self, rec: Record, cause: str, found_by: str, now: int, stream: bool = True) -> None:
+        """The event of a record this process removed: destroyed (`cause`) if it was live,
+        expired (idle or absolute) if it was not."""
+        if self.events is None and (self.outbox is None or not stream):
+            return
+        if rec.live(now):
+            self.emit("destroyed", rec.digest, rec.identity, cause, stream=stream)
+        else:
+            self.emit("expired", rec.digest, rec.identity,
+                      "idle" if rec.expires_at < rec.absolute_at else "absolute", found_by=found_by, stream=stream)
 
 
 def call_sync(observers: list[Any], method: str, *args: Any) -> None:

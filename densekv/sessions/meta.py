@@ -53,6 +53,16 @@ class ServerFacts:
         """The server capabilities a layout may need (LayoutSpec.needs): CAPABILITIES."""
         return frozenset({"field_ttl"} if self.field_ttl != "none" else ())
 
+    def describe(self) -> dict[str, Any]:
+        """What explain() says of the server."""
+        return {
+            "hash_max_listpack_entries": self.limits.hash_max_listpack_entries,
+            "hash_max_listpack_value": self.limits.hash_max_listpack_value,
+            "field_ttl": self.field_ttl,
+            "field_ttl_encoding": self.field_ttl_encoding,
+            "cluster": self.cluster,
+        }
+
 
 #: capability -> (what it is, which servers have it): what LayoutSpec.needs may name
 CAPABILITIES = {"field_ttl": ("hash field TTL", "Redis 7.4+, Valkey 9+")}
@@ -270,6 +280,10 @@ class Metadata:
     @property
     def migrating(self) -> bool:
         return self.layout.from_partitions is not None
+
+    def describe(self) -> dict[str, Any]:
+        """What explain() says of the layout (Layout.describe) and why it was chosen."""
+        return {**self.layout.describe(), "reason": self.choice.reason}
 
     def stale(self) -> bool:
         """Time to re-read the metadata: often during a repartition, else once a minute."""

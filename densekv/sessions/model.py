@@ -10,6 +10,7 @@ is not a well-formed token (wrong length, wrong alphabet, not ASCII, huge) has n
 
 Expiry: `expires_at` is the moment the session stops working (unix seconds). With an idle
 TTL it moves on each touch but never past `absolute_at`, the hard limit set at creation.
+A store's `Lifetime` (its ttl and idle_ttl) makes both for a new or renewed record.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
-from densekv.errors import DensekvError
+from densekv.errors import DensekvError, InvalidArgument
 from densekv.errors import SessionIdentityInvalid as _SessionIdentityInvalid
 from densekv.errors import moved as _moved
 
-__all__ = ["MAX_STR_IDENTITY", "Device", "Identity", "Record", "Session", "check_identity", "check_owner", "digest_of",
-           "identity_bytes", "new_token", "well_formed"]
+__all__ = ["MAX_STR_IDENTITY", "Device", "Identity", "Lifetime", "Record", "Session", "check_identity", "check_owner",
+           "digest_of", "identity_bytes", "new_token", "well_formed"]
 TOKEN_BYTES = 24
 TOKEN_CHARS = 32  # base64url of 24 bytes, no padding
 TOKEN_MIN, TOKEN_MAX = 22, 86  # what a store accepts (moved-in sessions keep their cookie)
@@ -150,6 +151,55 @@ class Record:
     def session(self, token: str) -> Session:
         return Session(token, self.identity, self.expires_at, self.data, self.digest.hex(), self.absolute_at,
                        read=self)
+
+
+TOUCH_GAIN = 0.25  # due_for_touch: roll the idle expiry once this part of the window has passed
+
+
+@dataclass(frozen=True, slots=True)
+class Lifetime:
+    """A store's session lifetimes: `ttl` seconds from creation at most (a record's
+    absolute_at) and, with `idle_ttl`, that many seconds from the last touch (its
+    expires_at). SessionCore holds one (`core.lifetime`); frozen: made once, by `of`."""
+
+    ttl: int
+    idle_ttl: int | None
+
+    @classmethod
+    def of(cls, ttl: int, idle_ttl: int | None) -> Lifetime:
+        """A store's lifetimes, checked (InvalidArgument)."""
+        if not 1 <= ttl < 2**31 or (idle_ttl is not None and not 1 <= idle_ttl < 2**31):
+            raise InvalidArgument("ttl and idle_ttl are numbers of seconds from 1 to 2**31 - 1")
+        return cls(int(ttl), int(idle_ttl) if idle_ttl else None)
+
+    def seconds(self, ttl: object, now: int) -> int:
+        """A create's ttl in seconds (None: the store's), or InvalidArgument: a session
+        that would be dead at once, or whose expiry a record cannot hold (u32 seconds,
+        2106), is refused before anything is written."""
+        if ttl is None:
+            seconds = self.ttl
+        elif isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 1 <= ttl < 2**32:
+            raise InvalidArgument(f"ttl is a number of seconds from 1 (or None for the store's {self.ttl}), "
+                                  f"not {ttl!r}")
+        else:
+            seconds = int(ttl)
+        if now + seconds >= 2**32:
+            raise InvalidArgument(f"a ttl of {seconds} s ends after 2106, past what a session record holds")
+        return seconds
+
+    def expiries(self, now: int, seconds: int) -> tuple[int, int]:
+        """(expires_at, absolute_at) of a record that lives `seconds` from `now`."""
+        absolute = now + seconds
+        return (min(absolute, now + self.idle_ttl) if self.idle_ttl else absolute), absolute
+
+    def due_for_touch(self, session: Session, now: int) -> bool:
+        """True when TOUCH_GAIN of the idle window has passed since the expiry was last
+        rolled and a touch would still move it (so a backend writes on a few requests,
+        not on every one, and an active session never idles out)."""
+        if self.idle_ttl is None:
+            return False
+        target = min(session.absolute_at or session.expires_at, now + self.idle_ttl)
+        return target > session.expires_at and session.expires_at - now <= self.idle_ttl * (1 - TOUCH_GAIN)
 
 
 #: errors that moved to densekv.errors (CHANGELOG.md): the old path warns for one minor release

@@ -83,6 +83,11 @@ class Payloads:
             self.refused_too_large += 1
             raise
 
+    def describe(self) -> dict[str, Any]:
+        """What explain() says of the payloads: their limit and the dictionary in use."""
+        dictionary = self.codec.dictionary
+        return {"max_data_bytes": self.codec.max_bytes, "dictionary": dictionary.id if dictionary else None}
+
     def refused(self) -> None:
         """Count data a layout refused as too large (a record it cannot hold: put_records)."""
         self.refused_too_large += 1

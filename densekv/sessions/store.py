@@ -146,7 +146,7 @@ class SessionStore(_Options):
     def _run(self, make: Callable[[SessionCore], Flow[T]], op: str = "") -> T:
         """Run a flow made by `make` (core -> flow) as SessionCore.guarded runs it; `op`
         names the operation for observers (events.py)."""
-        if self._observers or self._core.outbox is not None:
+        if self._observers or self._core.recorder.outbox is not None:
             return self._run_observed(make, op)
         return drive(self._core.guarded(make), self._ex)
 
@@ -163,7 +163,7 @@ class SessionStore(_Options):
             self._publish()
             observers = list(self._observers)
             call_sync = self._call_sync  # events.call_sync, set by observe(): no import per call
-            events = self._core.events
+            events = self._core.recorder.events
             if call_sync is not None and observers:  # else only the stream listens
                 if events is not None:
                     if events.pending:
@@ -177,14 +177,15 @@ class SessionStore(_Options):
         """XADD what the operation recorded to the event stream (events_stream); a failure
         is logged, never the operation's (it happened)."""
         core = self._core
-        if core.outbox is None or core.stream is None:
+        recorder = core.recorder
+        if recorder.outbox is None or recorder.stream is None:
             return
         from densekv.sessions.events import log, plan_publish
 
-        events = core.outbox.take()
+        events = recorder.outbox.take()
         if events:
             try:
-                drive(_one_round(plan_publish(core.namespace, core.stream, events)), self._ex)
+                drive(_one_round(plan_publish(core.namespace, recorder.stream, events)), self._ex)
             except (DensekvError, redis.RedisError, OSError):
                 log.exception("densekv: %d session events not written to the event stream of %r",
                               len(events), core.namespace)
@@ -198,14 +199,14 @@ class SessionStore(_Options):
         self._call_sync = call_sync
         if observer not in self._observers:
             self._observers.append(observer)
-        self._core.record_events(True)
+        self._core.recorder.listen(True)
 
     def unobserve(self, observer: Observer) -> None:
         """Stop telling `observer` (the last one gone, the store records no events)."""
         if observer in self._observers:
             self._observers.remove(observer)
         if not self._observers:
-            self._core.record_events(False)
+            self._core.recorder.listen(False)
 
     @property
     def layout(self) -> str:
@@ -393,7 +394,7 @@ class AsyncSessionStore(_Options):
             core = SessionCore(facts, **self._args)  # type: ignore[arg-type]
             await self._drive(core.open())
             if self._observers:
-                core.record_events(True)
+                core.recorder.listen(True)
             self._core = core
         return self._core
 
@@ -403,7 +404,7 @@ class AsyncSessionStore(_Options):
     async def _run(self, make: Callable[[SessionCore], Flow[T]], op: str = "") -> T:
         """As SessionStore._run (ready() awaited only until the core exists)."""
         core = self._core
-        if self._observers or (core.outbox if core is not None else self._args["events_stream"]) is not None:
+        if self._observers or (core.recorder.outbox if core is not None else self._args["events_stream"]) is not None:
             return await self._run_observed(make, op)
         core = core or await self.ready()
         return await adrive(core.guarded(make), self._ex)
@@ -425,23 +426,25 @@ class AsyncSessionStore(_Options):
                 await self._publish(core)
             observers = list(self._observers)
             if call_async is not None and observers:  # else only the stream listens
-                if core is not None and core.events is not None:
-                    if core.events.pending:
-                        for event in core.events.take():
+                events = core.recorder.events if core is not None else None
+                if events is not None:
+                    if events.pending:
+                        for event in events.take():
                             await call_async(observers, "on_event", event)
-                    if core.events.sizes:
-                        await call_async(observers, "on_payloads", core.events.take_sizes())
+                    if events.sizes:
+                        await call_async(observers, "on_payloads", events.take_sizes())
                 await call_async(observers, "on_operation", op, seconds, error)
 
     async def _publish(self, core: SessionCore) -> None:
-        if core.outbox is None or core.stream is None:
+        recorder = core.recorder
+        if recorder.outbox is None or recorder.stream is None:
             return
         from densekv.sessions.events import log, plan_publish
 
-        events = core.outbox.take()
+        events = recorder.outbox.take()
         if events:
             try:
-                await adrive(_one_round(plan_publish(core.namespace, core.stream, events)), self._ex)
+                await adrive(_one_round(plan_publish(core.namespace, recorder.stream, events)), self._ex)
             except (DensekvError, redis.RedisError, OSError):
                 log.exception("densekv: %d session events not written to the event stream of %r",
                               len(events), core.namespace)
@@ -453,13 +456,13 @@ class AsyncSessionStore(_Options):
         if observer not in self._observers:
             self._observers.append(observer)
         if self._core is not None:
-            self._core.record_events(True)
+            self._core.recorder.listen(True)
 
     def unobserve(self, observer: Observer) -> None:
         if observer in self._observers:
             self._observers.remove(observer)
         if not self._observers and self._core is not None:
-            self._core.record_events(False)
+            self._core.recorder.listen(False)
 
     @property
     def layout(self) -> str:

@@ -140,7 +140,7 @@ def test_no_observer_no_buffer(client: redis.Redis) -> None:
     store.observe(rec)
     store.unobserve(rec)
     store.create(1)
-    assert rec.events == [] and store._core.events is None
+    assert rec.events == [] and store._core.recorder.events is None
 
 
 def test_async_store_awaits_async_observers(server: Any) -> None:

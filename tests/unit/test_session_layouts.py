@@ -232,8 +232,8 @@ def test_the_planner_and_the_lab_offer_what_the_server_can_run() -> None:
 
 #: the store's flows, the lab and the planner: none asks which class a layout is
 FLOW_MODULES = ("densekv/sessions/core.py", "densekv/sessions/sweep.py", "densekv/sessions/payload_flows.py",
-                "densekv/sessions/identities.py", "densekv/sessions/store.py", "densekv/tools/lab/experiments/sessions.py",
-                "densekv/tools/planner/kinds.py")
+                "densekv/sessions/identities.py", "densekv/sessions/rotations.py", "densekv/sessions/store.py",
+                "densekv/tools/lab/experiments/sessions.py", "densekv/tools/planner/kinds.py")
 
 
 def test_no_flow_asks_which_class_a_layout_is() -> None:

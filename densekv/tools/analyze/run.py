@@ -222,7 +222,7 @@ def build_result(target: Target, options: Options, state: ScanState, table: Patt
     if options.replay and complete:
         scratch_info, replayed = _replay_all(target, options, table, estimates, stop, note)
         if any(r.get("stopped") for r in replayed.values()):
-            state.interrupted = True
+            state.interrupt()
     overheads = [r["as_is"]["overhead_per_key"] for r in replayed.values() if "as_is" in r]
     default_overhead = statistics.median(overheads) if overheads else 0.0
     for stats in table:

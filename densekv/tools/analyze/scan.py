@@ -268,6 +268,10 @@ class ScanState:
     plan_at: int = 0  # how many of them were looked at
     seed: int = 13  # the per-pattern sample's draw
 
+    def interrupt(self) -> None:
+        """Stopped (Ctrl-C): in the scan, or in the replay after it (run.py)."""
+        self.interrupted = True
+
     @property
     def done(self) -> bool:
         if self.counted:

@@ -25,7 +25,7 @@ Conventions every experiment keeps (the report and the budgets rely on them):
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,18 @@ class Output:
     trimmed: str = ""  # what the budget's sizing gave up ("": the full sizing)
     pace: float | None = None  # the machine's pace when it started (default run)
     predicted: float | None = None  # seconds its sizing was predicted to take (default run)
+
+    def trim(self, trimmed: str) -> None:
+        """Say what the budget's sizing gave up ("": the full sizing)."""
+        self.trimmed = trimmed
+
+    def add_method(self, lines: Iterable[str]) -> None:
+        """Paragraphs of the report's method section, after those already there."""
+        self.method += lines
+
+    def add_notes(self, lines: Iterable[str]) -> None:
+        """Notes of the report, after those already there."""
+        self.notes += lines
 
 
 class Progress:

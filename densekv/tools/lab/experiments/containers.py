@@ -176,7 +176,7 @@ class Containers(Experiment):
                     "with the identity index on this server")
         target.clear()
         sizing = ctx.budget.fit([FULL] if full else list(QUICK), lambda z: cost(z, ctx.n, names))
-        out.trimmed = sizing.trimmed
+        out.trim(sizing.trimmed)
         knobs: dict[str, Any] = {k: sizing[k] for k in ("requests", "warmup", "rounds", "active")}
         knobs.update({k: opts[k] for k in ("requests", "warmup", "rounds", "active") if k in opts})
         ns = tuple(sorted(set(opts.get("ns") or lab_ns(ctx.n))))
@@ -242,7 +242,7 @@ def _describe(out: Output, plan: Any, outcome: Any, filesystem: str, seconds: fl
     from densekv.tools.lab.containers.registry import BY_NAME
 
     records = outcome.records
-    out.method += [
+    out.add_method([
         ("One small Flask app run by gunicorn with one sync worker (so the in-process dict is one store, and "
          "requests per second are the inverse of the time per request), its session container chosen at "
          "start-up by environment variables; every app of the run starts once and stays up."),
@@ -273,7 +273,7 @@ def _describe(out: Output, plan: Any, outcome: Any, filesystem: str, seconds: fl
          "they are stored again, uncounted, before the next N."),
         "Containers: " + "; ".join(f"{BY_NAME[r['container']].label}: {BY_NAME[r['container']].what}"
                                    for r in {r['container']: r for r in records}.values()) + ".",
-    ]
+    ])
     if not records:
         return
     found = findings.trends(records)

@@ -107,7 +107,8 @@ class Maps(Experiment):
 
         sizing = ctx.budget.fit(sizings(ctx.n, int(ctx.options.get("ops", OPS))),
                                 lambda z: sum(config_cost(c, sizes_at(z)[c.case], z["ops"]) for c in runnable))
-        sizes, ops, out.trimmed = sizes_at(sizing), int(sizing["ops"]), sizing.trimmed
+        sizes, ops = sizes_at(sizing), int(sizing["ops"])
+        out.trim(sizing.trimmed)
         ctx.progress.start(f"{self.kind} on {target.name}", total=sum(sizes[c.case] for c in runnable))
         self._warm_up(ctx, zstd="zstd" not in missing)
         results: list[Result] = []
@@ -178,7 +179,7 @@ class Maps(Experiment):
         t_load = time.perf_counter()
         delta = meter.reading().minus(base)  # net of client buffers (Reading.minus)
         t_read = time.perf_counter()
-        result.point = Point(n, delta, delta / n, meter.memory_usage_per_item(n, samples=MEMORY_SAMPLE))
+        result.measured(Point(n, delta, delta / n, meter.memory_usage_per_item(n, samples=MEMORY_SAMPLE)))
         t_mu = time.perf_counter()
         result.params["timing"] = {"reset": round(t_reset - t_start, 3), "load": round(t_load - t_reset, 3),
                                    "read": round(t_read - t_load, 3), "memory_usage": round(t_mu - t_read, 3)}
@@ -263,7 +264,7 @@ class Maps(Experiment):
     # -- describing --------------------------------------------------------------------
     def _describe(self, out: Output, ctx: Context, results: list[Result], sizes: dict[str, int], ops: int) -> None:
         stamp = ctx.target.stamp
-        out.method += [
+        out.add_method([
             "Seed 004's comparison, on this server: the same key/value pairs stored as plain SET, as plain "
             f"SET with zipped keys ({PREFIX}<id> -> b:#<base62 id>), and as a densekv CompactMap (fields of "
             "listpack hash buckets, every value with a one-byte codec header) with each codec. Keys are the "
@@ -285,7 +286,7 @@ class Maps(Experiment):
             "against the value written. Server time per operation = INFO commandstats usec delta of the phase "
             "/ operations (an out-of-line map write is MULTI/SET/HSET/EXEC: EXEC's time counts for it, and "
             "the HSETs outside a transaction are added at HSET's mean time)."),
-        ]
+        ])
         if not results:
             return
         out.figures.append(FigureSpec(

@@ -155,6 +155,10 @@ class Result:
     params: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    def measured(self, point: Point) -> None:
+        """The memory the load took, measured once it ended."""
+        self.point = point
+
 
 def warm_up(client: Any, zstd: bool) -> None:
     """The experiment's warm-up on `client` (the caller flushes after it): the Lua engine

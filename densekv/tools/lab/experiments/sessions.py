@@ -182,9 +182,9 @@ class Sessions(Experiment):
         sizing = ctx.budget.fit(sizings(ctx.n, int(opts.get("gets", MAX_GETS))),
                                 lambda s: len(plan(s.n)[0]) * variant_cost(s))
         n = sizing.n
-        out.trimmed = sizing.trimmed
+        out.trim(sizing.trimmed)
         variants, notes = plan(n)
-        out.notes += notes
+        out.add_notes(notes)
         marks = checkpoints(n, per_decade=int(opts.get("per_decade", sizing["per_decade"])))
         gets = min(n, int(sizing["gets"]))
         ctx.progress.start(f"{self.kind} on {target.name}", total=len(variants) * (n + gets))
@@ -312,7 +312,7 @@ class Sessions(Experiment):
         stamp = ctx.target.stamp
         lim = facts.limits
         shared = [r.variant for r in results if "also" in r.variant.note]
-        out.method += [
+        out.add_method([
             (f"Sessions with integer identities (workloads.identities, fixed seed) and no payload were "
             f"created through SessionStore.create_many, {CREATE_BATCH} per pipelined round trip, without "
             f"the identity index (the seed's setup), up to N = {n:,} in {len(marks)} log steps "
@@ -337,7 +337,7 @@ class Sessions(Experiment):
             f"store's own get() logic for {gets:,} of the created tokens, {GET_BATCH} per pipelined round "
             "trip. Server time per operation = the INFO commandstats usec delta of the phase divided by "
             "the operations (EXEC / EVALSHA time where the layout wraps its commands)."),
-        ]
+        ])
         if not results:
             return
         out.figures.append(FigureSpec(

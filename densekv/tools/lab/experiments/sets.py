@@ -123,7 +123,8 @@ class Sets(Experiment):
 
         sizing = ctx.budget.fit(sizings(ctx.n, int(opts.get("cas", CAS_SAMPLE))),
                                 lambda z: sum(job_cost(j, z.n, z["cas"], z["absent"]) for j in plan(z.n)))
-        out.trimmed, n = sizing.trimmed, sizing.n
+        out.trim(sizing.trimmed)
+        n = sizing.n
         jobs = plan(n)
         cas = min(n, int(sizing["cas"]))
         absent = int(opts.get("absent", sizing["absent"]))

@@ -36,7 +36,7 @@ def describe(out: Output, ctx: Context, n: int, results: list[Result], limits: A
     if any(r.job.layout == "bloom" for r in results) and not native:
         out.method.append("Native Bloom filters (RedisBloom's BF.*) are measured where the server has the "
                           "module; this one has not, so only the module-free filter is shown.")
-    out.method += [
+    out.add_method([
         (f"N = {n:,} random 16-byte IDs (workloads.ids16, fixed seed; the seed used 10M). The seed swept "
         f"2^n partitions from 1 to one per ID; scaled to this N the sweep is 1, {factor}, {factor}^2, ... "
         f"and {n:,} (one per ID), plus each layout's listpack sweet spot (the power of two densekv's rule "
@@ -77,7 +77,7 @@ def describe(out: Output, ctx: Context, n: int, results: list[Result], limits: A
         f"{absent:,} absent IDs (another fixed-seed stream); the information limit -ln f / ln^2 2 bits per "
         "item is computed with that measured f (with the filter's formula where p x absent < 100 leaves "
         "too few hits to count). Native = RedisBloom's BF.* where the server has the module."),
-    ]
+    ])
     if not results:
         return
     out.figures.append(FigureSpec(

@@ -114,7 +114,8 @@ class SmallSets(Experiment):
         scratch = 0 if target.may_configure else 1
         sizing = ctx.budget.fit(sizings(int(ctx.options.get("keys", KEYS))),
                                 lambda z: run_cost(z["keys"], top, len(structures), scratch))
-        keys, out.trimmed = int(sizing["keys"]), sizing.trimmed
+        keys = int(sizing["keys"])
+        out.trim(sizing.trimmed)
         ctx.progress.start(f"{self.kind} on {target.name}", total=2 * len(structures) * keys * top)
         series: list[Series] = []
         grids = {"default": sorted(set(defaults.values())), "raised": sorted(set(raised.values()))}
@@ -227,7 +228,7 @@ class SmallSets(Experiment):
     def _describe(self, out: Output, ctx: Context, series: list[Series], keys: int, top: int,
                   defaults: dict[str, int], raised: dict[str, int]) -> None:
         stamp = ctx.target.stamp
-        out.method += [
+        out.add_method([
             (f"{keys} keys per structure grown together from 1 to {top:,} entries each: HASH fields and SET "
              "members are 24 random lowercase letters (the seed's entries; workloads.words24, fixed seed), "
              "the HASH value is \"1\"; the intset series adds random integers below 2^31."),
@@ -239,7 +240,7 @@ class SmallSets(Experiment):
              "bytes_per_item and the ringed points on the figure."),
             "Default limits: " + ", ".join(f"{k} = {v}" for k, v in defaults.items()) + f" (as {stamp.name} has them). "
             "Raised limits (x4): " + ", ".join(f"{k} = {v}" for k, v in raised.items()) + ".",
-        ]
+        ])
         if not series:
             return
         out.figures.append(FigureSpec(
