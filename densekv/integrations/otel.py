@@ -116,11 +116,7 @@ class SessionMetrics:
                 stats: bool = False) -> Tally:
         """As densekv.integrations.prometheus.SessionMetrics.observe."""
         tally = _OtelTally(namespace_of(store, namespace), self.latency, self.sizes)
-        tally.store = store
-        if active_every is not None:
-            tally.active = Active(store, active_every, stats)
-            if tally.active.is_async:
-                tally.active.kick()
+        tally.watch(store, active_every, stats)
         store.observe(tally)
         self.tallies.append(tally)
         return tally
