@@ -1,6 +1,7 @@
 -- ix_seen: a session's new expiries in its identity-index entry of format 1 (a touch of a
 -- store that limits sessions per identity, set_ttl of one that tracks devices or limits):
--- bytes 2-9 rewritten, the rest (created_at, line, label) kept. An entry of format 0 is
+-- bytes 2-9 rewritten, the rest (created_at, line, label) kept; of format 2 (devices, no
+-- limit): bytes 2-5, its absolute_at (it keeps no other expiry). An entry of format 0 is
 -- written whole from ARGV[3]. A missing entry stays missing: the session was ended (logged
 -- out, evicted, rotated away) since the caller read it, and an entry written now would be a
 -- line of a session that is gone, which the limit would count as live until it idles out.
@@ -14,6 +15,8 @@ if not v then
 end
 if #v >= 17 and string.byte(v, 1) == 0xD1 then
   redis.call('HSET', KEYS[1], ARGV[1], string.sub(v, 1, 1) .. ARGV[2] .. string.sub(v, 10))
+elseif #v >= 9 and string.byte(v, 1) == 0xD2 then
+  redis.call('HSET', KEYS[1], ARGV[1], string.sub(v, 1, 1) .. string.sub(ARGV[2], 1, 4) .. string.sub(v, 6))
 else
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 end

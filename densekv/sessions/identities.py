@@ -20,6 +20,7 @@ from densekv.sessions.index import (
     LABEL_MAX,
     LIMIT_POLICIES,
     IdentityIndex,
+    pack_device,
     pack_entry,
     unpack_entry,
 )
@@ -121,7 +122,7 @@ class Identities:
                 for r in records]
 
     def _device(self, rec: Record, value: bytes | None) -> Device | None:
-        """A listed session's device (index.py's format-1 value): last seen is when its
+        """A listed session's device (index.py's format-1 or -2 value): last seen is when its
         idle expiry was last rolled (the touch granularity), else its login."""
         entry = unpack_entry(value) if value is not None else None
         if entry is None:
@@ -167,10 +168,10 @@ class Identities:
 
 
 class Lines:
-    """Devices and the per-identity limit: the format-1 index values (index.py) a store with
-    track_devices or max_sessions_per_identity writes, one "line" per device through its
-    rotations, listed by lua/ix_admit.lua with the limit applied. No I/O of its own: its
-    flows yield the index's plans. SessionCore holds one (`core.lines`); `on` is False for a
+    """Devices and the per-identity limit: the index values (index.py) a store with
+    max_sessions_per_identity writes (format 1: one "line" per device through its
+    rotations) or with track_devices alone (format 2), listed by lua/ix_admit.lua with
+    the limit applied. No I/O of its own: its flows yield the index's plans. SessionCore holds one (`core.lines`); `on` is False for a
     store with neither option, whose index keeps format 0."""
 
     def __init__(self, index: IdentityIndex | None, track_devices: bool, limit: int | None, on_limit: str) -> None:
@@ -202,7 +203,10 @@ class Lines:
         return label or None
 
     def entry_of(self, rec: Record, label: str | None, now: int) -> bytes:
-        """A new line's index value for `rec` (index.py's format 1)."""
+        """A new line's index value for `rec`: index.py's format 1 under a limit, else
+        format 2 (devices only: 8 bytes less, nothing the limit would read)."""
+        if self.limit is None:
+            return pack_device(rec.absolute_at, now, label)
         return pack_entry(rec.absolute_at, rec.expires_at, now, secrets.randbits(32), label)
 
     def _refused(self) -> SessionLimitReached:

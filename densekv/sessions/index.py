@@ -22,7 +22,13 @@ lua/ix_seen.lua and lua/ix_sweep.lua:
     bytes 13-16 line: random, the same through one device's rotations (what a limit counts)
     bytes 17-   the device label the app gave at login, 0-32 bytes of UTF-8
 17 bytes more than format 0 with no label (the listpack's 2-byte integer becomes a string
-entry of 18): measured by benchmarks/session_devices.py. Both formats are read everywhere.
+entry of 18): measured by benchmarks/session_devices.py. A store that tracks devices and
+sets no limit writes format 2, the same without what only the limit reads (the expiry of
+the last touch and the line; last seen is read off the record, as before):
+    byte 0      0xD2        bytes 1-4  absolute_at, u32        bytes 5-8  created_at
+    bytes 9-    the device label, 0-32 bytes of UTF-8
+8 bytes less than format 1. Every format is read everywhere: a namespace whose options
+change keeps its entries (a rotation carries created_at and the label to the new format).
 Entries are removed when their session is destroyed or swept; sweep also drops entries
 whose expiry day has passed, so a failure between two steps cannot leak an entry for
 more than a day past the session's absolute expiry. Readers never trust the index alone:
@@ -47,33 +53,43 @@ DAY0 = 20_400  # 2025-11-09: day numbers stay below 4096 (a 2-byte listpack int)
 
 
 V1 = 0xD1
+V2 = 0xD2
 LABEL_MAX = 32  # bytes of UTF-8
 _V1 = struct.Struct(">BIIII")  # format 1's fixed part: 0xD1, absolute, expires, created, line
+_V2 = struct.Struct(">BII")  # format 2's: 0xD2, absolute, created
 LIMIT_POLICIES = ("evict", "refuse")
 
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """A format-1 index value, decoded."""
+    """A format-1 or format-2 index value, decoded (format 2 has no expires_at or line)."""
 
     absolute_at: int
-    expires_at: int
+    expires_at: int | None
     created_at: int
-    line: int
+    line: int | None
     label: str | None
 
 
 def pack_entry(absolute_at: int, expires_at: int, created_at: int, line: int, label: str | None) -> bytes:
+    """A format-1 value (a store with a limit)."""
     return _V1.pack(V1, absolute_at, expires_at, created_at, line) + (label or "").encode()
 
 
+def pack_device(absolute_at: int, created_at: int, label: str | None) -> bytes:
+    """A format-2 value (a store that tracks devices and sets no limit)."""
+    return _V2.pack(V2, absolute_at, created_at) + (label or "").encode()
+
+
 def unpack_entry(value: bytes) -> Entry | None:
-    """The format-1 value `value` holds, or None for a format-0 day number."""
-    if len(value) < _V1.size or value[0] != V1:
-        return None
-    _, absolute, expires, created, line = _V1.unpack_from(value)
-    label = value[_V1.size:].decode("utf-8", "replace") or None
-    return Entry(absolute, expires, created, line, label)
+    """The format-1 or format-2 value `value` holds, or None for a format-0 day number."""
+    if len(value) >= _V1.size and value[0] == V1:
+        _, absolute, expires, created, line = _V1.unpack_from(value)
+        return Entry(absolute, expires, created, line, value[_V1.size:].decode("utf-8", "replace") or None)
+    if len(value) >= _V2.size and value[0] == V2:
+        _, absolute, created = _V2.unpack_from(value)
+        return Entry(absolute, None, created, None, value[_V2.size:].decode("utf-8", "replace") or None)
+    return None
 
 
 def expiry_day(absolute_at: int) -> int:
@@ -139,8 +155,8 @@ class IdentityIndex:
 
     def plan_seen(self, identity: Identity, digest: bytes, absolute_at: int, expires_at: int,
                   whole: bytes) -> Plan[None]:
-        """New expiries in a format-1 entry, the rest kept (`whole`: the value to write over
-        a format-0 one); a missing entry is not written (its session ended since it was
+        """New expiries in a format-1 entry (format 2: its absolute_at), the rest kept
+        (`whole`: the value to write over a format-0 one); a missing entry is not written (its session ended since it was
         read; lua/ix_seen.lua)."""
         key = self.key(self.partition_of(identity))
         field = self.prefix(identity) + digest[: self.ref_len]

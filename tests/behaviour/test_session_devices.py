@@ -104,3 +104,56 @@ def test_index_format_follows_the_options(client: Any) -> None:
     # a tracked store reads a session listed in format 0 (before the option was on)
     mixed = SessionStore(client, ns, layout="dense", track_devices=True)
     assert [s.device for s in mixed.sessions_of(3)] == [None]
+    raw = values[ns + "t"][0]
+    assert raw[0] == 0xD2 and len(raw) == 9 + 1 and entry.expires_at is None  # format 2: devices, no limit
+    limited = SessionStore(client, ns + "l", layout="dense", max_sessions_per_identity=3)
+    limited.create(3)
+    (key,) = client.scan_iter(match=f"{ns}l:si:*")
+    (raw,) = client.hgetall(key).values()
+    assert raw[0] == 0xD1 and len(raw) == 17  # format 1: what the limit reads
+
+
+@pytest.mark.parametrize("layout", ["dense", "json"])
+def test_a_namespace_whose_options_change_keeps_each_device(client: Any, layout: str) -> None:
+    """Devices alone write format 2 and a limit format 1 (index.py); a rotation under the
+    other options carries the device's login time and label into the other format, and
+    the limit counts a format-2 device as a line of its own."""
+    clock = Clock()
+    t0 = int(clock.now)
+    ns = f"devx-{layout}-{time.time_ns()}"
+    devices = SessionStore(client, ns, layout=layout, track_devices=True, clock=clock)
+    phone = devices.create("ada", label="phone")
+    laptop = devices.create("ada", label="laptop")
+    clock.now += 10
+    limited = SessionStore(client, ns, layout=layout, track_devices=True, max_sessions_per_identity=2,
+                           clock=clock)
+    phone2 = limited.regenerate(phone)  # format 2 -> format 1: a new line, created and label carried
+    assert phone2 is not None
+    assert sorted((s.device.created_at, s.device.label) for s in limited.sessions_of("ada")) == [  # type: ignore[union-attr]
+        (t0, "laptop"), (t0, "phone")]
+    tablet = limited.create("ada", label="tablet")  # a third line: the least recently seen goes
+    left = sorted(s.device.label for s in limited.sessions_of("ada"))  # type: ignore[union-attr]
+    assert len(left) == 2 and "tablet" in left
+    clock.now += 10
+    survivor = next(t for t in (phone2, laptop) if limited.get(t) is not None)
+    back = devices.regenerate(survivor)  # format 1 -> format 2: created and label kept
+    assert back is not None
+    got = {s.device.label: s.device.created_at for s in devices.sessions_of("ada")}  # type: ignore[union-attr]
+    assert got == {"tablet": t0 + 10, next(lbl for lbl in left if lbl != "tablet"): t0}
+    for key in client.scan_iter(match=f"{ns}:si:*"):
+        assert {v[0] for v in client.hgetall(key).values()} == {0xD1, 0xD2}
+    assert devices.get(tablet) is not None
+
+
+def test_a_format_2_entry_follows_a_longer_life_and_is_swept_after_it(client: Any) -> None:
+    clock = Clock()
+    store = SessionStore(client, f"devs-{time.time_ns()}", layout="dense", ttl=60, track_devices=True, clock=clock)
+    token = store.create(5, label="phone")
+    assert store.set_ttl(token, 3 * 86400)  # ix_seen rewrites the entry's absolute_at
+    clock.now += 2 * 86400
+    store.sweep()
+    assert [s.device.label for s in store.sessions_of(5)] == ["phone"]  # type: ignore[union-attr]
+    clock.now += 2 * 86400
+    store.sweep()  # the session is dead now, and its entry goes with it
+    assert store.sessions_of(5) == []
+    assert not any(client.hlen(k) for k in client.scan_iter(match=f"{store.namespace}:si:*"))
