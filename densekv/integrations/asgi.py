@@ -15,7 +15,6 @@ starts an empty one; a load that failed raises where the app first uses the sess
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from densekv.integrations.calls import (
     Create,
@@ -30,7 +29,7 @@ from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.devices import DeviceLabel
 from densekv.integrations.drive import Flow, arun
 from densekv.integrations.movein import AsyncMoveInSource as MoveInSource
-from densekv.integrations.movein import move_in
+from densekv.integrations.movein import moved_in
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, well_formed
 from densekv.sessions.store import AsyncSessionStore
@@ -276,11 +275,8 @@ class SessionRules:
     async def _move_in(self, store: AsyncSessionStore, token: str) -> Session | None:
         """The policy is integrations/movein.py's: the old session's seconds left, at most
         max_age and the store's ttl; anonymous, its data as it was."""
-        source: Any = self.move_in
-        bind = getattr(source, "for_store", None)
-        if bind is not None:
-            source = bind(store)
-        return await arun(move_in(source, token, bound=self.bound, within_store_ttl=True), store)
+        assert self.move_in is not None
+        return await moved_in(self.move_in, store, token, bound=self.bound)
 
     async def write(self, session: DenseSession) -> CookieChange | None:
         """Write what the request changed (integrations/decide.py's decision); return what

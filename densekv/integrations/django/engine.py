@@ -20,13 +20,14 @@ from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-u
 
 from densekv.errors import SessionDataInvalid, SessionExists, SessionLimitReached
 from densekv.integrations.calls import (
+    AsyncMoveInSource,
     Create,
     Destroy,
     DestroyAll,
     DueForTouch,
     Get,
     Login,
-    OldSource,
+    MoveInSource,
     Regenerate,
     StoreCall,
     Touch,
@@ -102,7 +103,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             return await sync_to_async(run)(flow, backend.sync)
         return await arun(flow, backend.for_loop)
 
-    def _old(self, asynchronous: bool) -> OldSource | None:
+    def _old(self, asynchronous: bool) -> MoveInSource | AsyncMoveInSource | None:
         """The backend sessions move in from (the fallback), as the driver needs it."""
         backend = self._backend()
         if backend.fallback is None:
@@ -151,7 +152,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         stored = self._stored
         return stored if stored is not None and stored.token == self.session_key else None
 
-    def _load_flow(self, old: OldSource | None) -> Flow[Data]:
+    def _load_flow(self, old: MoveInSource | AsyncMoveInSource | None) -> Flow[Data]:
         token = self.session_key
         session: Session | None = None
         if well_formed(token):  # a junk cookie costs no server call
@@ -175,7 +176,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         self._stored = Stored(token, session.identity, copied(data), session)
         return data
 
-    def _move_in_flow(self, old: OldSource, token: str) -> Flow[Session | None]:
+    def _move_in_flow(self, old: MoveInSource | AsyncMoveInSource, token: str) -> Flow[Session | None]:
         """integrations/movein.py's policy; data densekv refuses as invalid is written once
         more as SESSION_SERIALIZER gives it back (as _storing does)."""
         return (yield from move_in(old, token, shape=lambda d: (d, identity_of(d)),
