@@ -23,9 +23,16 @@ from densekv.integrations.calls import (
     Login,
     Regenerate,
     StoreTtl,
-    Touch,
 )
-from densekv.integrations.decide import NOTHING, Held, carry, decide
+from densekv.integrations.decide import (
+    NOTHING,
+    Held,
+    carry,
+    decide,
+    outlives_no_request,
+    store_nothing,
+    touch_if_due,
+)
 from densekv.integrations.devices import DeviceLabel
 from densekv.integrations.drive import Flow, arun
 from densekv.integrations.movein import AsyncMoveInSource as MoveInSource
@@ -141,7 +148,7 @@ def _end(session: DenseSession) -> None:
 def _ttl(state: SessionState) -> Flow[int | None]:
     """The ttl a write passes: max_age, but never past the store's own ttl (None: the
     store's ttl)."""
-    if state.max_age is None or state.max_age <= 0:
+    if state.max_age is None or outlives_no_request(state.max_age):
         return None
     ttl: int = yield StoreTtl()
     return min(state.max_age, ttl)
@@ -286,15 +293,13 @@ class SessionRules:
     def _save(self, session: DenseSession) -> Flow[CookieChange | None]:
         state = session.state
         store = state.store
-        if state.max_age is not None and state.max_age <= 0:  # dead at birth
+        if outlives_no_request(state.max_age):  # dead at birth
             return (yield from self._write_nothing(session))
         token, found = state.token, state.found
         if (token is not None and not session.modified and not state.changed and not state.removed
                 and not state.cleared and not state.new_cookie and not state.ended):
-            # read only (most requests): what decide() answers then, without building its
-            # Held: a touch when the idle expiry is due, else nothing; no cookie either way
-            if found is not None and store.due_for_touch(found):
-                yield Touch(token)
+            # read only (most requests): decide's read-only rows, no cookie
+            yield from touch_if_due(token, found, store.due_for_touch)
             return None
         creates = token is None or state.cleared
         writes = bool(session) if creates else state.changed or state.removed or state.new_cookie
@@ -325,8 +330,8 @@ class SessionRules:
         """max_age <= 0: a session that would be dead at once is not stored; the cookie
         Starlette would send (with that Max-Age) is sent, holding no token."""
         state = session.state
-        if state.token is not None and (session.modified or state.new_cookie):
-            yield Destroy(state.token)
+        yield from store_nothing(state.token, session.modified or state.new_cookie,
+                                 state.sent if session.modified else None)
         if session.modified and session:
             return CookieChange("null", state.max_age)
         if session.modified and (state.token is not None or state.sent is not None):

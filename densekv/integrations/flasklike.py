@@ -19,8 +19,8 @@ from typing import Any
 import redis
 
 from densekv.errors import ServerUnavailable, SessionIdentityInvalid
-from densekv.integrations.calls import Destroy, DestroyAll, StoreCall, Touch
-from densekv.integrations.decide import NOTHING, Held, Outcome, carry, decide
+from densekv.integrations.calls import Destroy, DestroyAll, StoreCall
+from densekv.integrations.decide import NOTHING, Held, Outcome, carry, decide, touch_if_due
 from densekv.integrations.devices import label_of
 from densekv.integrations.flask_session import (
     MISSING,
@@ -169,10 +169,8 @@ def save_flow(interface: Any, app: Any, session: DensekvSession,
         yield Destroy(token)
     if (not session.modified and session.login_as is None and not session.regenerate_asked
             and session.token is not None and not interface.should_set_cookie(app, session)):
-        # read only, no cookie to refresh (most requests): what decide() answers then,
-        # without building its Held: a touch when the idle expiry is due, else nothing
-        if session.found is not None and store.due_for_touch(session.found):
-            yield Touch(session.token)
+        # read only, no cookie to refresh (most requests): decide's read-only rows
+        yield from touch_if_due(session.token, session.found, store.due_for_touch)
         return None
     label = label_of(interface.device_label, request) if session.login_as is not None else None
     decision = decide(held(interface, app, session, store, label))

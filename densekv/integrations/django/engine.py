@@ -24,15 +24,20 @@ from densekv.integrations.calls import (
     Create,
     Destroy,
     DestroyAll,
-    DueForTouch,
     Get,
     Login,
     MoveInSource,
     Regenerate,
     StoreCall,
-    Touch,
 )
-from densekv.integrations.decide import Held, carry, decide
+from densekv.integrations.decide import (
+    Held,
+    carry,
+    decide,
+    outlives_no_request,
+    store_nothing,
+    touch_if_due,
+)
 from densekv.integrations.devices import label_of
 from densekv.integrations.django.backend import Backend, backend_for
 from densekv.integrations.django.movein import AsyncOldBackend, OldBackend
@@ -171,8 +176,8 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             self._session_key = None
             self._stored = None
             return {}
-        if (yield DueForTouch(session)):
-            yield Touch(token)
+        # touched at the load: Django saves a modified session only (integrations/decide.py)
+        yield from touch_if_due(token, session)
         self._stored = Stored(token, session.identity, copied(data), session)
         return data
 
@@ -185,7 +190,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
     def _create_flow(self, data: Data, token: str | None = None) -> Flow[None]:
         """A new session holding `data`; under `token` when given (CreateError if taken)."""
         ttl = self._ttl_of(data)
-        if ttl is not None and ttl <= 0:  # over before it starts: nothing to store
+        if outlives_no_request(ttl):  # over before it starts: nothing to store
             self._session_key = token or new_token()
             self._stored = None
             return
@@ -221,8 +226,8 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         # write as the data, so the stored session lives as long as the cookie sent with
         # it; an expiry already past ends it now.
         ttl = self._ttl_of(data)
-        if ttl is not None and ttl <= 0:
-            yield Destroy(token)
+        if outlives_no_request(ttl):
+            yield from store_nothing(token, True)
             self._stored = None
             return
         # integrations/decide.py: apply(read=) of the changed keys, login on a change of
