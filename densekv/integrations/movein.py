@@ -13,7 +13,7 @@ key names). Readers, one per old backend:
   * starsessions 2.2 (RedisStore): starlette.StarsessionsRedis (Starlette and Litestar);
   * Django's cache, db and cached_db backends: django/movein.py's OldBackend
     (DENSEKV_SESSIONS["fallback"]);
-  * aiohttp-session's RedisStorage: none yet (the aiohttp shell does not move sessions in).
+  * aiohttp-session's RedisStorage: aiohttp.AiohttpSessionRedis.
 The async shells bind a source to the loop's client and run the flow in one place
 (`moved_in`); the Redis readers share one shape (`RedisKeyReader`).
 
