@@ -252,13 +252,14 @@ class CookieChange:
 class SessionRules:
     """Loading a cookie's session and saving it when the response starts, for a shell whose
     lifetime is `max_age` (None: the browser's session and the store's ttl; <= 0: nothing
-    outlives its request) and which may move sessions in from `move_in`."""
+    outlives its request) and which may move sessions in from `move_in`; load() makes a
+    `session_class`."""
 
-    session_class: type[DenseSession] = DenseSession  # what load() makes
-
-    def __init__(self, max_age: int | None, move_in: MoveInSource | None = None) -> None:
+    def __init__(self, max_age: int | None, move_in: MoveInSource | None = None,
+                 session_class: type[DenseSession] = DenseSession) -> None:
+        self.session_class = session_class
         self.max_age = max_age
-        self.bound = max_age if max_age is not None and max_age > 0 else None
+        self.bound = None if outlives_no_request(max_age) else max_age
         self.move_in = move_in
 
     async def load(self, store: AsyncSessionStore, token: str | None) -> DenseSession:

@@ -268,8 +268,7 @@ class SessionInterface(FlaskSessionInterface):
             return
         if self.fallback is not None:
             self._move_in(app, session, token)
-        if session.token is None:  # expired, or could not be decoded: replaced when written
-            session.stale = token
+        session.load_done(token)
 
     def _move_in(self, app: Flask, session: DensekvSession, token: str) -> None:
         assert self.fallback is not None  # the policy: integrations/movein.py

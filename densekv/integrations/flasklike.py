@@ -79,7 +79,7 @@ def served_without(app: Any, session: DensekvSession, exc: BaseException) -> boo
     save writes nothing then. False: the error is the request's (a 500)."""
     if not session.after_view or not isinstance(exc, UNAVAILABLE):
         return False
-    session.unavailable = exc
+    session.served_empty(exc)
     app.logger.warning("densekv: the session could not be read after the view "
                        "(%s: %s); the response is served without it", type(exc).__name__, exc)
     return True
@@ -145,7 +145,7 @@ def follow_identity_key(app: Any, identity_key: str | None, session: DensekvSess
     if current is not None and current != identity:  # another user: drop the old data
         session.restart(keep={k: dict.__getitem__(session, k) for k in session.set_keys
                                if dict.__contains__(session, k)})
-    session.login_as = identity
+    session.follow_login(identity)
 
 
 def nothing_to_write(session: DensekvSession) -> bool:

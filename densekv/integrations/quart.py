@@ -206,13 +206,13 @@ class SessionInterface(QuartSessionInterface):
 
 def _used(session: DensekvSession) -> None:
     """The first use of a session that had nothing to read (no cookie, or junk)."""
-    session.accessed = True
+    session.mark_accessed()
 
 
 def _fill(app: Quart, session: DensekvSession, token: str, read: _Read) -> None:
     """The first use of a session whose cookie was read in open_session: filled from that
     read, or the read's error raised here (a view that never uses the session is served)."""
-    session.accessed = True
+    session.mark_accessed()
     found, moved, failed = read
     if failed is not None:
         if served_without(app, session, failed):  # after the view: served, nothing written
@@ -220,5 +220,4 @@ def _fill(app: Quart, session: DensekvSession, token: str, read: _Read) -> None:
         raise failed
     if not load_found(session, token, found):
         load_moved(session, token, moved)
-    if session.token is None:  # expired, or not decodable: replaced when written
-        session.stale = token
+    session.load_done(token)

@@ -249,19 +249,7 @@ def package_modules() -> dict[str, Module]:
 #: are other kinds' and the tools' and the web integrations' to fix; none may be added, and
 #: one that is fixed must leave this list (the test says so).
 KNOWN: dict[str, str] = {
-    # web integrations: a shell sets flags of the shared session objects it drives
-    "densekv.integrations.flask: session.stale (a field of densekv.integrations.flask_session.DensekvSession)":
-        "flask shell",
-    "densekv.integrations.flasklike: session.unavailable (a field of densekv.integrations.flask_session.DensekvSession)":
-        "flask/quart shared half",
-    "densekv.integrations.flasklike: session.login_as (a field of densekv.integrations.flask_session.DensekvSession)":
-        "flask/quart shared half",
-    "densekv.integrations.quart: session.accessed (a field of densekv.integrations.flask_session.DensekvSession)":
-        "quart shell (twice)",
-    "densekv.integrations.quart: session.stale (a field of densekv.integrations.flask_session.DensekvSession)":
-        "quart shell",
-    "densekv.integrations.litestar: self.rules.session_class (a field of densekv.integrations.asgi.SessionRules)":
-        "litestar shell",
+    # web integrations: the Prometheus exporter wires its tally
     "densekv.integrations.prometheus: tally.store (a field of densekv.integrations.session_tally.Tally)":
         "exporter wires its tally",
     "densekv.integrations.prometheus: tally.active (a field of densekv.integrations.session_tally.Tally)":
