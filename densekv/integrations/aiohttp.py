@@ -22,27 +22,13 @@ from typing import Any
 import aiohttp_session
 from aiohttp import web
 
-from densekv.integrations.calls import (
-    AsyncMoveInSource,
-    Create,
-    Destroy,
-    DestroyAll,
-    Get,
-    Login,
-    Regenerate,
-)
-from densekv.integrations.decide import (
-    Held,
-    carry,
-    decide,
-    outlives_no_request,
-    store_nothing,
-    touch_if_due,
-)
+from densekv.integrations import decide as rules
+from densekv.integrations.calls import Create, Destroy, DestroyAll, Get, Login, Regenerate
+from densekv.integrations.decide import Held, carry, decide
 from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
 from densekv.integrations.drive import Flow, arun
 from densekv.integrations.loops import StoresPerLoop
-from densekv.integrations.movein import RedisKeyReader, bind, move_in
+from densekv.integrations.movein import AsyncMoveInSource, RedisKeyReader, bind, move_in
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, check_identity, well_formed
 from densekv.sessions.store import AsyncSessionStore
@@ -110,8 +96,8 @@ class DenseSession(aiohttp_session.Session):
         return await arun(self._save(await self.lifetime()), self.store)
 
     def _save(self, ttl: int | None) -> Flow[str | None]:
-        if outlives_no_request(ttl):  # a session that outlives no request is not kept
-            yield from store_nothing(self.token, True, self.stale)
+        if rules.outlives_no_request(ttl):  # a session that outlives no request is not kept
+            yield from rules.store_nothing(self.token, True, self.stale)
             self.invalidate()
             self.token = self.stale = None
             return ""  # the cookie is deleted
@@ -228,11 +214,11 @@ class Storage(aiohttp_session.AbstractStorage):
     def _load(self, store: AsyncSessionStore, token: str) -> Flow[Session | None]:
         found: Session | None = yield Get(token)
         if found is None and self.move_in is not None:  # the policy: integrations/movein.py
-            bound = None if outlives_no_request(self.max_age) else self.max_age
+            bound = None if rules.outlives_no_request(self.max_age) else self.max_age
             found = yield from move_in(bind(self.move_in, store), token, bound=bound,
                                        within_store_ttl=True, what="an aiohttp-session session")
         # touched at the load, not at the save: aiohttp_session saves a changed session only
-        yield from touch_if_due(token, found, store.due_for_touch)
+        yield from rules.touch_if_due(token, found, store.due_for_touch)
         return found
 
     async def save_session(self, request: web.Request, response: web.StreamResponse,

@@ -16,23 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from densekv.integrations.calls import (
-    Create,
-    Destroy,
-    DestroyAll,
-    Login,
-    Regenerate,
-    StoreTtl,
-)
-from densekv.integrations.decide import (
-    NOTHING,
-    Held,
-    carry,
-    decide,
-    outlives_no_request,
-    store_nothing,
-    touch_if_due,
-)
+from densekv.integrations import decide as rules
+from densekv.integrations.calls import Create, Destroy, DestroyAll, Login, Regenerate, StoreTtl
+from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.devices import DeviceLabel
 from densekv.integrations.drive import Flow, arun
 from densekv.integrations.movein import AsyncMoveInSource as MoveInSource
@@ -148,7 +134,7 @@ def _end(session: DenseSession) -> None:
 def _ttl(state: SessionState) -> Flow[int | None]:
     """The ttl a write passes: max_age, but never past the store's own ttl (None: the
     store's ttl)."""
-    if state.max_age is None or outlives_no_request(state.max_age):
+    if state.max_age is None or rules.outlives_no_request(state.max_age):
         return None
     ttl: int = yield StoreTtl()
     return min(state.max_age, ttl)
@@ -259,7 +245,7 @@ class SessionRules:
                  session_class: type[DenseSession] = DenseSession) -> None:
         self.session_class = session_class
         self.max_age = max_age
-        self.bound = None if outlives_no_request(max_age) else max_age
+        self.bound = None if rules.outlives_no_request(max_age) else max_age
         self.move_in = move_in
 
     async def load(self, store: AsyncSessionStore, token: str | None) -> DenseSession:
@@ -294,13 +280,13 @@ class SessionRules:
     def _save(self, session: DenseSession) -> Flow[CookieChange | None]:
         state = session.state
         store = state.store
-        if outlives_no_request(state.max_age):  # dead at birth
+        if rules.outlives_no_request(state.max_age):  # dead at birth
             return (yield from self._write_nothing(session))
         token, found = state.token, state.found
         if (token is not None and not session.modified and not state.changed and not state.removed
                 and not state.cleared and not state.new_cookie and not state.ended):
             # read only (most requests): decide's read-only rows, no cookie
-            yield from touch_if_due(token, found, store.due_for_touch)
+            yield from rules.touch_if_due(token, found, store.due_for_touch)
             return None
         creates = token is None or state.cleared
         writes = bool(session) if creates else state.changed or state.removed or state.new_cookie
@@ -331,7 +317,7 @@ class SessionRules:
         """max_age <= 0: a session that would be dead at once is not stored; the cookie
         Starlette would send (with that Max-Age) is sent, holding no token."""
         state = session.state
-        yield from store_nothing(state.token, session.modified or state.new_cookie,
+        yield from rules.store_nothing(state.token, session.modified or state.new_cookie,
                                  state.sent if session.modified else None)
         if session.modified and session:
             return CookieChange("null", state.max_age)

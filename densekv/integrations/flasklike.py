@@ -19,8 +19,9 @@ from typing import Any
 import redis
 
 from densekv.errors import ServerUnavailable, SessionIdentityInvalid
+from densekv.integrations import decide as rules
 from densekv.integrations.calls import Destroy, DestroyAll, StoreCall
-from densekv.integrations.decide import NOTHING, Held, Outcome, carry, decide, touch_if_due
+from densekv.integrations.decide import NOTHING, Held, Outcome, carry, decide
 from densekv.integrations.devices import label_of
 from densekv.integrations.flask_session import (
     MISSING,
@@ -170,7 +171,7 @@ def save_flow(interface: Any, app: Any, session: DensekvSession,
     if (not session.modified and session.login_as is None and not session.regenerate_asked
             and session.token is not None and not interface.should_set_cookie(app, session)):
         # read only, no cookie to refresh (most requests): decide's read-only rows
-        yield from touch_if_due(session.token, session.found, store.due_for_touch)
+        yield from rules.touch_if_due(session.token, session.found, store.due_for_touch)
         return None
     label = label_of(interface.device_label, request) if session.login_as is not None else None
     decision = decide(held(interface, app, session, store, label))

@@ -19,31 +19,23 @@ from django.contrib.sessions.exceptions import SessionInterrupted  # type: ignor
 from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 
 from densekv.errors import SessionDataInvalid, SessionExists, SessionLimitReached
+from densekv.integrations import decide as rules
 from densekv.integrations.calls import (
-    AsyncMoveInSource,
     Create,
     Destroy,
     DestroyAll,
     Get,
     Login,
-    MoveInSource,
     Regenerate,
     StoreCall,
 )
-from densekv.integrations.decide import (
-    Held,
-    carry,
-    decide,
-    outlives_no_request,
-    store_nothing,
-    touch_if_due,
-)
+from densekv.integrations.decide import Held, carry, decide
 from densekv.integrations.devices import label_of
 from densekv.integrations.django.backend import Backend, backend_for
 from densekv.integrations.django.movein import AsyncOldBackend, OldBackend
 from densekv.integrations.django.values import EXPIRY_KEY, Data, Stored, copied, identity_of, same
 from densekv.integrations.drive import Flow, arun, run
-from densekv.integrations.movein import move_in
+from densekv.integrations.movein import AsyncMoveInSource, MoveInSource, move_in
 from densekv.sessions import Session
 from densekv.sessions import SessionStore as DenseStore
 from densekv.sessions.model import new_token, well_formed
@@ -177,7 +169,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             self._stored = None
             return {}
         # touched at the load: Django saves a modified session only (integrations/decide.py)
-        yield from touch_if_due(token, session)
+        yield from rules.touch_if_due(token, session)
         self._stored = Stored(token, session.identity, copied(data), session)
         return data
 
@@ -190,7 +182,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
     def _create_flow(self, data: Data, token: str | None = None) -> Flow[None]:
         """A new session holding `data`; under `token` when given (CreateError if taken)."""
         ttl = self._ttl_of(data)
-        if outlives_no_request(ttl):  # over before it starts: nothing to store
+        if rules.outlives_no_request(ttl):  # over before it starts: nothing to store
             self._session_key = token or new_token()
             self._stored = None
             return
@@ -226,8 +218,8 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         # write as the data, so the stored session lives as long as the cookie sent with
         # it; an expiry already past ends it now.
         ttl = self._ttl_of(data)
-        if outlives_no_request(ttl):
-            yield from store_nothing(token, True)
+        if rules.outlives_no_request(ttl):
+            yield from rules.store_nothing(token, True)
             self._stored = None
             return
         # integrations/decide.py: apply(read=) of the changed keys, login on a change of
