@@ -23,12 +23,13 @@ import aiohttp_session
 from aiohttp import web
 
 from densekv.integrations import decide as rules
-from densekv.integrations.calls import Create, Destroy, DestroyAll, Get, Login, Regenerate
+from densekv.integrations import movein
+from densekv.integrations.calls import Create, Destroy, DestroyAll, Login, Regenerate
 from densekv.integrations.decide import Held, carry, decide
 from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
 from densekv.integrations.drive import Flow, arun
 from densekv.integrations.loops import StoresPerLoop
-from densekv.integrations.movein import AsyncMoveInSource, RedisKeyReader, bind, move_in
+from densekv.integrations.movein import AsyncMoveInSource, RedisKeyReader
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, check_identity, well_formed
 from densekv.sessions.store import AsyncSessionStore
@@ -212,11 +213,11 @@ class Storage(aiohttp_session.AbstractStorage):
         return self._made(DenseSession(store, found, self.max_age, stale=None if found else token))
 
     def _load(self, store: AsyncSessionStore, token: str) -> Flow[Session | None]:
-        found: Session | None = yield Get(token)
-        if found is None and self.move_in is not None:  # the policy: integrations/movein.py
-            bound = None if rules.outlives_no_request(self.max_age) else self.max_age
-            found = yield from move_in(bind(self.move_in, store), token, bound=bound,
-                                       within_store_ttl=True, what="an aiohttp-session session")
+        bound = None if rules.outlives_no_request(self.max_age) else self.max_age
+        found, moved = yield from movein.load(token, self.move_in, store=store, bound=bound,
+                                              within_store_ttl=True,
+                                              what="an aiohttp-session session")
+        found = found if found is not None else moved
         # touched at the load, not at the save: aiohttp_session saves a changed session only
         yield from rules.touch_if_due(token, found, store.due_for_touch)
         return found

@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from densekv.integrations import decide as rules
+from densekv.integrations import movein
 from densekv.integrations.calls import Create, Destroy, DestroyAll, Login, Regenerate, StoreTtl
 from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.devices import DeviceLabel
 from densekv.integrations.drive import Flow, arun
 from densekv.integrations.movein import AsyncMoveInSource as MoveInSource
-from densekv.integrations.movein import moved_in
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, well_formed
 from densekv.sessions.store import AsyncSessionStore
@@ -253,10 +253,12 @@ class SessionRules:
         load that raises gives a session that raises the same error when first used."""
         if token is None or not well_formed(token):
             return self.session_class(store, max_age=self.max_age)
-        try:
-            found = await store.get(token, undecodable="none")
-            if found is None and self.move_in is not None:
-                found = await self._move_in(store, token)
+        try:  # the move-in policy is integrations/movein.py's: the old session's seconds
+            # left, at most max_age and the store's ttl; anonymous, its data as it was
+            flow = movein.load(token, self.move_in, store=store, bound=self.bound,
+                               within_store_ttl=True)
+            found, moved = await arun(flow, store)
+            found = found if found is not None else moved
         except Exception as exc:  # noqa: BLE001 - raised again where the app uses the session
             session = self.session_class(store, max_age=self.max_age)
             session.state.failed = exc
@@ -265,12 +267,6 @@ class SessionRules:
         if found is None:
             session.state.sent = token
         return session
-
-    async def _move_in(self, store: AsyncSessionStore, token: str) -> Session | None:
-        """The policy is integrations/movein.py's: the old session's seconds left, at most
-        max_age and the store's ttl; anonymous, its data as it was."""
-        assert self.move_in is not None
-        return await moved_in(self.move_in, store, token, bound=self.bound)
 
     async def write(self, session: DenseSession) -> CookieChange | None:
         """Write what the request changed (integrations/decide.py's decision); return what

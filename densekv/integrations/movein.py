@@ -14,8 +14,9 @@ key names). Readers, one per old backend:
   * Django's cache, db and cached_db backends: django/movein.py's OldBackend
     (DENSEKV_SESSIONS["fallback"]);
   * aiohttp-session's RedisStorage: aiohttp.AiohttpSessionRedis.
-The async shells bind a source to the loop's client and run the flow in one place
-(`moved_in`); the Redis readers share one shape (`RedisKeyReader`).
+A shell loads a cookie's session with `load` (densekv's, else one moved in), which binds an
+async source to the loop's client in one place (`bind`); the Redis readers share one shape
+(`RedisKeyReader`).
 
 The one policy (every shell, tests/unit/test_web_movein.py):
   * nothing to read (absent, expired, or data the reader cannot decode: a reader returns
@@ -63,14 +64,14 @@ from densekv.integrations.calls import (
     ReadOld,
     StoreTtl,
 )
-from densekv.integrations.drive import Flow, arun
+from densekv.integrations.drive import Flow
 from densekv.sessions.model import Identity, Session, check_identity
 
 if TYPE_CHECKING:
     from densekv.sessions.store import AsyncSessionStore
 
 __all__ = ["REFUSED", "AsyncMoveInSource", "MoveInSource", "Old", "RedisKeyReader", "as_is", "bind",
-           "move_in", "moved_in", "seconds_left"]
+           "load", "move_in", "seconds_left"]
 
 log = logging.getLogger(__name__)
 
@@ -157,15 +158,23 @@ def bind(source: AsyncMoveInSource, store: AsyncSessionStore) -> AsyncMoveInSour
     return source if for_store is None else for_store(store)
 
 
-async def moved_in(source: AsyncMoveInSource, store: AsyncSessionStore, token: str, *,
-                   bound: int | None = None, within_store_ttl: bool = True,
-                   shape: Callable[[dict[str, Any]], tuple[dict[str, Any], Identity | None]] = as_is,
-                   what: str = "an old session") -> Session | None:
-    """An async shell's move-in: `move_in` with `source` bound to the loop's store
-    (`bind`), run against `store` (Quart, Starlette, Litestar, aiohttp)."""
-    flow = move_in(bind(source, store), token, shape=shape, bound=bound,
-                   within_store_ttl=within_store_ttl, what=what)
-    return await arun(flow, store)
+def load(token: str, source: MoveInSource | AsyncMoveInSource | None = None, *,
+         store: AsyncSessionStore | None = None,
+         shape: Callable[[dict[str, Any]], tuple[dict[str, Any], Identity | None]] = as_is,
+         bound: int | None = None, within_store_ttl: bool = False,
+         what: str = "an old session") -> Flow[tuple[Session | None, Session | None]]:
+    """The load of a well-formed cookie's `token`, as a flow: (the session densekv has,
+    None), else (None, the one moved in from `source` by `move_in`'s policy, or None).
+    `store`: the async store the flow runs on, to which an async source is bound (`bind`);
+    the other keywords are move_in's."""
+    found: Session | None = yield Get(token)
+    if found is not None or source is None:
+        return found, None
+    if store is not None:
+        source = bind(source, store)  # type: ignore[arg-type]  # an async shell's source
+    moved = yield from move_in(source, token, shape=shape, bound=bound,
+                               within_store_ttl=within_store_ttl, what=what)
+    return None, moved
 
 
 def seconds_left(pttl_ms: int) -> int | None:

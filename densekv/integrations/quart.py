@@ -37,6 +37,7 @@ from quart import Quart, after_this_request, has_request_context, request
 from quart.sessions import SessionInterface as QuartSessionInterface
 from quart.sessions import SessionMixin
 
+from densekv.integrations import movein
 from densekv.integrations.devices import DeviceLabel, check_device_label
 from densekv.integrations.drive import arun
 from densekv.integrations.flask_session import DensekvSession
@@ -52,7 +53,7 @@ from densekv.integrations.flasklike import (
     skip_save,
 )
 from densekv.integrations.loops import LoopStores
-from densekv.integrations.movein import RedisKeyReader, moved_in
+from densekv.integrations.movein import RedisKeyReader
 from densekv.integrations.urls import check_url
 from densekv.sessions.model import Session, well_formed
 from densekv.sessions.store import AsyncSessionStore
@@ -168,11 +169,9 @@ class SessionInterface(QuartSessionInterface):
         failed: BaseException | None = None
         try:
             store = await self.stores.current()
-            found = await store.get(token, undecodable="none")
-            if found is None and self.fallback is not None:  # the policy: integrations/movein.py
-                moved = await moved_in(self.fallback, store, token, within_store_ttl=False,
-                                       shape=lambda d: moved_in_form(app, self.identity_key, d),
-                                       what="a Quart-Session session")
+            found, moved = await arun(movein.load(  # the move-in policy: integrations/movein.py
+                token, self.fallback, store=store, what="a Quart-Session session",
+                shape=lambda d: moved_in_form(app, self.identity_key, d)), store)
         except Exception as exc:  # noqa: BLE001 - raised again where the app uses the session
             failed = exc
         read: _Read = (found, moved, failed)

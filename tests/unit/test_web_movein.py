@@ -182,3 +182,17 @@ def test_a_keys_pttl_is_the_seconds_it_has_left_rounded_up(ms: int, left: int | 
     from densekv.integrations.movein import seconds_left
 
     assert seconds_left(ms) == left
+
+
+def test_the_load_asks_densekv_first_and_moves_in_only_what_it_lacks() -> None:
+    """movein.load, the load every async shell (and aiohttp's flow) runs: densekv's session
+    when it has one (the old store is not asked), else the one moved in, else nothing."""
+    from densekv.integrations.movein import load
+
+    calls, got = play(load("t", SOURCE), [MOVED])
+    assert calls == [Get("t")] and got == (MOVED, None)
+    calls, got = play(load("t"), [None])
+    assert calls == [Get("t")] and got == (None, None)
+    calls, got = play(load("t", SOURCE, bound=30), [None, ({"a": 1}, 60), "t", None, MOVED])
+    assert kinds(calls) == ["get", "read_old", "create", "forget_old", "get"]
+    assert calls[2] == Create(None, {"a": 1}, 30, token="t") and got == (None, MOVED)
