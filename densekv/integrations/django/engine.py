@@ -162,8 +162,8 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             session = None
         if session is None:
             # no session for this request: a new one if anything is saved. A key that is
-            # stored but does not decode is ended by this session's cycle_key or flush (a
-            # login or logout replaces it), never on a read alone.
+            # stored but does not decode is ended by this session's first write (the new
+            # session's create, cycle_key or flush), never on a read alone.
             self._unread = token if well_formed(token) else None
             self._session_key = None
             self._stored = None
@@ -180,12 +180,14 @@ class SessionStore(SessionBase):  # type: ignore[misc]
                                    fix=self._as_serialized, what="a Django session"))
 
     def _create_flow(self, data: Data, token: str | None = None) -> Flow[None]:
-        """A new session holding `data`; under `token` when given (CreateError if taken)."""
+        """A new session holding `data`; under `token` when given (CreateError if taken).
+        A key this object loaded as no session ends after it, as decide() ends a stale
+        cookie token once the request writes its session."""
         ttl = self._ttl_of(data)
         if rules.outlives_no_request(ttl):  # over before it starts: nothing to store
             self._session_key = token or new_token()
             self._stored = None
-            return
+            return (yield from self._end_unread_flow())
         if token is not None and not well_formed(token):
             raise CreateError
         identity = identity_of(data)
@@ -197,6 +199,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             raise CreateError from None
         self._session_key = made
         self._stored = Stored(made, identity, copied(stored))
+        yield from self._end_unread_flow()
 
     def _save_flow(self, data: Data, must_create: bool) -> Flow[None]:
         token = self.session_key
