@@ -3,10 +3,18 @@ whose cookie holds only a densekv token. Lazy as aiohttp_session is; a save writ
 keys the request set or deleted (`store.apply`), never an empty or untouched session;
 `max_age` is the cookie's Max-Age and the stored session's life from its last change;
 `invalidate()` is a logout (store.destroy). Semantics and differences: docs/aiohttp.md.
+
+Moving in from aiohttp-session's RedisStorage: `Storage(store, move_in=AiohttpSessionRedis())`
+reads a cookie densekv does not know under RedisStorage's key (`<cookie_name>_<key>`, the
+JSON of `{"created": ..., "session": {...}}`), stores it in densekv under the same cookie
+value with its remaining lifetime (at most max_age and the store's ttl), anonymous (RedisStorage
+keeps no user), and deletes the old key; what is refused and why is integrations/movein.py's
+policy, the same in every shell.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,16 +22,19 @@ from typing import Any
 import aiohttp_session
 from aiohttp import web
 
+from densekv.integrations import decide as rules
+from densekv.integrations import movein
 from densekv.integrations.calls import Create, Destroy, DestroyAll, Login, Regenerate
 from densekv.integrations.decide import Held, carry, decide
 from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
 from densekv.integrations.drive import Flow, arun
 from densekv.integrations.loops import StoresPerLoop
+from densekv.integrations.movein import AsyncMoveInSource, RedisKeyReader
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, check_identity, well_formed
 from densekv.sessions.store import AsyncSessionStore
 
-__all__ = ["DenseSession", "Storage", "login", "logout_everywhere", "regenerate"]
+__all__ = ["AiohttpSessionRedis", "DenseSession", "Storage", "login", "logout_everywhere", "regenerate"]
 
 
 class _Tracked(TrackedDict):
@@ -86,8 +97,11 @@ class DenseSession(aiohttp_session.Session):
         return await arun(self._save(await self.lifetime()), self.store)
 
     def _save(self, ttl: int | None) -> Flow[str | None]:
-        if ttl is not None and ttl <= 0:  # a session that outlives no request is not kept
+        if rules.outlives_no_request(ttl):  # a session that outlives no request is not kept
+            yield from rules.store_nothing(self.token, True, self.stale)
             self.invalidate()
+            self.token = self.stale = None
+            return ""  # the cookie is deleted
         mapping, token, ops = self.tracked, self.token, self.tracked.ops
         emptied = self.invalidated or (not mapping and self.identity is None)  # logout, or emptied
         held = Held(token=token, read=self.found, stale=self.stale, ended=self.ended,
@@ -102,15 +116,62 @@ class DenseSession(aiohttp_session.Session):
         return {"set": outcome.token, "delete": ""}.get(outcome.cookie or "")
 
 
+class AiohttpSessionRedis(RedisKeyReader):
+    """Reads the sessions aiohttp-session's RedisStorage wrote: key `<cookie_name>_<key>`
+    (its cookie_name, "AIOHTTP_SESSION" by default; the key a uuid4 hex, the cookie's
+    value), value the JSON of `{"created": <unix time>, "session": {...}}`, expiry its
+    max_age (none without one). Read with `json`, as RedisStorage's default decoder writes
+    it (`decoder`: its own, if it was given one); aiohttp-session need not stay installed.
+
+    client: a redis.asyncio client on the server RedisStorage used, or None (the default)
+    for the client of the session store of each loop (RedisStorage on the same server).
+    max_age: RedisStorage's, when it had one: aiohttp-session drops a session created
+    longer ago than that, so it is not moved in, and one younger moves in with no more
+    than what it had left.
+    """
+
+    def __init__(self, client: Any = None, *, cookie_name: str = "AIOHTTP_SESSION",
+                 max_age: int | None = None, decoder: Callable[[str], Any] = json.loads) -> None:
+        super().__init__(client)
+        self.cookie_name, self.max_age, self.decoder = cookie_name, max_age, decoder
+
+    def key_of(self, token: str) -> str:
+        return f"{self.cookie_name}_{token}"
+
+    def decode(self, raw: bytes) -> dict[str, Any] | None:
+        try:
+            stored = self.decoder(raw.decode("utf-8"))
+        except ValueError:  # not JSON (JSONDecodeError, UnicodeDecodeError): nothing to move in
+            return None
+        if not isinstance(stored, dict) or not isinstance(stored.get("session"), dict):
+            return None
+        return {"created": stored.get("created"), "session": stored["session"]}
+
+    async def read(self, token: str) -> tuple[dict[str, Any], int | None] | None:
+        """The old session's data and its seconds left (None: no expiry), or None."""
+        old = await super().read(token)
+        if old is None:
+            return None
+        stored, left = old
+        created, data = stored["created"], stored["session"]
+        if self.max_age is not None and type(created) is int:
+            by_age = created + self.max_age - int(time.time())
+            left = by_age if left is None else min(left, by_age)
+        return data, left
+
+
 class Storage(aiohttp_session.AbstractStorage):
     """Sessions in `store`: an AsyncSessionStore, or a callable that makes one (then one
     store per event loop: a redis.asyncio client serves one loop). Keyword arguments are
     AbstractStorage's cookie arguments (cookie_name, domain, max_age, path, secure,
     httponly, samesite). device_label: a callable(request) -> str | None that labels the
-    session at login() (a store with track_devices=True; densekv.integrations.devices)."""
+    session at login() (a store with track_devices=True; densekv.integrations.devices).
+    move_in: an AiohttpSessionRedis (or any source with async read/forget) to move sessions
+    in from under the same cookie."""
 
     def __init__(self, store: AsyncSessionStore | Callable[[], AsyncSessionStore],
-                 *, device_label: DeviceLabel | None = None, **cookie: Any) -> None:
+                 *, device_label: DeviceLabel | None = None,
+                 move_in: AsyncMoveInSource | None = None, **cookie: Any) -> None:
         if not isinstance(store, AsyncSessionStore) and not callable(store):
             raise TypeError(f"Storage needs an AsyncSessionStore, got {type(store).__name__}")
         if {"encoder", "decoder", "key_factory"} & cookie.keys():  # densekv codes, and draws tokens
@@ -118,6 +179,7 @@ class Storage(aiohttp_session.AbstractStorage):
         super().__init__(**cookie)
         check_device_label(device_label, {"track_devices": True}, "Storage")
         self.device_label = device_label
+        self.move_in = move_in
         self._given: AsyncSessionStore | None = None
         self._per_loop: StoresPerLoop | None = None
         if isinstance(store, AsyncSessionStore):
@@ -147,10 +209,18 @@ class Storage(aiohttp_session.AbstractStorage):
         token, store = self.load_cookie(request), await self.store()
         if token is None or not well_formed(token):
             return self._made(DenseSession(store, None, self.max_age))
-        found = await store.get(token, undecodable="none")
-        if found is not None and store.due_for_touch(found):
-            await store.touch(token)  # rolls the idle expiry, now and then
+        found = await arun(self._load(store, token), store)
         return self._made(DenseSession(store, found, self.max_age, stale=None if found else token))
+
+    def _load(self, store: AsyncSessionStore, token: str) -> Flow[Session | None]:
+        bound = None if rules.outlives_no_request(self.max_age) else self.max_age
+        found, moved = yield from movein.load(token, self.move_in, store=store, bound=bound,
+                                              within_store_ttl=True,
+                                              what="an aiohttp-session session")
+        found = found if found is not None else moved
+        # touched at the load, not at the save: aiohttp_session saves a changed session only
+        yield from rules.touch_if_due(token, found, store.due_for_touch)
+        return found
 
     async def save_session(self, request: web.Request, response: web.StreamResponse,
                            session: aiohttp_session.Session) -> None:

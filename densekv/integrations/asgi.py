@@ -15,22 +15,14 @@ starts an empty one; a load that failed raises where the app first uses the sess
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from densekv.integrations.calls import (
-    Create,
-    Destroy,
-    DestroyAll,
-    Login,
-    Regenerate,
-    StoreTtl,
-    Touch,
-)
+from densekv.integrations import decide as rules
+from densekv.integrations import movein
+from densekv.integrations.calls import Create, Destroy, DestroyAll, Login, Regenerate, StoreTtl
 from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.devices import DeviceLabel
 from densekv.integrations.drive import Flow, arun
 from densekv.integrations.movein import AsyncMoveInSource as MoveInSource
-from densekv.integrations.movein import move_in
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, well_formed
 from densekv.sessions.store import AsyncSessionStore
@@ -142,7 +134,7 @@ def _end(session: DenseSession) -> None:
 def _ttl(state: SessionState) -> Flow[int | None]:
     """The ttl a write passes: max_age, but never past the store's own ttl (None: the
     store's ttl)."""
-    if state.max_age is None or state.max_age <= 0:
+    if state.max_age is None or rules.outlives_no_request(state.max_age):
         return None
     ttl: int = yield StoreTtl()
     return min(state.max_age, ttl)
@@ -246,13 +238,14 @@ class CookieChange:
 class SessionRules:
     """Loading a cookie's session and saving it when the response starts, for a shell whose
     lifetime is `max_age` (None: the browser's session and the store's ttl; <= 0: nothing
-    outlives its request) and which may move sessions in from `move_in`."""
+    outlives its request) and which may move sessions in from `move_in`; load() makes a
+    `session_class`."""
 
-    session_class: type[DenseSession] = DenseSession  # what load() makes
-
-    def __init__(self, max_age: int | None, move_in: MoveInSource | None = None) -> None:
+    def __init__(self, max_age: int | None, move_in: MoveInSource | None = None,
+                 session_class: type[DenseSession] = DenseSession) -> None:
+        self.session_class = session_class
         self.max_age = max_age
-        self.bound = max_age if max_age is not None and max_age > 0 else None
+        self.bound = None if rules.outlives_no_request(max_age) else max_age
         self.move_in = move_in
 
     async def load(self, store: AsyncSessionStore, token: str | None) -> DenseSession:
@@ -260,10 +253,12 @@ class SessionRules:
         load that raises gives a session that raises the same error when first used."""
         if token is None or not well_formed(token):
             return self.session_class(store, max_age=self.max_age)
-        try:
-            found = await store.get(token, undecodable="none")
-            if found is None and self.move_in is not None:
-                found = await self._move_in(store, token)
+        try:  # the move-in policy is integrations/movein.py's: the old session's seconds
+            # left, at most max_age and the store's ttl; anonymous, its data as it was
+            flow = movein.load(token, self.move_in, store=store, bound=self.bound,
+                               within_store_ttl=True)
+            found, moved = await arun(flow, store)
+            found = found if found is not None else moved
         except Exception as exc:  # noqa: BLE001 - raised again where the app uses the session
             session = self.session_class(store, max_age=self.max_age)
             session.state.failed = exc
@@ -273,15 +268,6 @@ class SessionRules:
             session.state.sent = token
         return session
 
-    async def _move_in(self, store: AsyncSessionStore, token: str) -> Session | None:
-        """The policy is integrations/movein.py's: the old session's seconds left, at most
-        max_age and the store's ttl; anonymous, its data as it was."""
-        source: Any = self.move_in
-        bind = getattr(source, "for_store", None)
-        if bind is not None:
-            source = bind(store)
-        return await arun(move_in(source, token, bound=self.bound, within_store_ttl=True), store)
-
     async def write(self, session: DenseSession) -> CookieChange | None:
         """Write what the request changed (integrations/decide.py's decision); return what
         the session cookie becomes, or None to send none."""
@@ -290,15 +276,13 @@ class SessionRules:
     def _save(self, session: DenseSession) -> Flow[CookieChange | None]:
         state = session.state
         store = state.store
-        if state.max_age is not None and state.max_age <= 0:  # dead at birth
+        if rules.outlives_no_request(state.max_age):  # dead at birth
             return (yield from self._write_nothing(session))
         token, found = state.token, state.found
         if (token is not None and not session.modified and not state.changed and not state.removed
                 and not state.cleared and not state.new_cookie and not state.ended):
-            # read only (most requests): what decide() answers then, without building its
-            # Held: a touch when the idle expiry is due, else nothing; no cookie either way
-            if found is not None and store.due_for_touch(found):
-                yield Touch(token)
+            # read only (most requests): decide's read-only rows, no cookie
+            yield from rules.touch_if_due(token, found, store.due_for_touch)
             return None
         creates = token is None or state.cleared
         writes = bool(session) if creates else state.changed or state.removed or state.new_cookie
@@ -329,8 +313,8 @@ class SessionRules:
         """max_age <= 0: a session that would be dead at once is not stored; the cookie
         Starlette would send (with that Max-Age) is sent, holding no token."""
         state = session.state
-        if state.token is not None and (session.modified or state.new_cookie):
-            yield Destroy(state.token)
+        yield from rules.store_nothing(state.token, session.modified or state.new_cookie,
+                                 state.sent if session.modified else None)
         if session.modified and session:
             return CookieChange("null", state.max_age)
         if session.modified and (state.token is not None or state.sent is not None):

@@ -8,6 +8,10 @@ is checked against both stores' signatures (SessionStore, AsyncSessionStore) by 
 `name` is the store operation a call names and `args` / `kwargs` its arguments as the store
 method takes them (the fields without a default / with one): for logs and table tests, never
 for dispatch.
+
+An old source's protocols (MoveInSource, AsyncMoveInSource) are here, beside the two calls
+that name one (ReadOld, ForgetOld); integrations/movein.py, the policy of moving sessions
+in, gives them to the shells.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from densekv.sessions.model import Identity, Session
 if TYPE_CHECKING:
     from densekv.sessions.store import AsyncSessionStore, SessionStore
 
-__all__ = ["Apply", "Create", "Destroy", "DestroyAll", "DueForTouch", "ForgetOld", "Get", "Login",
-           "ReadOld", "Regenerate", "SetTtl", "StoreCall", "StoreTtl", "Touch", "perform"]
+__all__ = ["Apply", "AsyncMoveInSource", "Create", "Destroy", "DestroyAll", "DueForTouch", "ForgetOld",
+           "Get", "Login", "MoveInSource", "Old", "ReadOld", "Regenerate", "SetTtl", "StoreCall",
+           "StoreTtl", "Touch", "perform"]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -135,13 +140,29 @@ class StoreTtl(StoreCall):
     name: ClassVar[str] = "ttl"
 
 
-class OldSource(Protocol):
-    """Where sessions may still live under a cookie value densekv does not know yet: a sync
-    source's methods return their results, an async one's are coroutines."""
+#: an old session: its data (a plain dict) and its seconds left (None: no expiry)
+Old = tuple[dict[str, Any], int | None]
 
-    def read(self, token: str, /) -> Any: ...
 
-    def forget(self, token: str, /) -> Any: ...
+class MoveInSource(Protocol):
+    """Where sessions densekv does not have yet may still live, by cookie value (sync; the
+    policy of moving them in is integrations/movein.py's)."""
+
+    def read(self, token: str, /) -> Old | None:
+        """The old session, or None (absent, expired, or not decodable)."""
+
+    def forget(self, token: str, /) -> None:
+        """Delete the old copy once densekv holds the session."""
+
+
+class AsyncMoveInSource(Protocol):
+    """The same for an async shell."""
+
+    async def read(self, token: str, /) -> Old | None:
+        """The old session, or None (absent, expired, or not decodable)."""
+
+    async def forget(self, token: str, /) -> None:
+        """Delete the old copy once densekv holds the session."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -150,7 +171,7 @@ class ReadOld(StoreCall):
 
     name: ClassVar[str] = "read_old"
     on_store: ClassVar[bool] = False
-    source: OldSource
+    source: MoveInSource | AsyncMoveInSource
     token: str
 
 
@@ -160,7 +181,7 @@ class ForgetOld(StoreCall):
 
     name: ClassVar[str] = "forget_old"
     on_store: ClassVar[bool] = False
-    source: OldSource
+    source: MoveInSource | AsyncMoveInSource
     token: str
 
 

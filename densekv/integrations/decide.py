@@ -31,11 +31,19 @@ The rules (tests/unit/test_web_decide.py holds them as a table):
   * a cookie token that loaded nothing (gone, or undecodable) is ended once the request
     changes its session, after the writes.
 
-One shortcut lives in the shells: a request that read a stored session and changed,
-rotated, ended and refreshed nothing (most requests) is answered without building `Held`,
-as the two "read only" rows of the table say decide() answers it: `touch` when the idle
-expiry is due, else nothing, no cookie (flasklike.py `save_flow`, asgi.py `_save`: ~5 us
-a request). A rule change for that case belongs there too (docs/development.md, "Web core").
+The read-only rows are also a flow of their own, `touch_if_due`, which every shell runs for
+a request that read a stored session and changed, rotated, ended and refreshed nothing (most
+requests): `touch` when the idle expiry is due, else nothing, no cookie, without building
+`Held` (~5 us a request; the table test checks it answers as decide() does). Where a shell
+runs it is the framework's: at the save in Flask, Quart, Starlette and Litestar; at the load
+in aiohttp and Django, whose frameworks save only a changed session (aiohttp_session's
+middleware calls save_session for a changed session only; Django's SessionMiddleware saves
+a modified one only, unless SESSION_SAVE_EVERY_REQUEST), so a read-only request there has
+no save to touch in (docs/development.md, "Web core").
+
+A lifetime under a second (a framework's max_age <= 0, a Django expiry already past) keeps
+nothing: `outlives_no_request` says when, `store_nothing` what is written then, once for every
+shell (the cookie sent with it is the framework's).
 """
 
 from __future__ import annotations
@@ -45,11 +53,21 @@ from dataclasses import dataclass, field
 from types import EllipsisType
 from typing import Any, Literal
 
-from densekv.integrations.calls import Apply, Create, Destroy, Login, Regenerate, SetTtl, Touch
+from densekv.integrations.calls import (
+    Apply,
+    Create,
+    Destroy,
+    DueForTouch,
+    Login,
+    Regenerate,
+    SetTtl,
+    Touch,
+)
 from densekv.integrations.calls import StoreCall as Call
 from densekv.sessions.model import Identity, Session
 
-__all__ = ["NOTHING", "Call", "Decision", "Held", "Outcome", "Step", "carry", "decide"]
+__all__ = ["NOTHING", "Call", "Decision", "Held", "Outcome", "Step", "carry", "decide",
+           "outlives_no_request", "store_nothing", "touch_if_due"]
 
 Cookie = Literal["set", "delete"] | None
 Gone = Literal["delete", "create", "raise"]
@@ -216,3 +234,38 @@ def _gone(decision: Decision) -> Generator[Call, Any, Outcome]:
         made = yield from carry(decision.if_gone, None)
         return Outcome(made.token, made.cookie, True, None)
     return Outcome(None, "delete" if decision.gone == "delete" else None, True, None)
+
+
+def touch_if_due(token: str, found: Session | None,
+                 due: Callable[[Session], bool] | None = None) -> Generator[Call, Any, None]:
+    """The read-only rows of the table as a flow (the module docstring says when each shell
+    runs it): a request that read `found` under `token` and changed, rotated, ended and
+    refreshed nothing yields a `Touch` when the idle expiry is due, else nothing; no cookie
+    either way. `due`: the store's due_for_touch, for a shell that holds the store; None:
+    the flow asks its driver (DueForTouch, for a flow that does not hold it)."""
+    if found is None:
+        return
+    if due(found) if due is not None else (yield DueForTouch(found)):
+        yield Touch(token)
+
+
+def outlives_no_request(life: int | None) -> bool:
+    """A lifetime under a second (`life`, seconds; None: the store's ttl): the session
+    would be dead at once, so nothing is stored for it (Starlette's and Litestar's max_age
+    <= 0, aiohttp's, a Django expiry already past); see `store_nothing`."""
+    return life is not None and life < 1
+
+
+def store_nothing(token: str | None, changed: bool,
+                  stale: str | None = None) -> Generator[Call, Any, None]:
+    """What a request whose session outlives it (`outlives_no_request`) writes: nothing is
+    created or applied; the stored session `token` ends if the request changed or rotated
+    it (`changed`), and so does a cookie token that loaded nothing (`stale`), as decide()
+    ends one. The cookie that goes with it is the shell's (its framework's: Starlette sends
+    one with that Max-Age, aiohttp deletes it, Django sends the key it drew)."""
+    if not changed:
+        return
+    if stale is not None:
+        yield Destroy(stale)
+    if token is not None:
+        yield Destroy(token)

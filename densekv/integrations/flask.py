@@ -93,7 +93,7 @@ from densekv.integrations.flasklike import (
     served_without,
     skip_save,
 )
-from densekv.integrations.movein import move_in
+from densekv.integrations.movein import move_in, seconds_left
 from densekv.integrations.urls import check_url
 from densekv.sessions.model import well_formed
 from densekv.sessions.store import SessionStore
@@ -162,8 +162,7 @@ class FlaskSessionFallback:
         data = _decode_flask_session(raw)
         if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
             return None
-        ttl = None if ms < 0 else max(1, -(-int(ms) // 1000))
-        return data, ttl
+        return data, seconds_left(ms)
 
     def forget(self, sid: str) -> None:
         """Delete the old session once densekv holds it."""
@@ -269,8 +268,7 @@ class SessionInterface(FlaskSessionInterface):
             return
         if self.fallback is not None:
             self._move_in(app, session, token)
-        if session.token is None:  # expired, or could not be decoded: replaced when written
-            session.stale = token
+        session.load_done(token)
 
     def _move_in(self, app: Flask, session: DensekvSession, token: str) -> None:
         assert self.fallback is not None  # the policy: integrations/movein.py

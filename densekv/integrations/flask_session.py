@@ -152,6 +152,27 @@ class DensekvSession(TrackedDict, SessionMixin):
         dict.update(self, data)
         self.token, self.found, self.stored, self.new = token, found, dict(stored), False
 
+    def load_done(self, token: str) -> None:
+        """The load of the cookie's `token` is over: a token that filled nothing (expired,
+        never issued, not decodable, nothing moved in) is stale, replaced when the session
+        is written."""
+        if self.token is None:
+            self.stale = token
+
+    def served_empty(self, error: BaseException) -> None:
+        """A load after the view failed with `error` (the server unavailable): the response
+        is served with the session empty; a change made to it after that raises `error`."""
+        self.unavailable = error
+
+    def mark_accessed(self) -> None:
+        """The request used the session (Vary: Cookie), without reading it again."""
+        self._accessed = True
+
+    def follow_login(self, identity: Identity) -> None:
+        """Log in as `identity` at save, as the session's data names it (Flask-Login's
+        `_user_id`; flasklike.follow_identity_key has dropped another user's data first)."""
+        self.login_as = identity
+
     @property
     def identity(self) -> Identity | None:
         """Who the session belongs to (a pending login() counts), or None."""

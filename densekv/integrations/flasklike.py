@@ -19,7 +19,8 @@ from typing import Any
 import redis
 
 from densekv.errors import ServerUnavailable, SessionIdentityInvalid
-from densekv.integrations.calls import Destroy, DestroyAll, StoreCall, Touch
+from densekv.integrations import decide as rules
+from densekv.integrations.calls import Destroy, DestroyAll, StoreCall
 from densekv.integrations.decide import NOTHING, Held, Outcome, carry, decide
 from densekv.integrations.devices import label_of
 from densekv.integrations.flask_session import (
@@ -79,7 +80,7 @@ def served_without(app: Any, session: DensekvSession, exc: BaseException) -> boo
     save writes nothing then. False: the error is the request's (a 500)."""
     if not session.after_view or not isinstance(exc, UNAVAILABLE):
         return False
-    session.unavailable = exc
+    session.served_empty(exc)
     app.logger.warning("densekv: the session could not be read after the view "
                        "(%s: %s); the response is served without it", type(exc).__name__, exc)
     return True
@@ -145,7 +146,7 @@ def follow_identity_key(app: Any, identity_key: str | None, session: DensekvSess
     if current is not None and current != identity:  # another user: drop the old data
         session.restart(keep={k: dict.__getitem__(session, k) for k in session.set_keys
                                if dict.__contains__(session, k)})
-    session.login_as = identity
+    session.follow_login(identity)
 
 
 def nothing_to_write(session: DensekvSession) -> bool:
@@ -169,10 +170,8 @@ def save_flow(interface: Any, app: Any, session: DensekvSession,
         yield Destroy(token)
     if (not session.modified and session.login_as is None and not session.regenerate_asked
             and session.token is not None and not interface.should_set_cookie(app, session)):
-        # read only, no cookie to refresh (most requests): what decide() answers then,
-        # without building its Held: a touch when the idle expiry is due, else nothing
-        if session.found is not None and store.due_for_touch(session.found):
-            yield Touch(session.token)
+        # read only, no cookie to refresh (most requests): decide's read-only rows
+        yield from rules.touch_if_due(session.token, session.found, store.due_for_touch)
         return None
     label = label_of(interface.device_label, request) if session.login_as is not None else None
     decision = decide(held(interface, app, session, store, label))

@@ -330,8 +330,7 @@ class SessionConfig(BaseBackendConfig[SessionBackend]):
                 "store_options go with url=; a store given is built already")
         check_device_label(self.device_label, self.store_options or {"track_devices": self.url is None},
                            "SessionConfig")
-        self.rules = SessionRules(self.max_age, self.move_in)
-        self.rules.session_class = _Used
+        self.rules = SessionRules(self.max_age, self.move_in, session_class=_Used)
         if self.url is not None:
             url = check_url(self.url, "SessionConfig: url")  # at setup, not on the first request
             options = {"namespace": DEFAULT_NAMESPACE, **(self.store_options or {})}

@@ -13,7 +13,10 @@ key names). Readers, one per old backend:
   * starsessions 2.2 (RedisStore): starlette.StarsessionsRedis (Starlette and Litestar);
   * Django's cache, db and cached_db backends: django/movein.py's OldBackend
     (DENSEKV_SESSIONS["fallback"]);
-  * aiohttp-session's RedisStorage: none yet (the aiohttp shell does not move sessions in).
+  * aiohttp-session's RedisStorage: aiohttp.AiohttpSessionRedis.
+A shell loads a cookie's session with `load` (densekv's, else one moved in), which binds an
+async source to the loop's client in one place (`bind`); the Redis readers share one shape
+(`RedisKeyReader`).
 
 The one policy (every shell, tests/unit/test_web_movein.py):
   * nothing to read (absent, expired, or data the reader cannot decode: a reader returns
@@ -38,9 +41,11 @@ What moved in is read back from densekv (one more read: moving in happens once a
 
 from __future__ import annotations
 
+import copy
 import logging
+import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from densekv.errors import (
     SessionDataInvalid,
@@ -49,38 +54,29 @@ from densekv.errors import (
     SessionIdentityInvalid,
     SessionLimitReached,
 )
-from densekv.integrations.calls import Create, ForgetOld, Get, ReadOld, StoreTtl
+from densekv.integrations.calls import (
+    AsyncMoveInSource,
+    Create,
+    ForgetOld,
+    Get,
+    MoveInSource,
+    Old,
+    ReadOld,
+    StoreTtl,
+)
 from densekv.integrations.drive import Flow
 from densekv.sessions.model import Identity, Session, check_identity
 
-__all__ = ["REFUSED", "AsyncMoveInSource", "MoveInSource", "Old", "as_is", "move_in"]
+if TYPE_CHECKING:
+    from densekv.sessions.store import AsyncSessionStore
+
+__all__ = ["REFUSED", "AsyncMoveInSource", "MoveInSource", "Old", "RedisKeyReader", "as_is", "bind",
+           "load", "move_in", "seconds_left"]
 
 log = logging.getLogger(__name__)
 
-#: an old session: its data (a plain dict) and its seconds left (None: no expiry)
-Old = tuple[dict[str, Any], int | None]
 #: what the store may refuse of a session moved in (anything else is raised)
 REFUSED = (SessionDataInvalid, SessionDataTooLarge, SessionIdentityInvalid, SessionLimitReached)
-
-
-class MoveInSource(Protocol):
-    """Where sessions densekv does not have yet may still live, by cookie value (sync)."""
-
-    def read(self, token: str, /) -> Old | None:
-        """The old session, or None (absent, expired, or not decodable)."""
-
-    def forget(self, token: str, /) -> None:
-        """Delete the old copy once densekv holds the session."""
-
-
-class AsyncMoveInSource(Protocol):
-    """The same for an async shell."""
-
-    async def read(self, token: str, /) -> Old | None:
-        """The old session, or None (absent, expired, or not decodable)."""
-
-    async def forget(self, token: str, /) -> None:
-        """Delete the old copy once densekv holds the session."""
 
 
 def as_is(data: dict[str, Any]) -> tuple[dict[str, Any], Identity | None]:
@@ -143,3 +139,90 @@ def _indexable(identity: Identity | None, what: str) -> Identity | None:
         log.warning("densekv: %s moves in anonymous: its user is not an identity densekv can "
                     "index (%s)", what, exc)
         return None
+
+
+# -- the async shells: a source on the loop's client, one reader shape ---------------------
+
+class BindsToStore(Protocol):
+    """A source that, given no client of its own, reads the server of the session store of
+    each event loop (a redis.asyncio client serves one loop)."""
+
+    def for_store(self, store: AsyncSessionStore, /) -> AsyncMoveInSource:
+        """This source on the client of `store` (the loop's), unless it has its own."""
+
+
+def bind(source: AsyncMoveInSource, store: AsyncSessionStore) -> AsyncMoveInSource:
+    """`source` as it serves the loop of `store`: its `for_store(store)` when it has one
+    (BindsToStore), else itself. The one place an async shell binds an old source."""
+    for_store = getattr(source, "for_store", None)
+    return source if for_store is None else for_store(store)
+
+
+def load(token: str, source: MoveInSource | AsyncMoveInSource | None = None, *,
+         store: AsyncSessionStore | None = None,
+         shape: Callable[[dict[str, Any]], tuple[dict[str, Any], Identity | None]] = as_is,
+         bound: int | None = None, within_store_ttl: bool = False,
+         what: str = "an old session") -> Flow[tuple[Session | None, Session | None]]:
+    """The load of a well-formed cookie's `token`, as a flow: (the session densekv has,
+    None), else (None, the one moved in from `source` by `move_in`'s policy, or None).
+    `store`: the async store the flow runs on, to which an async source is bound (`bind`);
+    the other keywords are move_in's."""
+    found: Session | None = yield Get(token)
+    if found is not None or source is None:
+        return found, None
+    if store is not None:
+        source = bind(source, store)  # type: ignore[arg-type]  # an async shell's source
+    moved = yield from move_in(source, token, shape=shape, bound=bound,
+                               within_store_ttl=within_store_ttl, what=what)
+    return None, moved
+
+
+def seconds_left(pttl_ms: int) -> int | None:
+    """A key's PTTL, read with its value, as an old session's seconds left: None for no
+    expiry, else rounded up (a key with 1 ms left has a second, not none)."""
+    return None if pttl_ms < 0 else max(1, math.ceil(pttl_ms / 1000))
+
+
+class RedisKeyReader:
+    """An async MoveInSource for an old backend that kept each session in one Redis string
+    key (starsessions' RedisStore, Quart-Session, aiohttp-session's RedisStorage): the
+    value and its PTTL read in one transaction, the key deleted once densekv holds the
+    session. A subclass names the key (`key_of`) and decodes the value (`decode`: the
+    session's plain dict, or None for anything it cannot read, never an error).
+
+    `client`: a redis.asyncio client on the old backend's server (of one event loop), or
+    None for the client of the session store of each loop (`for_store`: the old backend on
+    the same server)."""
+
+    def __init__(self, client: Any = None) -> None:
+        self.client = client
+
+    def key_of(self, token: str) -> str:
+        raise NotImplementedError
+
+    def decode(self, raw: bytes) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def for_store(self, store: AsyncSessionStore) -> RedisKeyReader:
+        """This source on the client of `store` (the loop's), unless it has its own."""
+        if self.client is not None:
+            return self
+        on_loop = copy.copy(self)
+        on_loop.client = store.client
+        return on_loop
+
+    async def read(self, token: str) -> Old | None:
+        """The old session's data and its seconds left (None: no expiry), or None."""
+        key = self.key_of(token)
+        async with self.client.pipeline(transaction=True) as pipe:
+            raw, ms = await pipe.get(key).pttl(key).execute()
+        if not raw:
+            return None
+        data = self.decode(raw)
+        if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+            return None
+        return data, seconds_left(ms)
+
+    async def forget(self, token: str) -> None:
+        """Delete the old session once densekv holds it."""
+        await self.client.delete(self.key_of(token))

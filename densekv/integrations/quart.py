@@ -30,7 +30,6 @@ integrations/movein.py's policy, the same in every shell.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,6 +37,7 @@ from quart import Quart, after_this_request, has_request_context, request
 from quart.sessions import SessionInterface as QuartSessionInterface
 from quart.sessions import SessionMixin
 
+from densekv.integrations import movein
 from densekv.integrations.devices import DeviceLabel, check_device_label
 from densekv.integrations.drive import arun
 from densekv.integrations.flask_session import DensekvSession
@@ -53,7 +53,7 @@ from densekv.integrations.flasklike import (
     skip_save,
 )
 from densekv.integrations.loops import LoopStores
-from densekv.integrations.movein import move_in
+from densekv.integrations.movein import RedisKeyReader
 from densekv.integrations.urls import check_url
 from densekv.sessions.model import Session, well_formed
 from densekv.sessions.store import AsyncSessionStore
@@ -69,7 +69,7 @@ StoreFactory = Callable[[], AsyncSessionStore]
 _Read = tuple[Session | None, Session | None, BaseException | None]
 
 
-class QuartSessionFallback:
+class QuartSessionFallback(RedisKeyReader):
     """Reads the sessions Quart-Session's RedisSessionInterface wrote: key
     `<key_prefix><sid>` (Quart-Session's SESSION_KEY_PREFIX, "session:" by default), value
     Flask's tagged JSON of the session dict, expiry PERMANENT_SESSION_LIFETIME. Sessions
@@ -80,35 +80,20 @@ class QuartSessionFallback:
     """
 
     def __init__(self, client: Any = None, *, key_prefix: str = "session:") -> None:
-        self.client = client
+        super().__init__(client)
         self.key_prefix = key_prefix
 
-    def for_store(self, store: AsyncSessionStore) -> QuartSessionFallback:
-        """This source on the client of `store` (the loop's), unless it has its own."""
-        return self if self.client is not None else QuartSessionFallback(store.client,
-                                                                         key_prefix=self.key_prefix)
+    def key_of(self, token: str) -> str:
+        return self.key_prefix + token
 
-    async def read(self, sid: str, client: Any = None) -> tuple[dict[str, Any], int | None] | None:
-        """(data, remaining seconds or None for no expiry), or None if absent or unreadable;
-        `client`: the loop's session client, used unless this fallback has its own."""
+    def decode(self, raw: bytes) -> dict[str, Any] | None:
         from quart.sessions import session_json_serializer
 
-        key = self.key_prefix + sid
-        async with (self.client or client).pipeline(transaction=True) as pipe:
-            raw, ms = await pipe.get(key).pttl(key).execute()
-        if raw is None:
-            return None
         try:
-            data = session_json_serializer.loads(raw)
+            data = session_json_serializer.loads(raw)  # type: ignore[arg-type]  # bytes: json.loads reads them
         except ValueError:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             return None
-        if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
-            return None
-        return data, None if ms < 0 else max(1, math.ceil(ms / 1000))
-
-    async def forget(self, sid: str, client: Any = None) -> None:
-        """Delete the old session once densekv holds it."""
-        await (self.client or client).delete(self.key_prefix + sid)
+        return data if isinstance(data, dict) else None
 
 
 class SessionInterface(QuartSessionInterface):
@@ -184,11 +169,9 @@ class SessionInterface(QuartSessionInterface):
         failed: BaseException | None = None
         try:
             store = await self.stores.current()
-            found = await store.get(token, undecodable="none")
-            if found is None and self.fallback is not None:  # the policy: integrations/movein.py
-                moved = await arun(move_in(
-                    self.fallback.for_store(store), token, what="a Quart-Session session",
-                    shape=lambda d: moved_in_form(app, self.identity_key, d)), store)
+            found, moved = await arun(movein.load(  # the move-in policy: integrations/movein.py
+                token, self.fallback, store=store, what="a Quart-Session session",
+                shape=lambda d: moved_in_form(app, self.identity_key, d)), store)
         except Exception as exc:  # noqa: BLE001 - raised again where the app uses the session
             failed = exc
         read: _Read = (found, moved, failed)
@@ -222,13 +205,13 @@ class SessionInterface(QuartSessionInterface):
 
 def _used(session: DensekvSession) -> None:
     """The first use of a session that had nothing to read (no cookie, or junk)."""
-    session.accessed = True
+    session.mark_accessed()
 
 
 def _fill(app: Quart, session: DensekvSession, token: str, read: _Read) -> None:
     """The first use of a session whose cookie was read in open_session: filled from that
     read, or the read's error raised here (a view that never uses the session is served)."""
-    session.accessed = True
+    session.mark_accessed()
     found, moved, failed = read
     if failed is not None:
         if served_without(app, session, failed):  # after the view: served, nothing written
@@ -236,5 +219,4 @@ def _fill(app: Quart, session: DensekvSession, token: str, read: _Read) -> None:
         raise failed
     if not load_found(session, token, found):
         load_moved(session, token, moved)
-    if session.token is None:  # expired, or not decodable: replaced when written
-        session.stale = token
+    session.load_done(token)

@@ -84,7 +84,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
@@ -105,6 +104,7 @@ from densekv.integrations.asgi import (
 )
 from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
 from densekv.integrations.loops import StoresPerLoop
+from densekv.integrations.movein import RedisKeyReader
 from densekv.integrations.urls import check_url
 from densekv.sessions.model import Identity
 from densekv.sessions.store import AsyncSessionStore
@@ -188,7 +188,7 @@ async def logout_everywhere(request: HTTPConnection) -> None:
 
 # -- where sessions move in from -------------------------------------------------------------
 
-class StarsessionsRedis:
+class StarsessionsRedis(RedisKeyReader):
     """Sessions written by starsessions 2.2's RedisStore: one string key per session,
     prefix + session id ("starsessions." + 32 hex characters by default), holding the
     JsonSerializer's JSON of the session dict plus starsessions' own "__metadata__"
@@ -199,35 +199,26 @@ class StarsessionsRedis:
 
     def __init__(self, connection: Any = None, prefix: str | Callable[[str], str] = "starsessions.",
                  deserialize: Callable[[bytes], Any] = json.loads) -> None:
-        self.connection = connection
-        self.key_of: Callable[[str], str] = prefix if callable(prefix) else prefix.__add__
+        super().__init__(connection)
+        self.prefix = prefix
         self.deserialize = deserialize
 
-    def for_store(self, store: AsyncSessionStore) -> StarsessionsRedis:
-        """This source on the connection of `store` (the loop's), unless it has its own."""
-        if self.connection is not None:
-            return self
-        return StarsessionsRedis(store.client, self.key_of, self.deserialize)
+    def key_of(self, token: str) -> str:
+        return self.prefix(token) if callable(self.prefix) else self.prefix + token
 
-    async def read(self, token: str) -> tuple[dict[str, Any], int | None] | None:
-        """The old session's data and its seconds left (None: no expiry), or None."""
-        key = self.key_of(token)
-        async with self.connection.pipeline(transaction=True) as pipe:
-            raw, pttl = await pipe.get(key).pttl(key).execute()
-        if not raw or pttl == -2:
-            return None
+    @property
+    def connection(self) -> Any:
+        """The client read (None: each loop's session client)."""
+        return self.client
+
+    def decode(self, raw: bytes) -> dict[str, Any] | None:
         try:
             data = self.deserialize(raw)
         except ValueError:  # not JSON (JSONDecodeError, UnicodeDecodeError): nothing to move in
             return None
-        if not isinstance(data, dict):
-            return None
-        data.pop("__metadata__", None)
-        return data, None if pttl < 0 else max(1, math.ceil(pttl / 1000))
-
-    async def forget(self, token: str) -> None:
-        """Delete the old session once densekv holds it."""
-        await self.connection.delete(self.key_of(token))
+        if isinstance(data, dict):
+            data.pop("__metadata__", None)
+        return data if isinstance(data, dict) else None
 
 
 # -- one store per event loop ----------------------------------------------------------------

@@ -246,25 +246,10 @@ def package_modules() -> dict[str, Module]:
 
 
 #: Assignments found when the check was written (issue 33's session-store owners landed
-#: first), each `module: target (the class whose field it is)`, line numbers left out. Those
-#: left are the web shells' to fix (the maps migration's, the analyzer's, the lab records' and
-#: the Prometheus exporter's were given methods); none may be added, and one that is fixed
-#: must leave this list (the test says so).
-KNOWN: dict[str, str] = {
-    # web integrations: a shell sets flags of the shared session objects it drives
-    "densekv.integrations.flask: session.stale (a field of densekv.integrations.flask_session.DensekvSession)":
-        "flask shell",
-    "densekv.integrations.flasklike: session.unavailable (a field of densekv.integrations.flask_session.DensekvSession)":
-        "flask/quart shared half",
-    "densekv.integrations.flasklike: session.login_as (a field of densekv.integrations.flask_session.DensekvSession)":
-        "flask/quart shared half",
-    "densekv.integrations.quart: session.accessed (a field of densekv.integrations.flask_session.DensekvSession)":
-        "quart shell (twice)",
-    "densekv.integrations.quart: session.stale (a field of densekv.integrations.flask_session.DensekvSession)":
-        "quart shell",
-    "densekv.integrations.litestar: self.rules.session_class (a field of densekv.integrations.asgi.SessionRules)":
-        "litestar shell",
-}
+#: first), each `module: target (the class whose field it is)`, line numbers left out. All
+#: were given methods on their owners (the maps migration's, the analyzer's, the lab records',
+#: the metrics exporters' and the web shells'): none may be added.
+KNOWN: dict[str, str] = {}
 
 
 def _without_line(finding: str) -> str:

@@ -9,7 +9,17 @@ from typing import Any
 
 import pytest
 
-from densekv.integrations.decide import Call, Decision, Held, Outcome, carry, decide
+from densekv.integrations.decide import (
+    Call,
+    Decision,
+    Held,
+    Outcome,
+    carry,
+    decide,
+    outlives_no_request,
+    store_nothing,
+    touch_if_due,
+)
 from densekv.sessions.model import Session
 
 
@@ -178,3 +188,59 @@ def test_carry_an_apply_that_empties_the_data_is_not_gone() -> None:
     d = decide(Held(token="t", read=R, modified=True, removed=["a"]))
     _, out = run(d, "t", {"apply": {}})
     assert (out.gone, out.merged, out.cookie) == (False, {}, "set")
+
+
+# -- the read-only rows as every shell runs them (touch_if_due) ------------------------------
+def play(flow: Any, answers: dict[str, Any]) -> list[Call]:
+    """The calls of `flow`, each answered by name from `answers`."""
+    calls, result = [], None
+    while True:
+        try:
+            call = flow.send(result)
+        except StopIteration:
+            return calls
+        calls.append(call)
+        result = answers.get(call.name)
+
+
+@pytest.mark.parametrize("due", [False, True], ids=["nothing due", "idle expiry due"])
+@pytest.mark.parametrize("asked", [False, True], ids=["the shell holds the store", "the driver is asked"])
+def test_touch_if_due_answers_the_read_only_rows_as_decide_does(due: bool, asked: bool) -> None:
+    """A shell answers a read-only request (most requests) with touch_if_due instead of
+    building Held: the same calls as decide()'s two read-only rows, and no cookie (it
+    returns nothing to send). With the store at hand the shell passes its due_for_touch;
+    a flow without it (Django's engine) asks the driver (DueForTouch)."""
+    seen: list[Session] = []
+
+    def due_for_touch(session: Session) -> bool:
+        seen.append(session)
+        return due
+
+    flow = touch_if_due("t", R) if asked else touch_if_due("t", R, due_for_touch)
+    calls = [c for c in play(flow, {"due_for_touch": due}) if c.name != "due_for_touch"]
+    expected, _ = run(decide(Held(token="t", read=R, touch_due=due)), "t", {"touch": True})
+    assert calls == expected
+    assert seen == ([] if asked else [R])
+
+
+def test_touch_if_due_without_a_stored_session_asks_nothing() -> None:
+    assert play(touch_if_due("t", None), {}) == []
+
+
+@pytest.mark.parametrize(("life", "none_kept"), [(None, False), (1, False), (3600, False), (0, True),
+                                                  (-5, True)])
+def test_a_lifetime_under_a_second_keeps_nothing(life: int | None, none_kept: bool) -> None:
+    assert outlives_no_request(life) is none_kept
+
+
+@pytest.mark.parametrize(("token", "changed", "stale", "ended"), [
+    ("t", True, None, ["t"]),
+    ("t", False, None, []),  # read only: nothing at all
+    (None, True, "old", ["old"]),  # a cookie that loaded nothing ends, as decide() ends it
+    ("t", True, "old", ["old", "t"]),
+    (None, True, None, []),
+])
+def test_a_session_that_outlives_no_request_stores_nothing(token: str | None, changed: bool,
+                                                           stale: str | None, ended: list[str]) -> None:
+    calls = play(store_nothing(token, changed, stale), {})
+    assert [(c.name, c.args) for c in calls] == [("destroy", (t,)) for t in ended]

@@ -155,3 +155,44 @@ def test_an_async_call_under_the_sync_driver_is_an_error() -> None:
     source = AsyncOld()
     with pytest.raises(TypeError, match="async driver"):
         run(move_in(source, "t"), Store())  # type: ignore[arg-type]
+
+
+def test_an_async_shell_binds_a_source_to_the_loops_store_in_one_place() -> None:
+    """movein.bind: a reader with no client of its own reads through the session store's
+    client (RedisKeyReader.for_store); one with its own client, or a source without
+    for_store, is used as it is."""
+    from densekv.integrations.movein import RedisKeyReader, bind
+
+    class Store:
+        client = object()
+
+    store: Any = Store()
+    own: Any = object()
+    loose = RedisKeyReader()
+    bound = bind(loose, store)
+    assert isinstance(bound, RedisKeyReader) and bound.client is Store.client and loose.client is None
+    mine = RedisKeyReader(own)
+    assert bind(mine, store) is mine
+    plain: Any = object()
+    assert bind(plain, store) is plain
+
+
+@pytest.mark.parametrize(("ms", "left"), [(-1, None), (1, 1), (1000, 1), (1001, 2), (600_000, 600)])
+def test_a_keys_pttl_is_the_seconds_it_has_left_rounded_up(ms: int, left: int | None) -> None:
+    from densekv.integrations.movein import seconds_left
+
+    assert seconds_left(ms) == left
+
+
+def test_the_load_asks_densekv_first_and_moves_in_only_what_it_lacks() -> None:
+    """movein.load, the load every async shell (and aiohttp's flow) runs: densekv's session
+    when it has one (the old store is not asked), else the one moved in, else nothing."""
+    from densekv.integrations.movein import load
+
+    calls, got = play(load("t", SOURCE), [MOVED])
+    assert calls == [Get("t")] and got == (MOVED, None)
+    calls, got = play(load("t"), [None])
+    assert calls == [Get("t")] and got == (None, None)
+    calls, got = play(load("t", SOURCE, bound=30), [None, ({"a": 1}, 60), "t", None, MOVED])
+    assert kinds(calls) == ["get", "read_old", "create", "forget_old", "get"]
+    assert calls[2] == Create(None, {"a": 1}, 30, token="t") and got == (None, MOVED)

@@ -10,6 +10,7 @@ own test client, and gunicorn's aiohttp worker with two processes.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -32,13 +33,13 @@ from aiohttp_session.redis_storage import RedisStorage
 
 import densekv
 from densekv.dictionaries import dictionary_key
-from densekv.integrations.aiohttp import Storage, login
+from densekv.integrations.aiohttp import AiohttpSessionRedis, Storage, login
 from densekv.tools.lab.session_profiles import session as profile_session
 from densekv.tools.lab.session_profiles import sessions as profile_sessions
 from densekv.tools.server.process import ServerProcess, free_port
 from tests.web.app_server import wait_serving
 from tests.web.apps.aiohttp_app import AiohttpDriver, app_on, driver_for, make_app, make_store
-from tests.web.driver import WRONG_URLS
+from tests.web.driver import COOKIE, WRONG_URLS
 from tests.web.test_contract import Clock, server_calls
 
 OK = (200, {"ok": True})
@@ -393,6 +394,80 @@ def test_an_undecodable_session_is_no_session(open_driver: Callable[..., Aiohttp
         assert sync().get(d.cookie()) is not None  # type: ignore[arg-type]
     if then == "login":
         assert len(sync().sessions_of(78)) == 1
+
+
+# -- moving in from aiohttp-session's RedisStorage ----------------------------------------
+def test_redis_storage_sessions_move_in_under_the_same_cookie(
+        open_driver: Callable[..., AiohttpDriver], sync: Callable[..., densekv.SessionStore],
+        server: ServerProcess, client: redis.Redis) -> None:
+    """aiohttp-session's RedisStorage writes the old sessions (through aiohttp's test client
+    on a real server); densekv's Storage with move_in=AiohttpSessionRedis(...) moves one in
+    the first time its cookie comes, under the same value, with the lifetime it had left,
+    and deletes the old key (integrations/movein.py's policy, as in every shell)."""
+    def old_key(token: str) -> str:
+        return f"{COOKIE}_{token}"
+
+    def theirs() -> web.Application:
+        connection = redis.asyncio.Redis.from_url(server.url)
+        app = app_on(RedisStorage(connection, cookie_name=COOKIE, max_age=600))
+
+        async def close(app: web.Application) -> None:
+            await connection.aclose()
+
+        app.on_cleanup.append(close)
+        return app
+
+    old = driver_for(theirs)
+    try:
+        old_cookies = []
+        for _ in range(2):
+            browser = old.new_browser()
+            assert browser.request("POST", "/set/cart", {"value": ["tea", 2]}) == OK
+            assert browser.request("POST", "/set/user", {"value": "ann"}) == OK
+            old_cookies.append(browser.cookie())
+    finally:
+        old.close()
+    cookie, untouched = old_cookies
+    assert cookie is not None and untouched is not None and client.ttl(old_key(cookie)) > 590
+
+    d = open_driver(max_age=3600, move_in=AiohttpSessionRedis(cookie_name=COOKIE, max_age=600))
+    d.set_cookie(cookie)
+    started = time.time()
+    status, body, headers = d.exchange("GET", "/all")
+    assert (status, body) == (200, {"data": {"cart": ["tea", 2], "user": "ann"}})
+    assert set_cookies(headers, COOKIE) == []  # the same cookie value goes on
+    assert client.exists(old_key(cookie)) == 0
+    moved = sync().get(cookie)
+    assert moved is not None and moved.identity is None  # RedisStorage keeps no user
+    assert started + 588 <= moved.expires_at <= started + 601  # what it had left
+    assert d.request("POST", "/set/n", {"value": 1}) == OK
+    assert d.cookie() == cookie  # nobody is logged out by the move
+    assert d.request("GET", "/all") == (200, {"data": {"cart": ["tea", 2], "user": "ann", "n": 1}})
+    assert client.exists(old_key(untouched)) == 1  # only moved when its cookie comes
+
+    now = int(time.time())
+    kept = {  # what is not moved stays there, to expire
+        "e" * 32: b"\xc1 not json",
+        "a" * 32: json.dumps({"created": now - 700, "session": {"a": 1}}),  # past RedisStorage's max_age
+        "c" * 32: json.dumps({"a": 1}),  # not RedisStorage's shape
+    }
+    for token, value in kept.items():
+        client.set(old_key(token), value, ex=600)
+        other = d.new_browser()
+        other.set_cookie(token)
+        assert other.request("GET", "/all") == (200, {"data": {}})
+        assert client.exists(old_key(token)) == 1 and sync().get(token) is None
+    aged = "b" * 32  # created 500 s ago: moves in with the 100 s RedisStorage left it
+    client.set(old_key(aged), json.dumps({"created": now - 500, "session": {"a": 1}}), ex=600)
+    other = d.new_browser()
+    other.set_cookie(aged)
+    assert other.request("GET", "/all") == (200, {"data": {"a": 1}})
+    moved = sync().get(aged)
+    assert moved is not None and moved.expires_at <= now + 101
+    unknown = d.new_browser()  # a cookie neither store knows: nothing written anywhere
+    unknown.set_cookie("f" * 32)
+    assert unknown.request("GET", "/all") == (200, {"data": {}})
+    assert sync().count() == 2
 
 
 # -- event loops ----------------------------------------------------------------------------

@@ -671,6 +671,29 @@ def test_async_loads_read_an_undecodable_session_as_none(server: ServerProcess, 
     assert store.get(key) is None and store.sessions_of(5) == []
 
 
+def test_a_new_session_ends_the_undecodable_one_its_cookie_named(server: ServerProcess, ns: str,
+                                                                  store: densekv.SessionStore,
+                                                                  client: redis.Redis) -> None:
+    """decide.py's rule in Django too: a key that loaded as no session ends at the request's
+    first write, here the new session's create (before, only a login's cycle_key or a
+    logout's flush ended it, and an undecodable record stayed until it expired)."""
+    engine = engine_on(server, ns)
+    session = engine()
+    session.update({"a": 1, SESSION_KEY: "5"})
+    session.save()
+    key = session.session_key
+    corrupt(store, client, key)  # store.get(key) raises DecodeError now
+    again = engine(key)
+    assert again.load() == {}
+    with pytest.raises(DecodeError):  # a read alone ends nothing
+        store.get(key)
+    again["b"] = 2
+    again.save()
+    assert again.session_key not in (None, key)
+    assert store.get(key) is None  # ended, not left to expire
+    assert store.get(again.session_key).data == {"b": 2}  # type: ignore[union-attr]
+
+
 # -- log out everywhere --------------------------------------------------------------------
 def _rotate(engine: type[SessionStore], key: str, stop: threading.Event, finals: list[str | None], i: int) -> None:
     """cycle_key() over and over until `stop` or the session is ended; its last key in finals[i]."""

@@ -9,6 +9,9 @@ densekv app, set up as the framework's guide says, serves a request with the old
 the venv through the framework: the user is still logged in (or their data is there), the
 session is in densekv under the same cookie value, and the old key is gone.
 
+The same for the aiohttp extra: aiohttp-session's RedisStorage writes the old session, the
+densekv app in a venv holding only `.[aiohttp]` moves it in through aiohttp's test server.
+
 And the litestar extra, which has no old backend to move from here: a venv with only
 `.[litestar]` (so no Starlette) logs a user in through Litestar.
 
@@ -22,12 +25,14 @@ downloads about 60 MB first). Skipped when PyPI cannot be reached.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import socket
 import subprocess
 import sys
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -408,3 +413,78 @@ def test_litestar_extra_serves_sessions_without_starlette(source: Path, server: 
     assert missing_in(python, "starlette", "litestar") == ["starlette"]
     seen = run_in(python, LITESTAR_APP, server.url, f"ls{uuid.uuid4().hex[:8]}", cwd=tmp_path)
     assert seen == {"status": 200, "body": {"user": 12, "cart": ["A-1", 2]}, "listed": 1}
+
+
+# -- aiohttp, from aiohttp-session's RedisStorage ------------------------------------------------
+AIOHTTP_APP = """
+import asyncio, json, sys
+import aiohttp_session, redis, redis.asyncio
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+import densekv
+from densekv.connect import from_url
+from densekv.integrations.aiohttp import AiohttpSessionRedis, Storage
+
+url, namespace, sid = sys.argv[1:4]
+
+async def me(request):
+    session = await aiohttp_session.get_session(request)
+    return web.json_response({"user": session.get("user"), "cart": session.get("cart")})
+
+async def main():
+    store = densekv.AsyncSessionStore(from_url(url, asyncio=True), namespace)
+    app = web.Application()
+    aiohttp_session.setup(app, Storage(store, move_in=AiohttpSessionRedis(max_age=600)))
+    app.router.add_get("/me", me)
+    async with TestServer(app) as server, TestClient(server) as client:
+        client.session.cookie_jar.update_cookies({"AIOHTTP_SESSION": sid}, server.make_url("/"))
+        response = await client.get("/me")
+        seen = {"status": response.status, "body": await response.json()}
+    await store.client.aclose()
+    return seen
+
+seen = asyncio.run(main())
+seen["old_left"] = redis.Redis.from_url(url).exists("AIOHTTP_SESSION_" + sid)
+print(json.dumps(seen))
+"""
+
+
+def test_aiohttp_extra_moves_a_redis_storage_session_in(source: Path,
+                                                        server: ServerProcess, tmp_path: Path) -> None:
+    """aiohttp-session's RedisStorage (from this interpreter) writes a live session through
+    aiohttp; the venv holding only .[aiohttp] moves it in through aiohttp's test server."""
+    import aiohttp_session
+    import redis.asyncio
+    from aiohttp import web
+    from aiohttp.test_utils import TestClient, TestServer
+    from aiohttp_session.redis_storage import RedisStorage
+
+    python = venv_with("aiohttp", source, tmp_path)
+
+    async def put(request: web.Request) -> web.Response:
+        session = await aiohttp_session.get_session(request)
+        session.update({"user": "ann", "cart": [1, 2]})
+        return web.json_response({})
+
+    async def write_old() -> str:
+        connection = redis.asyncio.Redis.from_url(server.url)
+        app = web.Application()
+        aiohttp_session.setup(app, RedisStorage(connection, max_age=600))
+        app.router.add_post("/put", put)
+        async with TestServer(app) as srv, TestClient(srv) as client:
+            await client.post("/put")
+            sid = client.session.cookie_jar.filter_cookies(srv.make_url("/"))["AIOHTTP_SESSION"].value
+        await connection.aclose()
+        return sid
+
+    with warnings.catch_warnings():  # aiohttp_session's str request keys (docs/aiohttp.md)
+        warnings.simplefilter("ignore", web.NotAppKeyWarning)
+        sid = asyncio.run(write_old())
+    namespace = f"mv{uuid.uuid4().hex[:8]}"
+    seen = run_in(python, AIOHTTP_APP, server.url, namespace, sid, cwd=tmp_path)
+    assert seen == {"status": 200, "body": {"user": "ann", "cart": [1, 2]}, "old_left": 0}
+    with server.client() as client:
+        import densekv
+
+        moved = densekv.SessionStore(client, namespace=namespace).get(sid)
+        assert moved is not None and moved.data == {"user": "ann", "cart": [1, 2]}

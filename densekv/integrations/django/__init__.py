@@ -56,7 +56,8 @@ How Django's session maps onto densekv (one fact each, all enforced in engine.py
   * A stored session that cannot be decoded (corrupt, or a dictionary the server lost) is
     no session for the request (``store.get(undecodable="none")``: one warning naming the
     namespace and digest, never the key), as Django's backends read data they cannot
-    decode; a login (cycle_key) or logout (flush) in that request ends it.
+    decode; the first write of that request (a new session, a login's cycle_key, a
+    logout's flush) ends it.
   * ``clear_expired()`` (the ``clearsessions`` command) is ``store.sweep()``.
 
 Where each part lives (this package's modules, one job each):

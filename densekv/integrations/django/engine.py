@@ -19,17 +19,15 @@ from django.contrib.sessions.exceptions import SessionInterrupted  # type: ignor
 from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 
 from densekv.errors import SessionDataInvalid, SessionExists, SessionLimitReached
+from densekv.integrations import decide as rules
 from densekv.integrations.calls import (
     Create,
     Destroy,
     DestroyAll,
-    DueForTouch,
     Get,
     Login,
-    OldSource,
     Regenerate,
     StoreCall,
-    Touch,
 )
 from densekv.integrations.decide import Held, carry, decide
 from densekv.integrations.devices import label_of
@@ -37,7 +35,7 @@ from densekv.integrations.django.backend import Backend, backend_for
 from densekv.integrations.django.movein import AsyncOldBackend, OldBackend
 from densekv.integrations.django.values import EXPIRY_KEY, Data, Stored, copied, identity_of, same
 from densekv.integrations.drive import Flow, arun, run
-from densekv.integrations.movein import move_in
+from densekv.integrations.movein import AsyncMoveInSource, MoveInSource, move_in
 from densekv.sessions import Session
 from densekv.sessions import SessionStore as DenseStore
 from densekv.sessions.model import new_token, well_formed
@@ -102,7 +100,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             return await sync_to_async(run)(flow, backend.sync)
         return await arun(flow, backend.for_loop)
 
-    def _old(self, asynchronous: bool) -> OldSource | None:
+    def _old(self, asynchronous: bool) -> MoveInSource | AsyncMoveInSource | None:
         """The backend sessions move in from (the fallback), as the driver needs it."""
         backend = self._backend()
         if backend.fallback is None:
@@ -151,7 +149,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         stored = self._stored
         return stored if stored is not None and stored.token == self.session_key else None
 
-    def _load_flow(self, old: OldSource | None) -> Flow[Data]:
+    def _load_flow(self, old: MoveInSource | AsyncMoveInSource | None) -> Flow[Data]:
         token = self.session_key
         session: Session | None = None
         if well_formed(token):  # a junk cookie costs no server call
@@ -164,30 +162,32 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             session = None
         if session is None:
             # no session for this request: a new one if anything is saved. A key that is
-            # stored but does not decode is ended by this session's cycle_key or flush (a
-            # login or logout replaces it), never on a read alone.
+            # stored but does not decode is ended by this session's first write (the new
+            # session's create, cycle_key or flush), never on a read alone.
             self._unread = token if well_formed(token) else None
             self._session_key = None
             self._stored = None
             return {}
-        if (yield DueForTouch(session)):
-            yield Touch(token)
+        # touched at the load: Django saves a modified session only (integrations/decide.py)
+        yield from rules.touch_if_due(token, session)
         self._stored = Stored(token, session.identity, copied(data), session)
         return data
 
-    def _move_in_flow(self, old: OldSource, token: str) -> Flow[Session | None]:
+    def _move_in_flow(self, old: MoveInSource | AsyncMoveInSource, token: str) -> Flow[Session | None]:
         """integrations/movein.py's policy; data densekv refuses as invalid is written once
         more as SESSION_SERIALIZER gives it back (as _storing does)."""
         return (yield from move_in(old, token, shape=lambda d: (d, identity_of(d)),
                                    fix=self._as_serialized, what="a Django session"))
 
     def _create_flow(self, data: Data, token: str | None = None) -> Flow[None]:
-        """A new session holding `data`; under `token` when given (CreateError if taken)."""
+        """A new session holding `data`; under `token` when given (CreateError if taken).
+        A key this object loaded as no session ends after it, as decide() ends a stale
+        cookie token once the request writes its session."""
         ttl = self._ttl_of(data)
-        if ttl is not None and ttl <= 0:  # over before it starts: nothing to store
+        if rules.outlives_no_request(ttl):  # over before it starts: nothing to store
             self._session_key = token or new_token()
             self._stored = None
-            return
+            return (yield from self._end_unread_flow())
         if token is not None and not well_formed(token):
             raise CreateError
         identity = identity_of(data)
@@ -199,6 +199,7 @@ class SessionStore(SessionBase):  # type: ignore[misc]
             raise CreateError from None
         self._session_key = made
         self._stored = Stored(made, identity, copied(stored))
+        yield from self._end_unread_flow()
 
     def _save_flow(self, data: Data, must_create: bool) -> Flow[None]:
         token = self.session_key
@@ -220,8 +221,8 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         # write as the data, so the stored session lives as long as the cookie sent with
         # it; an expiry already past ends it now.
         ttl = self._ttl_of(data)
-        if ttl is not None and ttl <= 0:
-            yield Destroy(token)
+        if rules.outlives_no_request(ttl):
+            yield from rules.store_nothing(token, True)
             self._stored = None
             return
         # integrations/decide.py: apply(read=) of the changed keys, login on a change of
