@@ -250,8 +250,8 @@ INDEX_BYTES = ("the identity index, about 17 B per logged-in session (not measur
                "'With the identity index')")
 #: the opt-in lifecycle features' bytes beyond the identity index's, from
 #: `python benchmarks/session_devices.py --n 1000000` (docs/session-lifecycle.md, "What each costs")
-DEVICES_BYTES = ("devices, 16-18 B more per logged-in session, 32-34 B with a 16-byte label (at 1M on valkey-9.1 / "
-                 "redis-7.0: benchmarks/session_devices.py)")
+DEVICES_BYTES = ("devices, 8 B more per logged-in session, 24-26 B with a 16-byte label (at 1M on valkey-9.1 / "
+                 "redis-7.0: benchmarks/session_devices.py); with the limit too, the limit's entry")
 LIMIT_BYTES = ("the limit, 16-18 B more per logged-in session (at 1M on valkey-9.1 / redis-7.0: "
                "benchmarks/session_devices.py); with devices too, the same entry")
 
