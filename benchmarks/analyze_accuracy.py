@@ -102,7 +102,7 @@ def move_set(client: redis.Redis, glob: str, n: int, ns: str) -> None:
     from densekv.sets import CompactSet
 
     keys = scan_keys(client, glob)
-    s = CompactSet(client, ns, expected=n, item_size=16)
+    s = CompactSet(client, ns, expected=n, item_size=16).open()
     prefix = len(glob.rstrip("*"))
     for i in range(0, len(keys), 10_000):
         chunk = keys[i: i + 10_000]
@@ -113,7 +113,7 @@ def move_set(client: redis.Redis, glob: str, n: int, ns: str) -> None:
 def move_family(client: redis.Redis, glob: str, expected_children: int | None, ns: str) -> None:
     from densekv.sets import SetFamily
 
-    fam = SetFamily(client, ns, expected_children=expected_children)
+    fam = SetFamily(client, ns, expected_children=expected_children).open()
     for key in scan_keys(client, glob):
         members = client.smembers(key)
         ttl = client.pttl(key)

@@ -369,7 +369,7 @@ def sessions_store(url: str, namespace: str, profile: str, n: int,
                    expected: int | None = None) -> tuple[Any, list[str], list[dict[str, Any]]]:
     """A store of n sessions of `profile`, sized for `expected` (default n)."""
     store = densekv.SessionStore(redis.Redis.from_url(url), namespace=namespace, ttl=TTL,
-                                 idle_ttl=IDLE_TTL, expected_sessions=expected or n)
+                                 idle_ttl=IDLE_TTL, expected_sessions=expected or n).open()
     store.train_dictionary([login_session(profile, i)[1] for i in range(TRAIN_N)])
     items = [login_session(profile, i) for i in range(n)]
     tokens = store.create_each(items, batch=1000)

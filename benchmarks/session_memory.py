@@ -53,7 +53,7 @@ def main() -> None:
                 try:
                     store = SessionStore(client, layout=layout, expected_sessions=args.n,
                                          index_identities=args.index,
-                                         partitions=args.partitions if layout in ("zset", "dense", "fieldttl") else None)
+                                         partitions=args.partitions if layout in ("zset", "dense", "fieldttl") else None).open()
                 except Exception as exc:  # noqa: BLE001  # any refusal is a "skipped" record, e.g. fieldttl where the server has no field TTL
                     print(json.dumps({"benchmark": "session_memory", "server": name, "layout": layout,
                                       "skipped": str(exc)}), flush=True)

@@ -324,11 +324,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         client = open_client(url, cluster)
         # Open every namespace once here, so the workers adopt one geometry, and prefill.
         live_total = args.live * args.processes
-        store = densekv.SessionStore(client, SESS_NS, idle_ttl=3600, expected_sessions=live_total)
-        cset = densekv.CompactSet(client, SET_NS, expected=args.set_universe)
+        store = densekv.SessionStore(client, SESS_NS, idle_ttl=3600, expected_sessions=live_total).open()
+        cset = densekv.CompactSet(client, SET_NS, expected=args.set_universe).open()
         cset.add_many([set_item(i) for i in random.Random(7).sample(range(args.set_universe),
                                                                      args.set_universe // 2)])
-        cmap = densekv.CompactMap(client, MAP_NS, expected=args.map_keys)
+        cmap = densekv.CompactMap(client, MAP_NS, expected=args.map_keys).open()
         cmap.mset({f"ctr:{i}": 0 for i in range(args.map_keys)})
         rng = random.Random(8)
         cmap.mset({f"val:{i}": map_value(rng) for i in range(args.map_keys // 4)})

@@ -55,8 +55,8 @@ SIZE_BUCKETS = (64, 128, 256, 512, 1024, 4096, 16384, 65536)
 
 
 def namespace_of(store: Any, namespace: str | None) -> str:
-    """The namespace label of a store: given, or the store's (an AsyncSessionStore knows
-    it once ready: pass namespace= to observe one that has not run an operation yet)."""
+    """The namespace label of a store: given, or the store's (every store knows it from
+    its constructor; an object without one can be given namespace=)."""
     if namespace is not None:
         return namespace
     try:

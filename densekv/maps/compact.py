@@ -32,6 +32,7 @@ get is one HGET, set one HSET (two commands only for out-of-line values).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -48,7 +49,7 @@ from densekv.maps.core import MISSING, MapCore, key_str, open_map, plain_bytes, 
 from densekv.maps.meta import TTL_MODES, check_namespace, meta_key
 from densekv.maps.queue import Pending
 from densekv.maps.settings import MapFacts, facts_of
-from densekv.twins import share_docstrings
+from densekv.twins import AsyncOpensOnce, OpensOnce, share_docstrings
 
 T = TypeVar("T")
 
@@ -57,7 +58,7 @@ __all__ = ["AsyncCompactMap", "AsyncMapBatch", "CompactMap", "MapBatch",
            "MapFacts", "Pending", "meta_key", "plain_bytes", "plain_value"]
 
 
-class CompactMap:
+class CompactMap(OpensOnce[MapCore]):
     """key -> value at a few bytes per item; see the module docstring and docs/maps.md.
 
     `codec`: "auto", "int", "raw", "msgpack", "zlib", "lz4", "zstd" or a Codec. `expected`:
@@ -67,7 +68,8 @@ class CompactMap:
     `ttl_mode`: "auto", "packed" or "field", how items keep their TTL, fixed at creation
     ("auto": the stored mode, or for a new map the measured choice: packed; see
     maps/meta.py, "Per-item TTL"). "field" raises FieldTtlUnavailable on a server without
-    hash field TTL.
+    hash field TTL. The constructor does no I/O: the first operation, or `open()`, probes
+    the server (unless `facts` are given) and creates or opens the map, once.
     """
 
     def __init__(self, client: Any, namespace: str, codec: str | Codec = "auto", expected: int = 100_000,
@@ -75,41 +77,49 @@ class CompactMap:
                  out_of_line: bool = True, ttl_mode: str = "auto", facts: MapFacts | None = None,
                  clock: Callable[[], float] = time.time, durable: bool = False) -> None:
         check_namespace(namespace)
+        if ttl_mode not in TTL_MODES:
+            raise InvalidArgument(f"ttl_mode is one of {', '.join(TTL_MODES)}, not {ttl_mode!r}")
         self.client = client
         self.namespace = namespace
         self._ex = executor_for(client, durable=durable)
+        self._args = (codec, expected, ttl, aliases, out_of_line, ttl_mode, facts, clock)
+        self._core: MapCore | None = None
+        self._opening = threading.Lock()
+
+    def _open_core(self) -> MapCore:
+        codec, expected, ttl, aliases, out_of_line, ttl_mode, facts, clock = self._args
         facts = facts or facts_of(drive(probe_flow(), self._ex))
-        self._core = drive(open_map(namespace, facts, expected, aliases, ttl_mode, Codec.named(codec), ttl,
-                                    clock, out_of_line), self._ex)
+        return drive(open_map(self.namespace, facts, expected, aliases, ttl_mode, Codec.named(codec), ttl,
+                              clock, out_of_line), self._ex)
 
     def _run(self, flow: Flow[T]) -> T:
         return drive(flow, self._ex)
 
     # -- the API ----------------------------------------------------------------------------
     def get(self, key: str, default: Any = None) -> Any:
-        v = self._run(self._core.get(key_str(key)))
+        v = self._run(self._opened().get(key_str(key)))
         return default if v is MISSING else v
 
     def set(self, key: str, value: Any, ttl: float | None = None) -> bool:
-        return self._run(self._core.set(key_str(key), value, ttl))
+        return self._run(self._opened().set(key_str(key), value, ttl))
 
     def setnx(self, key: str, value: Any, ttl: float | None = None) -> bool:
-        return self._run(self._core.setnx(key_str(key), value, ttl))
+        return self._run(self._opened().setnx(key_str(key), value, ttl))
 
     def getset(self, key: str, value: Any, ttl: float | None = None) -> Any:
-        return self._run(self._core.getset(key_str(key), value, ttl))
+        return self._run(self._opened().getset(key_str(key), value, ttl))
 
     def incr(self, key: str) -> int:
         return self.incrby(key, 1)
 
     def incrby(self, key: str, delta: int) -> int:
-        return self._run(self._core.incrby(key_str(key), delta))
+        return self._run(self._opened().incrby(key_str(key), delta))
 
     def delete(self, *keys: str) -> int:
-        return self._run(self._core.delete_many([key_str(k) for k in keys]))
+        return self._run(self._opened().delete_many([key_str(k) for k in keys]))
 
     def exists(self, key: str) -> bool:
-        return self._run(self._core.exists(key_str(key)))
+        return self._run(self._opened().exists(key_str(key)))
 
     def mget(self, keys: Iterable[str]) -> list[Any]:
         b = self.batch()
@@ -124,23 +134,23 @@ class CompactMap:
         return True
 
     def ttl(self, key: str) -> int:
-        return self._run(self._core.ttl_of(key_str(key)))
+        return self._run(self._opened().ttl_of(key_str(key)))
 
     def expire(self, key: str, seconds: float | None) -> bool:
-        return self._run(self._core.expire(key_str(key), seconds))
+        return self._run(self._opened().expire(key_str(key), seconds))
 
     def persist(self, key: str) -> bool:
         return self.expire(key, None)
 
     def batch(self, transaction: bool = False) -> MapBatch:
         """Queue operations, run them in one round trip (`transaction=True`: atomically)."""
-        return MapBatch(self._core, self._run, self.is_cluster, transaction)
+        return MapBatch(self._opened(), self._run, self.is_cluster, transaction)
 
     pipeline = batch
 
     # -- dict-style ---------------------------------------------------------------------------
     def __getitem__(self, key: str) -> Any:
-        v = self._run(self._core.get(key_str(key)))
+        v = self._run(self._opened().get(key_str(key)))
         if v is MISSING:
             raise KeyError(key)
         return v
@@ -169,63 +179,65 @@ class CompactMap:
         return (v for _, v in self.items())
 
     def buckets(self) -> Iterator[bytes]:
-        for scan in self._core.bucket_scans(1000):
+        for scan in self._opened().bucket_scans(1000):
             for chunk in scan_chunks(self.client, scan):
                 yield from chunk
 
     def items(self, batch: int = 100) -> Iterator[tuple[str, Any]]:
         """Every live item (SCAN over the buckets; an item changed during the walk may be
         seen old or new, as with SCAN). During a migration, plain keys not yet moved too."""
-        for scan, read in whole.walks(self._core, batch):
+        for scan, read in whole.walks(self._opened(), batch):
             for chunk in scan_chunks(self.client, scan):
                 yield from self._run(read(chunk))
 
     def count(self) -> int:
         """Items stored, expired-but-unswept ones included (sum of HLEN, no values read)."""
-        return self._run(whole.count(self._core))
+        return self._run(whole.count(self._opened()))
 
     def sweep(self, batch: int = 100) -> int:
         """Remove expired items (one Lua script per bucket) and out-of-line keys no bucket
         points to any more; returns the number of expired items removed (always 0 in
         ttl_mode "field": the server removes them itself)."""
-        return self._run(whole.sweep(self._core, batch))
+        return self._run(whole.sweep(self._opened(), batch))
 
     def stats(self) -> dict[str, Any]:
         """Geometry, item count, the fullest bucket, and warnings near the listpack limit."""
-        return self._run(whole.stats(self._core))
+        return self._run(whole.stats(self._opened()))
 
     def explain(self) -> dict[str, Any]:
-        return self._core.explain()
+        return self._opened().explain()
 
     def train(self, samples: Iterable[Any], size: int = 16384) -> ZstdDictionary:
         """Train a zstd dictionary on sample values, store it in the server and write new
         values with it (other processes pick it up when they open the map)."""
-        return self._run(self._core.train(samples, size))
+        return self._run(self._opened().train(samples, size))
 
     # -- migration (maps/migrate.py) ---------------------------------------------------------
     def migrate_from(self, pattern: str, *, batch: int = 500, pause: float = 0.0,
                      progress: Callable[[dict[str, int]], None] | None = None) -> dict[str, int]:
         from densekv.maps import migrate  # loaded only when a migration runs
 
-        return self._run(migrate.migrate_from(self._core, pattern, batch, pause, progress))
+        return self._run(migrate.migrate_from(self._opened(), pattern, batch, pause, progress))
 
     def migrate_to_plain(self, *, batch: int = 200, pause: float = 0.0) -> dict[str, int]:
         from densekv.maps import migrate
 
-        return self._run(migrate.migrate_to_plain(self._core, batch, pause))
+        return self._run(migrate.migrate_to_plain(self._opened(), batch, pause))
 
     def verify(self, pattern: str | None = None) -> dict[str, Any]:
-        return self._run(whole.verify(self._core, pattern))
+        return self._run(whole.verify(self._opened(), pattern))
 
     @property
     def is_cluster(self) -> bool:
         return isinstance(self._ex, ClusterExecutor)
 
 
-class AsyncCompactMap:
+class AsyncCompactMap(AsyncOpensOnce[MapCore]):
     """The asyncio twin of CompactMap: same names and parameters, awaited (iterators are
-    async iterators). The first operation (or `await m.ready()`) probes the server and
-    creates or opens the map."""
+    async iterators). The first operation (or `await m.open()`) probes the server and
+    creates or opens the map, once."""
+
+    _not_open = "the map is not open yet: await m.open() (or any operation) first"
 
     def __init__(self, client: Any, namespace: str, codec: str | Codec = "auto", expected: int = 100_000,
                  ttl: float | None = None, *, aliases: Mapping[str, str] | None = None,
@@ -240,16 +252,18 @@ class AsyncCompactMap:
         self._args = (codec, expected, ttl, aliases, out_of_line, ttl_mode, facts, clock)
         self._core: MapCore | None = None
 
+    async def _open_core(self) -> MapCore:
+        codec, expected, ttl, aliases, out_of_line, ttl_mode, facts, clock = self._args
+        facts = facts or facts_of(await adrive(probe_flow(), self._ex))
+        return await adrive(open_map(self.namespace, facts, expected, aliases, ttl_mode,
+                                     Codec.named(codec), ttl, clock, out_of_line), self._ex)
+
     async def ready(self) -> MapCore:
-        if self._core is None:
-            codec, expected, ttl, aliases, out_of_line, ttl_mode, facts, clock = self._args
-            facts = facts or facts_of(await adrive(probe_flow(), self._ex))
-            self._core = await adrive(open_map(self.namespace, facts, expected, aliases, ttl_mode,
-                                               Codec.named(codec), ttl, clock, out_of_line), self._ex)
-        return self._core
+        """`await m.open()` under its older name, returning the map's core."""
+        return await self._ready()
 
     async def _run(self, make: Callable[[MapCore], Flow[T]]) -> T:
-        core = await self.ready()
+        core = await self._ready()
         return await adrive(make(core), self._ex)
 
     async def _drive(self, flow: Flow[T]) -> T:
@@ -311,7 +325,7 @@ class AsyncCompactMap:
         return await self.expire(key, None)
 
     def batch(self, transaction: bool = False) -> AsyncMapBatch:
-        return AsyncMapBatch(self.ready, self._drive, self.is_cluster, transaction)
+        return AsyncMapBatch(self._ready, self._drive, self.is_cluster, transaction)
 
     pipeline = batch
 
@@ -325,7 +339,7 @@ class AsyncCompactMap:
             yield item[1]
 
     async def buckets(self) -> AsyncIterator[bytes]:
-        core = await self.ready()
+        core = await self._ready()
         for scan in core.bucket_scans(1000):
             async for chunk in ascan_chunks(self.client, scan):
                 for b in chunk:
@@ -333,7 +347,7 @@ class AsyncCompactMap:
 
     async def items(self, batch: int = 100) -> AsyncIterator[tuple[str, Any]]:
         """Async iterator over live items (as CompactMap.items)."""
-        core = await self.ready()
+        core = await self._ready()
         for scan, read in whole.walks(core, batch):
             async for chunk in ascan_chunks(self.client, scan):
                 for item in await adrive(read(chunk), self._ex):
@@ -349,7 +363,7 @@ class AsyncCompactMap:
         return await self._run(whole.stats)
 
     async def explain(self) -> dict[str, Any]:
-        return (await self.ready()).explain()
+        return (await self._ready()).explain()
 
     async def train(self, samples: Iterable[Any], size: int = 16384) -> ZstdDictionary:
         return await self._run(lambda c: c.train(samples, size))

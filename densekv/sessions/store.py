@@ -9,6 +9,7 @@ drift: they expose the same operations with the same arguments.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from types import EllipsisType
@@ -35,7 +36,7 @@ from densekv.sessions.core import (
 )
 from densekv.sessions.model import Identity, Record, Session
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
-from densekv.twins import share_docstrings
+from densekv.twins import AsyncOpensOnce, OpensOnce, share_docstrings
 
 if TYPE_CHECKING:
     from densekv.sessions.events import Observer
@@ -48,13 +49,13 @@ Data = dict[str, Any]
 
 
 class _Options:
-    """The properties both shells read off their core."""
+    """The properties both shells read off their core (SessionStore opens it for them; the
+    twin, which cannot await in a property, raises RuntimeError until it is open)."""
+
+    _args: dict[str, Any]
 
     def _core_or_none(self) -> SessionCore:
-        core: SessionCore | None = getattr(self, "_core", None)
-        if core is None:
-            raise RuntimeError("await store.ready() (or any operation) first")
-        return core
+        raise NotImplementedError
 
     @property
     def ttl(self) -> int:
@@ -70,7 +71,9 @@ class _Options:
 
     @property
     def namespace(self) -> str:
-        return self._core_or_none().namespace
+        """The namespace given (known before the store is open)."""
+        namespace: str = self._args["namespace"]
+        return namespace
 
     def now(self) -> int:
         """The store's clock (unix seconds): what expiries are compared with."""
@@ -84,12 +87,29 @@ class _Options:
     def read_shares(self) -> tuple[float, float]:
         """(split, out of line): moving averages (weight 0.05) of this process's recent reads
         that found their payload split / stored out of line; no server call (for metrics:
-        stats() counts the stored ones exactly, at the cost of a SCAN)."""
-        core = self._core_or_none()
+        stats() counts the stored ones exactly, at the cost of a SCAN); (0.0, 0.0) before
+        the store is open (it has read nothing), without opening it."""
+        core: SessionCore | None = getattr(self, "_core", None)
+        if core is None:
+            return 0.0, 0.0
         return core.payloads.split_rate, core.payloads.ool_rate
 
 
-class SessionStore(_Options):
+def _store_args(namespace: str, layout: str, ttl: int, idle_ttl: int | None, expected_sessions: int,
+                index_identities: bool, partitions: int | None, fill: int | None,
+                clock: Callable[[], float], max_data_bytes: int, auto_train: int | None,
+                track_devices: bool, max_sessions_per_identity: int | None, on_limit: str,
+                events_stream: int | None) -> dict[str, Any]:
+    """SessionCore's keywords, kept by a store until it opens."""
+    return {"namespace": namespace, "layout": layout, "ttl": ttl, "idle_ttl": idle_ttl,
+            "expected_sessions": expected_sessions, "index_identities": index_identities,
+            "partitions": partitions, "clock": clock, "fill": fill,
+            "max_data_bytes": max_data_bytes, "auto_train": auto_train,
+            "track_devices": track_devices, "max_sessions_per_identity": max_sessions_per_identity,
+            "on_limit": on_limit, "events_stream": events_stream}
+
+
+class SessionStore(OpensOnce[SessionCore], _Options):
     """Sessions in Redis/Valkey at a few dozen bytes each. Guide: docs/sessions.md.
 
     layout: "auto" (dense on every server measured), or json, packed, hash, zset, dense,
@@ -101,6 +121,9 @@ class SessionStore(_Options):
     max_data_bytes bounds the packed session data; auto_train: after this many payloads
     written, a store of a namespace without a zstd dictionary trains one from them (None:
     only `train_dictionary()`).
+
+    The constructor does no I/O: the first operation, or `open()`, probes the server
+    (unless `facts` are given) and opens the namespace's metadata, once.
     """
 
     def __init__(
@@ -127,43 +150,52 @@ class SessionStore(_Options):
     ) -> None:
         self.client = client
         self._ex = executor_for(client, durable=durable)
+        self._args = _store_args(namespace, layout, ttl, idle_ttl, expected_sessions, index_identities,
+                                 partitions, fill, clock, max_data_bytes, auto_train, track_devices,
+                                 max_sessions_per_identity, on_limit, events_stream)
+        self._facts = facts
+        self._core: SessionCore | None = None
+        self._opening = threading.Lock()
         self._observers: list[Observer] = []
         self._call_sync: Callable[..., None] | None = None  # events.call_sync, once observed
-        self._core = SessionCore(
-            facts or facts_from_probe(client),
-            namespace=namespace, layout=layout, ttl=ttl, idle_ttl=idle_ttl,
-            expected_sessions=expected_sessions, index_identities=index_identities,
-            partitions=partitions, clock=clock, fill=fill, max_data_bytes=max_data_bytes,
-            auto_train=auto_train, track_devices=track_devices,
-            max_sessions_per_identity=max_sessions_per_identity, on_limit=on_limit,
-            events_stream=events_stream,
-        )
-        self._drive(self._core.open())
+
+    def _open_core(self) -> SessionCore:
+        core = SessionCore(self._facts or facts_from_probe(self.client), **self._args)
+        self._drive(core.open())
+        if self._observers:
+            core.recorder.listen(True)
+        return core
+
+    def _core_or_none(self) -> SessionCore:
+        return self._opened()
 
     def _drive(self, flow: Flow[T]) -> T:
         return drive(flow, self._ex)
 
     def _run(self, make: Callable[[SessionCore], Flow[T]], op: str = "") -> T:
         """Run a flow made by `make` (core -> flow) as SessionCore.guarded runs it; `op`
-        names the operation for observers (events.py)."""
-        if self._observers or self._core.recorder.outbox is not None:
-            return self._run_observed(make, op)
-        return drive(self._core.guarded(make), self._ex)
+        names the operation for observers (events.py). The first one opens the store."""
+        core = self._core
+        if core is None:
+            core = self._opened()
+        if self._observers or core.recorder.outbox is not None:
+            return self._run_observed(core, make, op)
+        return drive(core.guarded(make), self._ex)
 
-    def _run_observed(self, make: Callable[[SessionCore], Flow[T]], op: str) -> T:
+    def _run_observed(self, core: SessionCore, make: Callable[[SessionCore], Flow[T]], op: str) -> T:
         start = time.perf_counter()
         error: str | None = None
         try:
-            return drive(self._core.guarded(make), self._ex)
+            return drive(core.guarded(make), self._ex)
         except BaseException as exc:
             error = type(exc).__name__
             raise
         finally:
             seconds = time.perf_counter() - start
-            self._publish()
+            self._publish(core)
             observers = list(self._observers)
             call_sync = self._call_sync  # events.call_sync, set by observe(): no import per call
-            events = self._core.recorder.events
+            events = core.recorder.events
             if call_sync is not None and observers:  # else only the stream listens
                 if events is not None:
                     if events.pending:
@@ -173,10 +205,9 @@ class SessionStore(_Options):
                         call_sync(observers, "on_payloads", events.take_sizes())
                 call_sync(observers, "on_operation", op, seconds, error)
 
-    def _publish(self) -> None:
+    def _publish(self, core: SessionCore) -> None:
         """XADD what the operation recorded to the event stream (events_stream); a failure
         is logged, never the operation's (it happened)."""
-        core = self._core
         recorder = core.recorder
         if recorder.outbox is None or recorder.stream is None:
             return
@@ -199,21 +230,23 @@ class SessionStore(_Options):
         self._call_sync = call_sync
         if observer not in self._observers:
             self._observers.append(observer)
-        self._core.recorder.listen(True)
+        with self._opening:  # an open under way records events once it ends (_open_core)
+            if self._core is not None:
+                self._core.recorder.listen(True)
 
     def unobserve(self, observer: Observer) -> None:
         """Stop telling `observer` (the last one gone, the store records no events)."""
         if observer in self._observers:
             self._observers.remove(observer)
-        if not self._observers:
+        if not self._observers and self._core is not None:
             self._core.recorder.listen(False)
 
     @property
     def layout(self) -> str:
-        return self._core.layout.name
+        return self._opened().layout.name
 
     def explain(self) -> dict[str, Any]:
-        return self._core.explain()
+        return self._opened().explain()
 
     def create(self, identity: Identity | None = None, data: Data | None = None, ttl: int | None = None,
                *, token: str | None = None, label: str | None = None) -> str:
@@ -239,17 +272,18 @@ class SessionStore(_Options):
         return out
 
     def _create_batch(self, identities: list[Identity | None], data: Data | None, ttl: int | None) -> list[str]:
-        made = self._core.new_records(identities, data, ttl)  # the same records on a retry
+        made = self._opened().new_records(identities, data, ttl)  # the same records on a retry
         return self._run(lambda c: c.put_records(made), "create")
 
     def create_each(self, items: Iterable[tuple[Identity | None, Data | None]], ttl: int | None = None,
                     *, batch: int = 1000) -> list[str]:
         """One new session per (identity, data) pair, tokens in order; a round trip per batch
         as create_many (which gives every session the same data). Streams `items`."""
+        core = self._opened()
         out: list[str] = []
         made: list[tuple[Record, str, bytes | None]] = []
         for identity, data in items:
-            made.append(self._core.new_record(identity, data, ttl))
+            made.append(core.new_record(identity, data, ttl))
             if len(made) >= batch:
                 out += self._run(lambda c: c.put_records(made), "create")  # noqa: B023 - run before made is rebound
                 made = []
@@ -335,23 +369,27 @@ class SessionStore(_Options):
     def stats(self) -> dict[str, Any]:
         """Layout, sessions stored, the fullest partition, how many payloads did not fit
         inline (split, out of line: a SCAN of the database), refusals, and warnings."""
-        out: dict[str, Any] = {**self.explain(), "refused_too_large": self._core.payloads.refused_too_large}
-        if self._core.layout.partitions:
+        core = self._opened()
+        out: dict[str, Any] = {**core.explain(), "refused_too_large": core.payloads.refused_too_large}
+        if core.layout.partitions:
             counts = self._run(lambda c: c.partition_counts(), "partition_counts")
             split, outside = self._run(lambda c: c.outside_counts(counts), "outside_counts")
             sizes = [e - c for e, c in counts]
             out.update(sessions=sum(sizes), fullest_partition=max(sizes, default=0),
                        fullest_partition_entries=max((e for e, _ in counts), default=0),
                        split_sessions=split, out_of_line_sessions=outside,
-                       warnings=self._core.fill_warnings([e for e, _ in counts]))
+                       warnings=core.fill_warnings([e for e, _ in counts]))
         else:
             out.update(sessions=self.count(), warnings=[])
         return out
 
 
-class AsyncSessionStore(_Options):
-    """The asyncio twin of SessionStore: same names, awaited. Unless `facts` is given, the
-    first operation (or `await store.ready()`) probes the server (capabilities.py)."""
+class AsyncSessionStore(AsyncOpensOnce[SessionCore], _Options):
+    """The asyncio twin of SessionStore: same names, awaited. The constructor does no I/O:
+    the first operation, or `await store.open()`, probes the server (unless `facts` are
+    given) and opens the namespace's metadata, once, however many tasks race to it."""
+
+    _not_open = "the store is not open yet: await store.open() (or any operation) first"
 
     def __init__(
         self,
@@ -377,36 +415,38 @@ class AsyncSessionStore(_Options):
     ) -> None:
         self.client = client
         self._ex = executor_for(client, durable=durable)
-        self._args = {"namespace": namespace, "layout": layout, "ttl": ttl, "idle_ttl": idle_ttl,
-                      "expected_sessions": expected_sessions, "index_identities": index_identities,
-                      "partitions": partitions, "clock": clock, "fill": fill,
-                      "max_data_bytes": max_data_bytes, "auto_train": auto_train,
-                      "track_devices": track_devices, "max_sessions_per_identity": max_sessions_per_identity,
-                      "on_limit": on_limit, "events_stream": events_stream}
+        self._args = _store_args(namespace, layout, ttl, idle_ttl, expected_sessions, index_identities,
+                                 partitions, fill, clock, max_data_bytes, auto_train, track_devices,
+                                 max_sessions_per_identity, on_limit, events_stream)
         self._facts = facts
         self._core: SessionCore | None = None
         self._observers: list[Observer] = []
         self._call_async: Callable[..., Awaitable[None]] | None = None  # events.call_async, once observed
 
+    async def _open_core(self) -> SessionCore:
+        facts = self._facts or facts_of(await adrive(probe_flow(), self._ex))
+        core = SessionCore(facts, **self._args)
+        await self._drive(core.open())
+        if self._observers:
+            core.recorder.listen(True)
+        return core
+
+    def _core_or_none(self) -> SessionCore:
+        return self._core_if_open()
+
     async def ready(self) -> SessionCore:
-        if self._core is None:
-            facts = self._facts or facts_of(await adrive(probe_flow(), self._ex))
-            core = SessionCore(facts, **self._args)  # type: ignore[arg-type]
-            await self._drive(core.open())
-            if self._observers:
-                core.recorder.listen(True)
-            self._core = core
-        return self._core
+        """`await store.open()` under its older name, returning the store's core."""
+        return await self._ready()
 
     async def _drive(self, flow: Flow[T]) -> T:
         return await adrive(flow, self._ex)
 
     async def _run(self, make: Callable[[SessionCore], Flow[T]], op: str = "") -> T:
-        """As SessionStore._run (ready() awaited only until the core exists)."""
+        """As SessionStore._run (_ready() awaited only until the core exists)."""
         core = self._core
         if self._observers or (core.recorder.outbox if core is not None else self._args["events_stream"]) is not None:
             return await self._run_observed(make, op)
-        core = core or await self.ready()
+        core = core or await self._ready()
         return await adrive(core.guarded(make), self._ex)
 
     async def _run_observed(self, make: Callable[[SessionCore], Flow[T]], op: str) -> T:
@@ -415,7 +455,7 @@ class AsyncSessionStore(_Options):
         error: str | None = None
         core: SessionCore | None = None
         try:
-            core = await self.ready()
+            core = await self._ready()
             return await adrive(core.guarded(make), self._ex)
         except BaseException as exc:
             error = type(exc).__name__
@@ -469,7 +509,7 @@ class AsyncSessionStore(_Options):
         return self._core_or_none().layout.name
 
     async def explain(self) -> dict[str, Any]:
-        return (await self.ready()).explain()
+        return (await self._ready()).explain()
 
     async def create(self, identity: Identity | None = None, data: Data | None = None, ttl: int | None = None,
                      *, token: str | None = None, label: str | None = None) -> str:
@@ -477,7 +517,7 @@ class AsyncSessionStore(_Options):
 
     async def create_many(self, identities: Iterable[Identity | None], data: Data | None = None,
                           ttl: int | None = None, *, batch: int = 1000) -> list[str]:
-        core = await self.ready()
+        core = await self._ready()
         out: list[str] = []
         pending = list(identities)
         for i in range(0, len(pending), batch):
@@ -487,7 +527,7 @@ class AsyncSessionStore(_Options):
 
     async def create_each(self, items: Iterable[tuple[Identity | None, Data | None]], ttl: int | None = None,
                           *, batch: int = 1000) -> list[str]:
-        core = await self.ready()
+        core = await self._ready()
         out: list[str] = []
         made: list[tuple[Record, str, bytes | None]] = []
         for identity, data in items:
@@ -509,7 +549,7 @@ class AsyncSessionStore(_Options):
         return await self._run(lambda c: c.count(), "count")
 
     async def stats(self) -> dict[str, Any]:
-        core = await self.ready()
+        core = await self._ready()
         out: dict[str, Any] = {**core.explain(), "refused_too_large": core.payloads.refused_too_large}
         if core.layout.partitions:
             counts = await self._run(lambda c: c.partition_counts(), "partition_counts")

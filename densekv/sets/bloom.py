@@ -23,6 +23,7 @@ The asyncio twin has the same methods, awaited (`contains` stands for `in`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
@@ -36,8 +37,8 @@ from densekv.errors import moved as _moved
 from densekv.flows import Flow, adrive, drive
 from densekv.sets.bloom_core import BloomCore
 from densekv.sets.bloom_math import BloomSpec, items_bytes
-from densekv.sets.bloom_spec import BloomFacts, Request, facts_of
-from densekv.twins import share_docstrings
+from densekv.sets.bloom_spec import Request, facts_of
+from densekv.twins import AsyncOpensOnce, OpensOnce, share_docstrings
 
 __all__ = [
     "AsyncBloomFilter",
@@ -61,9 +62,25 @@ def _check_batch(batch: int) -> int:
     return batch
 
 
+class _OpenStoredOrThis:
+    """`open` of BloomFilter and its twin. On the class, `BloomFilter.open(client, name)`:
+    the filter stored under `name`, with its stored parameters, open (BloomNotFound if
+    none). On a filter, `bf.open()`: open this one now (OpensOnce.open). Either way the
+    server is asked at once and an open filter comes back."""
+
+    def __init__(self, stored: Any, this: Callable[..., Any]) -> None:
+        self.stored, self.this = stored, this
+        self.__doc__ = _OpenStoredOrThis.__doc__
+
+    def __get__(self, obj: object, cls: type | None = None) -> Any:
+        if obj is None:
+            return self.stored.__get__(cls, cls)
+        return self.this.__get__(obj, cls)
+
+
 class _BloomShell(Generic[C]):
-    """What BloomFilter and its asyncio twin share: the one signature (the sync class opens
-    the filter in it, the twin on first use) and what they say of the filter."""
+    """What BloomFilter and its asyncio twin share: the one signature (neither does I/O in
+    it: both open the filter on first use or open()) and what they say of the filter."""
 
     def __init__(
         self,
@@ -85,38 +102,52 @@ class _BloomShell(Generic[C]):
         class, an asyncio one (redis.asyncio) for the twin."""
         self.client = client
         self.batch = _check_batch(batch)
-        self._core = BloomCore(name, Request(capacity, error_rate, native, shards, growth, tightening))
+        #: the filter's keys, plans and flows; `_core` is the same object once it is open
+        self._filter = BloomCore(name, Request(capacity, error_rate, native, shards, growth, tightening))
+        self._core: BloomCore | None = None
         self._ex = executor_for(client, durable=durable)
-        self._start(facts_of(caps) if caps is not None else None, _create)
+        self._facts = facts_of(caps) if caps is not None else None
+        self._create = _create
+        self._start()
 
-    def _start(self, facts: BloomFacts | None, create: bool) -> None:
-        """Open the filter (BloomFilter: `facts` read now if not given) or note how to."""
-        raise NotImplementedError
+    def _start(self) -> None:
+        """Note that the filter is not open yet (the first operation, or open(), opens it)."""
 
     # -- what it is -------------------------------------------------------------------
     @property
     def name(self) -> str:
-        return self._core.name
+        return self._filter.name
+
+
+class BloomFilter(OpensOnce[BloomCore], _BloomShell[redis.Redis | redis.RedisCluster]):
+    """A (scalable) Bloom filter in Redis/Valkey strings. See the module docstring. The
+    first operation (or `bf.open()`) probes the server (unless `caps` are given) and
+    creates or reads the filter's metadata."""
+
+    def _start(self) -> None:
+        self._opening = threading.Lock()
+
+    def _open_core(self) -> BloomCore:
+        facts = self._facts or facts_of(drive(probe_flow(), self._ex))
+        self._run(self._filter.open(facts, create=self._create))
+        return self._filter
+
+    @classmethod
+    def _open_stored(cls, client: redis.Redis | redis.RedisCluster, name: str, *,
+                     batch: int = DEFAULT_BATCH) -> BloomFilter:
+        bf = cls(client, name, None, None, None, batch=batch, _create=False)
+        bf._opened()
+        return bf
+
+    open = _OpenStoredOrThis(_open_stored, OpensOnce.open)
 
     @property
     def spec(self) -> BloomSpec:
-        return self._core.opened
+        return self._opened().opened
 
     @property
     def native(self) -> bool:
-        return self._core.native
-
-
-class BloomFilter(_BloomShell[redis.Redis | redis.RedisCluster]):
-    """A (scalable) Bloom filter in Redis/Valkey strings. See the module docstring."""
-
-    def _start(self, facts: BloomFacts | None, create: bool) -> None:
-        self._run(self._core.open(facts or facts_of(drive(probe_flow(), self._ex)), create=create))
-
-    @classmethod
-    def open(cls, client: redis.Redis | redis.RedisCluster, name: str, *, batch: int = DEFAULT_BATCH) -> BloomFilter:
-        """The filter stored under `name`, with its stored parameters (BloomNotFound if none)."""
-        return cls(client, name, None, None, None, batch=batch, _create=False)
+        return self._opened().native
 
     def _run(self, flow: Flow[T]) -> T:
         return drive(flow, self._ex)
@@ -124,20 +155,20 @@ class BloomFilter(_BloomShell[redis.Redis | redis.RedisCluster]):
     # -- operations -----------------------------------------------------------------------
     def add(self, item: object) -> bool:
         """Add one item; True if it was probably new (some bit was 0). One round trip."""
-        return self._run(self._core.add_many([item]))[0]
+        return self._run(self._opened().add_many([item]))[0]
 
     def add_many(self, items: Iterable[object]) -> list[bool]:
         """add() for many items, in order: one round trip per `batch` items."""
-        return self._batched(items, self._core.add_many)
+        return self._batched(items, self._opened().add_many)
 
     def contains(self, item: object) -> bool:
-        return self._run(self._core.contains_many([item]))[0]
+        return self._run(self._opened().contains_many([item]))[0]
 
     def __contains__(self, item: object) -> bool:
         return self.contains(item)
 
     def contains_many(self, items: Iterable[object]) -> list[bool]:
-        return self._batched(items, self._core.contains_many)
+        return self._batched(items, self._opened().contains_many)
 
     def _batched(self, items: Iterable[object], flow: Callable[[list[bytes]], Flow[list[bool]]]) -> list[bool]:
         todo = _as_bytes(items)
@@ -150,50 +181,59 @@ class BloomFilter(_BloomShell[redis.Redis | redis.RedisCluster]):
 
     def count(self) -> int:
         """Items added (adds that returned True), kept on the server atomically with them."""
-        return self._run(self._core.count())
+        return self._run(self._opened().count())
 
     def __len__(self) -> int:
         return self.count()
 
     def stats(self) -> dict[str, Any]:
         """m, k, shards, stages, inserted count, bytes, theoretical fp rate and its bound."""
-        return self._run(self._core.stats())
+        return self._run(self._opened().stats())
 
     info = stats
 
     def delete(self) -> int:
         """Remove every key of the filter; returns the number of keys deleted."""
-        return self._run(self._core.delete())
+        return self._run(self._opened().delete())
 
 
-class AsyncBloomFilter(_BloomShell[Any]):
+class AsyncBloomFilter(AsyncOpensOnce[BloomCore], _BloomShell[Any]):
     """The asyncio twin of BloomFilter: same names, awaited; opened on first use or by
-    `await bf.ready()`. `await bf.contains(x)` stands for `x in bf`."""
+    `await bf.open()`. `await bf.contains(x)` stands for `x in bf`."""
 
-    def _start(self, facts: BloomFacts | None, create: bool) -> None:
-        self._facts = facts
-        self._create = create
-        self._open = False
+    _not_open = "the filter is not open yet"  # as BloomCore.opened says
+
+    async def _open_core(self) -> BloomCore:
+        facts = self._facts or facts_of(await adrive(probe_flow(), self._ex))
+        await self._drive(self._filter.open(facts, create=self._create))
+        return self._filter
 
     @classmethod
-    async def open(cls, client: Any, name: str, *, batch: int = DEFAULT_BATCH) -> AsyncBloomFilter:
+    async def _open_stored(cls, client: Any, name: str, *, batch: int = DEFAULT_BATCH) -> AsyncBloomFilter:
         bf = cls(client, name, None, None, None, batch=batch, _create=False)
-        await bf.ready()
+        await bf._ready()
         return bf
 
+    open = _OpenStoredOrThis(_open_stored, AsyncOpensOnce.open)
+
     async def ready(self) -> AsyncBloomFilter:
-        if not self._open:
-            facts = self._facts or facts_of(await adrive(probe_flow(), self._ex))
-            await self._drive(self._core.open(facts, create=self._create))
-            self._open = True
+        """`await bf.open()` under its older name."""
+        await self._ready()
         return self
+
+    @property
+    def spec(self) -> BloomSpec:
+        return self._filter.opened
+
+    @property
+    def native(self) -> bool:
+        return self._filter.native
 
     async def _drive(self, flow: Flow[T]) -> T:
         return await adrive(flow, self._ex)
 
     async def _run(self, make: Callable[[BloomCore], Flow[T]]) -> T:
-        await self.ready()
-        return await self._drive(make(self._core))
+        return await self._drive(make(await self._ready()))
 
     async def add(self, item: object) -> bool:
         return (await self._run(lambda c: c.add_many([item])))[0]
@@ -209,8 +249,8 @@ class AsyncBloomFilter(_BloomShell[Any]):
 
     async def _batched(self, items: Iterable[object], verb: str) -> list[bool]:
         todo = _as_bytes(items)
-        await self.ready()
-        flow = self._core.add_many if verb == "add" else self._core.contains_many
+        core = await self._ready()
+        flow = core.add_many if verb == "add" else core.contains_many
         out: list[bool] = []
         for lo in range(0, len(todo), self.batch):
             out += await self._drive(flow(todo[lo : lo + self.batch]))

@@ -27,6 +27,7 @@ drive them, so they cannot drift. Invariants:
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from densekv.keys import tag
 from densekv.plan import command
 from densekv.sets.items import ItemCodec
 from densekv.sets.layouts import LAYOUTS, FlatKeys, SetLayout, SetLimits, make_layout
-from densekv.twins import share_docstrings
+from densekv.twins import AsyncOpensOnce, OpensOnce, share_docstrings
 
 T = TypeVar("T")
 K = TypeVar("K")  # a kind's core (SetCore, family.FamilyCore)
@@ -79,35 +80,30 @@ def limits_from_probe(client: Any) -> SetLimits:
     return limits_of(probe(client))
 
 
-class OpenedOnFirstUse(Generic[K]):
-    """What the asyncio twins of the set kinds (AsyncCompactSet, AsyncSetFamily) share: the
-    sync class opens its core in its constructor; a twin cannot await there, so its
-    `ready()` (`_ready`, which every operation awaits first) opens it, reading the server's
-    limits then unless they were given. The kind says how its core opens (`_open_core`)."""
+class OpenedOnFirstUse(AsyncOpensOnce[K]):
+    """What the asyncio twins of the set kinds (AsyncCompactSet, AsyncSetFamily) share: as
+    their sync classes (OpensOnce), the first operation or `await open()` (`_ready`, which
+    every operation awaits first) opens the core, reading the server's limits then unless
+    they were given. The kind says how its core opens with them (`_open_with`)."""
 
-    _not_open = ""  # the RuntimeError's message for a core asked for before ready()
     _ex: Any
     _limits: SetLimits | None
-    _core: K | None
 
-    async def _open_core(self, limits: SetLimits) -> K:
+    async def _open_with(self, limits: SetLimits) -> K:
         raise NotImplementedError
 
-    async def _ready(self) -> K:
-        if self._core is None:
-            limits = self._limits
-            if limits is None:  # not `or`: mypy would type the result SetLimits | None
-                limits = limits_of(await adrive(probe_flow(), self._ex))
-            self._core = await self._open_core(limits)
-        return self._core
+    async def _open_core(self) -> K:
+        limits = self._limits
+        if limits is None:  # not `or`: mypy would type the result SetLimits | None
+            limits = limits_of(await adrive(probe_flow(), self._ex))
+        return await self._open_with(limits)
 
     async def _run(self, make: Callable[[K], Flow[T]]) -> T:
-        return await adrive(make(await self._ready()), self._ex)
+        core = self._core
+        return await adrive(make(core if core is not None else await self._ready()), self._ex)
 
     def _opened(self) -> K:
-        if self._core is None:
-            raise RuntimeError(self._not_open)
-        return self._core
+        return self._core_if_open()
 
 
 # --- the core ---------------------------------------------------------------------------
@@ -390,8 +386,8 @@ class SetCore:
 
 
 class _SetShell(Generic[C]):
-    """What CompactSet and its asyncio twin share: the one signature (the sync class opens
-    the set in it, the twin on first use) and what they say of the open set."""
+    """What CompactSet and its asyncio twin share: the one signature (neither does I/O in
+    it: both open on first use or open()) and what they say of the open set."""
 
     def __init__(
         self,
@@ -416,7 +412,7 @@ class _SetShell(Generic[C]):
         self._start()
 
     def _start(self) -> None:
-        """Open the set (CompactSet) or leave it to the first operation (the twin)."""
+        """Note that the set is not open yet (the first operation, or open(), opens it)."""
         raise NotImplementedError
 
     def _open(self, limits: SetLimits, cluster: bool) -> Flow[SetCore]:
@@ -427,19 +423,19 @@ class _SetShell(Generic[C]):
 
     @property
     def layout(self) -> str:
-        """The layout (on the asyncio twin: after `await s.ready()`)."""
+        """The layout (opens the set; on the asyncio twin: after `await s.open()`)."""
         return self._opened().layout.name
 
     @property
     def partitions(self) -> int:
-        """The partition count (on the asyncio twin: after `await s.ready()`)."""
+        """The partition count (opens the set; on the asyncio twin: after `await s.open()`)."""
         return self._opened().layout.partitions
 
     @property
     def core(self) -> SetCore:
         """The set's operations as flows, without I/O (for pipelining many of them in one
         round trip: `densekv.flows.drive_many([s.core.add(x) for x in xs], s.executor)`;
-        on the asyncio twin, after `await s.ready()`, with `adrive_many`)."""
+        on the asyncio twin, after `await s.open()`, with `adrive_many`)."""
         return self._opened()
 
     @property
@@ -448,82 +444,84 @@ class _SetShell(Generic[C]):
         return self._ex
 
 
-class CompactSet(_SetShell[redis.Redis | redis.RedisCluster]):
+class CompactSet(OpensOnce[SetCore], _SetShell[redis.Redis | redis.RedisCluster]):
     """A set of fixed-size IDs (16 bytes by default) kept in compact server encodings.
 
     layout: "auto" (= "dense"), "dense", "dense-hash", "dense-set", or the seed's "flat",
     "set", "hash", "zset" (with `partitions`, any whole number; default sized from
-    `expected`). See densekv/sets/layouts.py for what each stores.
+    `expected`). See densekv/sets/layouts.py for what each stores. The first operation
+    (or `open()`) reads the server's limits, unless given, and the set's layout record.
     """
 
     def _start(self) -> None:
-        limits = self._limits or limits_from_probe(self.client)
-        self._core = drive(self._open(limits, isinstance(self.client, redis.RedisCluster)), self._ex)
+        self._core = None
+        self._opening = threading.Lock()
 
-    def _opened(self) -> SetCore:
-        return self._core
+    def _open_core(self) -> SetCore:
+        limits = self._limits or limits_from_probe(self.client)
+        return drive(self._open(limits, isinstance(self.client, redis.RedisCluster)), self._ex)
 
     def explain(self) -> dict[str, Any]:
-        return self._core.explain()
+        return self._opened().explain()
 
     def add(self, item: object) -> bool:
         """True if the item was new (one command; atomic)."""
-        return drive(self._core.add(item), self._ex)
+        return drive(self._opened().add(item), self._ex)
 
     def add_many(self, items: Iterable[object], *, batch: int | None = None) -> list[bool]:
-        return drive(self._core.many(items, "add", batch), self._ex)
+        return drive(self._opened().many(items, "add", batch), self._ex)
 
     def contains(self, item: object) -> bool:
-        return drive(self._core.contains(item), self._ex)
+        return drive(self._opened().contains(item), self._ex)
 
     __contains__ = contains
 
     def contains_many(self, items: Iterable[object], *, batch: int | None = None) -> list[bool]:
-        return drive(self._core.many(items, "contains", batch), self._ex)
+        return drive(self._opened().many(items, "contains", batch), self._ex)
 
     def remove(self, item: object) -> bool:
         """True if the item was there."""
-        return drive(self._core.remove(item), self._ex)
+        return drive(self._opened().remove(item), self._ex)
 
     def count(self) -> int:
-        return drive(self._core.count(), self._ex)
+        return drive(self._opened().count(), self._ex)
 
     def __len__(self) -> int:
         return self.count()
 
     def __iter__(self) -> Iterator[bytes]:
-        for flow in self._core.walk():
+        for flow in self._opened().walk():
             yield from drive(flow, self._ex)
 
     def clear(self) -> None:
         """Remove every item (the set keeps its layout record)."""
-        drive(self._core.clear(), self._ex)
+        drive(self._opened().clear(), self._ex)
 
     def stats(self) -> dict[str, Any]:
         """Layout, items, the fullest partition, encodings seen, converted partitions, warnings."""
-        return drive(self._core.stats(), self._ex)
+        return drive(self._opened().stats(), self._ex)
 
 
 class AsyncCompactSet(OpenedOnFirstUse[SetCore], _SetShell[Any]):
     """The asyncio twin of CompactSet: same names, awaited (`await s.contains(x)` for `in`,
-    `await s.count()` for len, `async for item in s`). The first call (or `await s.ready()`)
+    `await s.count()` for len, `async for item in s`). The first call (or `await s.open()`)
     reads the server's limits and opens the set."""
 
-    _not_open = "the set is not open yet: await s.ready() (or any operation) first"
+    _not_open = "the set is not open yet: await s.open() (or any operation) first"
 
     def _start(self) -> None:
         self._core = None
 
-    async def _open_core(self, limits: SetLimits) -> SetCore:
+    async def _open_with(self, limits: SetLimits) -> SetCore:
         cluster = isinstance(self._ex, AsyncClusterExecutor)
         return await adrive(self._open(limits, cluster), self._ex)
 
     async def ready(self) -> SetCore:
-        """Open the set (once): the server's limits, unless given, and its layout record."""
+        """`await s.open()` under its older name, returning the set's core."""
         return await self._ready()
 
     async def explain(self) -> dict[str, Any]:
-        return (await self.ready()).explain()
+        return (await self._ready()).explain()
 
     async def add(self, item: object) -> bool:
         return await self._run(lambda c: c.add(item))
@@ -546,7 +544,7 @@ class AsyncCompactSet(OpenedOnFirstUse[SetCore], _SetShell[Any]):
         return await self._run(lambda c: c.count())
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        for flow in (await self.ready()).walk():
+        for flow in (await self._ready()).walk():
             for item in await adrive(flow, self._ex):
                 yield item
 

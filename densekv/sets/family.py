@@ -24,6 +24,7 @@ stats() reads instead of scanning the keyspace.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -38,7 +39,7 @@ from densekv.lua import script
 from densekv.plan import Plan, command, script_call
 from densekv.sets.compact import OpenedOnFirstUse, limits_from_probe
 from densekv.sets.layouts import SetLimits
-from densekv.twins import share_docstrings
+from densekv.twins import OpensOnce, share_docstrings
 
 T = TypeVar("T")
 C = TypeVar("C")  # the client: redis-py's sync or asyncio one
@@ -243,8 +244,8 @@ class FamilyCore:
 
 
 class _FamilyShell(Generic[C]):
-    """What SetFamily and its asyncio twin share: the one signature (the sync class reads
-    the server's limits in it, the twin on first use) and what needs no server."""
+    """What SetFamily and its asyncio twin share: the one signature (neither does I/O in
+    it: both read the server's limits on first use or open()) and what needs no server."""
 
     def __init__(
         self,
@@ -268,7 +269,7 @@ class _FamilyShell(Generic[C]):
         self._start()
 
     def _start(self) -> None:
-        """Open the family (SetFamily) or leave it to the first operation (the twin)."""
+        """Note that the family is not open yet (the first operation, or open(), opens it)."""
         raise NotImplementedError
 
     def _make(self, limits: SetLimits) -> FamilyCore:
@@ -280,7 +281,7 @@ class _FamilyShell(Generic[C]):
 
     @property
     def encoding(self) -> str:
-        """The chosen encoding (on the asyncio twin: after `await f.ready()`)."""
+        """The chosen encoding (opens the family; on the asyncio twin: after `await f.open()`)."""
         return self._opened().choice.encoding
 
     def key_of(self, parent: Parent) -> bytes:
@@ -289,63 +290,65 @@ class _FamilyShell(Generic[C]):
         return self._names.key(parent)
 
 
-class SetFamily(_FamilyShell[redis.Redis | redis.RedisCluster]):
-    """Many small sets keyed by a parent id; see the module docstring."""
+class SetFamily(OpensOnce[FamilyCore], _FamilyShell[redis.Redis | redis.RedisCluster]):
+    """Many small sets keyed by a parent id; see the module docstring. The first operation
+    (or `open()`) reads the server's limits, unless given, and chooses the encoding."""
 
     def _start(self) -> None:
-        self._core = self._make(self._limits or limits_from_probe(self.client))
+        self._core = None
+        self._opening = threading.Lock()
 
-    def _opened(self) -> FamilyCore:
-        return self._core
+    def _open_core(self) -> FamilyCore:
+        return self._make(self._limits or limits_from_probe(self.client))
 
     def _run(self, flow: Flow[T]) -> T:
         return drive(flow, self._ex)
 
     def add(self, parent: Parent, child: Child) -> bool:
         """True if the child was new to this parent (one script call; atomic)."""
-        return self._run(self._core.add(parent, child))
+        return self._run(self._opened().add(parent, child))
 
     def add_many(self, parent: Parent, children: Iterable[Child]) -> list[bool]:
-        return self._run(self._core.add_many(parent, children))
+        return self._run(self._opened().add_many(parent, children))
 
     def contains(self, parent: Parent, child: Child) -> bool:
-        return self._run(self._core.contains(parent, child))
+        return self._run(self._opened().contains(parent, child))
 
     def remove(self, parent: Parent, child: Child) -> bool:
-        return self._run(self._core.remove(parent, child))
+        return self._run(self._opened().remove(parent, child))
 
     def members(self, parent: Parent) -> set[Any]:
-        return self._run(self._core.members(parent))
+        return self._run(self._opened().members(parent))
 
     def count(self, parent: Parent) -> int:
-        return self._run(self._core.count(parent))
+        return self._run(self._opened().count(parent))
 
     def discard_parent(self, parent: Parent) -> bool:
-        return self._run(self._core.discard_parent(parent))
+        return self._run(self._opened().discard_parent(parent))
 
     def expire(self, parent: Parent, seconds: float) -> bool:
-        return self._run(self._core.expire(parent, seconds))
+        return self._run(self._opened().expire(parent, seconds))
 
     def ttl(self, parent: Parent) -> float | None:
-        return self._run(self._core.ttl(parent))
+        return self._run(self._opened().ttl(parent))
 
     def stats(self) -> dict[str, Any]:
-        return self._run(self._core.stats())
+        return self._run(self._opened().stats())
 
 
 class AsyncSetFamily(OpenedOnFirstUse[FamilyCore], _FamilyShell[Any]):
     """The asyncio twin of SetFamily: same names, awaited."""
 
-    _not_open = "the family is not open yet: await f.ready() (or any operation) first"
+    _not_open = "the family is not open yet: await f.open() (or any operation) first"
 
     def _start(self) -> None:
         self._core = None
 
-    async def _open_core(self, limits: SetLimits) -> FamilyCore:
+    async def _open_with(self, limits: SetLimits) -> FamilyCore:
         return self._make(limits)
 
     async def ready(self) -> FamilyCore:
-        """Open the family (once): the server's limits, unless given, choose its encoding."""
+        """`await f.open()` under its older name, returning the family's core."""
         return await self._ready()
 
     async def add(self, parent: Parent, child: Child) -> bool:

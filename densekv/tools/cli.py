@@ -306,7 +306,7 @@ def sweep(url: str | None, server_name: str | None, namespace: str, layout: str,
     with target_client(url, server_name, mine=True) as client:
         _require_store(client, namespace, url)
         store = SessionStore(client, namespace=namespace, layout=layout,
-                             expected_sessions=expected_sessions, partitions=partitions)
+                             expected_sessions=expected_sessions, partitions=partitions).open()
         passes = 0
         while True:
             started = time.monotonic()
@@ -339,7 +339,7 @@ def repartition(url: str | None, server_name: str | None, namespace: str, partit
 
     with target_client(url, server_name, mine=True) as client:
         _require_store(client, namespace, url)
-        store = SessionStore(client, namespace=namespace)
+        store = SessionStore(client, namespace=namespace).open()
         before = store.explain()["partitions"]
         with Progress(transient=True, disable=as_json) as bar:
             task = bar.add_task(f"splitting {namespace} partitions", total=None)

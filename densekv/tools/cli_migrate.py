@@ -48,7 +48,7 @@ def migrate(url: str, namespace: str, pattern: str | None, expected: int, codec:
     try:
         client = connect_required(url)
         _check_map_key(client, namespace, must_exist=verify_only or reverse)
-        m = CompactMap(client, namespace, codec=codec, expected=expected)
+        m = CompactMap(client, namespace, codec=codec, expected=expected).open()
         if verify_only:
             report = m.verify(pattern)
         elif reverse:

@@ -2,6 +2,9 @@
 class that inherits from a private helper (SessionStore from `_Options`, CompactSet from
 `_SetShell`, ...) is shown with the public members it gets from that helper as its own, and
 with the helper's public bases in its place, so no private name appears in the reference.
+The opening helpers every kind shares (HELPERS: `open()`, docs/api/densekv.md, "When densekv
+talks to the server") are public names, but their members are shown the same way, as the
+kind's own.
 
 Only the rendered documentation changes; the code is read, never imported or altered.
 """
@@ -16,6 +19,11 @@ import griffe
 
 def _path(base: Any) -> str:
     return str(base if isinstance(base, str) else base.canonical_path)
+
+
+#: public helper classes whose public members a kind shows as its own
+HELPERS = frozenset({"densekv.twins.OpensOnce", "densekv.twins.AsyncOpensOnce",
+                     "densekv.sets.compact.OpenedOnFirstUse"})
 
 
 def _private(base: Any) -> bool:
@@ -58,12 +66,13 @@ class PublicBases(griffe.Extension):
 
     def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
         for cls in _classes(pkg):
-            if not any(_private(b) for b in cls.bases):
+            if not any(_private(b) or _path(b).split("[")[0] in HELPERS for b in cls.bases):
                 continue
             for name, inherited in cls.inherited_members.items():
                 target = inherited.final_target
                 owner = target.parent
-                if (name.startswith("_") and name != "__init__") or owner is None or not owner.name.startswith("_"):
+                helper = owner is not None and (owner.name.startswith("_") or owner.path in HELPERS)
+                if (name.startswith("_") and name != "__init__") or not helper:
                     continue  # private, or inherited from a public class (shown as such)
                 cls.set_member(name, griffe.Alias(name, target, parent=cls))
             cls.bases = _public_bases(cls)

@@ -75,7 +75,7 @@ def within_binomial(observed: int, n: int, p: float) -> bool:
 
 
 def check_no_false_negatives_and_exact_adds(client: Client, make: MakeClient) -> None:
-    bf = BloomFilter(client, "nofn", capacity=3000, error_rate=0.01)
+    bf = BloomFilter(client, "nofn", capacity=3000, error_rate=0.01).open()
     items = random_items(1, 3000)
     added = bf.add_many(items)
     assert sum(added) >= 2980  # a few items may be false positives when added
@@ -89,7 +89,7 @@ def check_no_false_negatives_and_exact_adds(client: Client, make: MakeClient) ->
 
 
 def check_false_positive_rate_is_the_formulas(client: Client, make: MakeClient) -> None:
-    bf = BloomFilter(client, "fpr", capacity=3000, error_rate=0.02)
+    bf = BloomFilter(client, "fpr", capacity=3000, error_rate=0.02).open()
     bf.add_many(random_items(2, 3000))
     stats = bf.stats()
     assert stats["fp_rate"] <= 0.02
@@ -99,7 +99,7 @@ def check_false_positive_rate_is_the_formulas(client: Client, make: MakeClient) 
 
 
 def check_growth_keeps_no_false_negatives_and_the_bound(client: Client, make: MakeClient) -> None:
-    bf = BloomFilter(client, "grow", capacity=250, error_rate=0.01)
+    bf = BloomFilter(client, "grow", capacity=250, error_rate=0.01).open()
     items = random_items(3, 4000)
     added = bf.add_many(items[:2000]) + [bf.add(x) for x in items[2000:2100]] + bf.add_many(items[2100:])
     stats = bf.stats()
@@ -114,7 +114,7 @@ def check_growth_keeps_no_false_negatives_and_the_bound(client: Client, make: Ma
 
 
 def check_another_client_sees_the_same_filter(client: Client, make: MakeClient) -> None:
-    first = BloomFilter(client, "shared", capacity=200, error_rate=0.01, shards=2)
+    first = BloomFilter(client, "shared", capacity=200, error_rate=0.01, shards=2).open()
     first.add_many(random_items(4, 100))
     other = make()
     try:
@@ -126,14 +126,14 @@ def check_another_client_sees_the_same_filter(client: Client, make: MakeClient) 
         assert first.add(more[0]) is False
         assert first.add(b"late") is True and b"late" in second
         assert first.count() == second.count() == second.stats()["inserted"]
-        same = BloomFilter(other, "shared", capacity=200, error_rate=0.01)
+        same = BloomFilter(other, "shared", capacity=200, error_rate=0.01).open()
         assert same.count() == first.count()
     finally:
         other.close()
 
 
 def check_concurrent_adders_see_exactly_one_true(client: Client, make: MakeClient) -> None:
-    BloomFilter(client, "race", capacity=1000, error_rate=0.01, shards=2)
+    BloomFilter(client, "race", capacity=1000, error_rate=0.01, shards=2).open()
     items = [f"race-{i}".encode() for i in range(60)]
     wins: list[list[bool]] = []
     lock = threading.Lock()
@@ -159,7 +159,7 @@ def check_concurrent_adders_see_exactly_one_true(client: Client, make: MakeClien
 
 
 def check_bits_are_where_the_math_says(client: Client, make: MakeClient) -> None:
-    bf = BloomFilter(client, "bits", capacity=500, error_rate=0.01, shards=3)
+    bf = BloomFilter(client, "bits", capacity=500, error_rate=0.01, shards=3).open()
     spec = bf.spec
     stage = spec.stage(0)
     for item in (b"alpha", "beta", 12345):
@@ -211,7 +211,7 @@ def check_every_bit_is_the_models(client: Client, make: MakeClient) -> None:
     items = random_items(21, 480)
     items += items[100:160]  # present again, some in the same batch
     for mode in (SET_BITFIELD, SET_SETBIT):
-        bf = BloomFilter(client, f"model-{mode}", capacity=80, error_rate=1e-5, shards=2, batch=150)
+        bf = BloomFilter(client, f"model-{mode}", capacity=80, error_rate=1e-5, shards=2, batch=150).open()
         bf._core.set_bits = mode  # both ways of setting bits, whatever the server's rule picks
         maps, answers = model_bitmaps(bf.spec, items)
         assert bf.spec.stage(0).k > 14  # three BITFIELD calls an item
@@ -223,7 +223,7 @@ def check_every_bit_is_the_models(client: Client, make: MakeClient) -> None:
 
 
 def check_delete_removes_every_key(client: Client, make: MakeClient) -> None:
-    bf = BloomFilter(client, "gone", capacity=100, error_rate=0.01, shards=2)
+    bf = BloomFilter(client, "gone", capacity=100, error_rate=0.01, shards=2).open()
     bf.add_many(range(500))
     assert bf.delete() >= 5  # meta + 2 states + at least one stage per shard
     with pytest.raises(BloomNotFound):
@@ -234,8 +234,8 @@ def check_batches_set_the_bits_single_adds_set(client: Client, make: MakeClient)
     """add_many (hashed, grouped and packed in batches) leaves every string bit for bit as
     one add() per item does, on a filter that grows and has shards."""
     items = random_items(9, 700)
-    one = BloomFilter(client, "one", capacity=150, error_rate=0.01, shards=3)
-    many = BloomFilter(client, "many", capacity=150, error_rate=0.01, shards=3, batch=250)
+    one = BloomFilter(client, "one", capacity=150, error_rate=0.01, shards=3).open()
+    many = BloomFilter(client, "many", capacity=150, error_rate=0.01, shards=3, batch=250).open()
     singles = [one.add(x) for x in items]
     assert many.add_many(items) == singles
     assert one.stats()["stage_count"] >= 3 and one.count() == many.count() == sum(singles)
@@ -272,7 +272,7 @@ def test_contract_on_a_cluster(
 
 
 def test_shards_spread_over_the_cluster(cluster_client: redis.RedisCluster, cluster: LocalCluster) -> None:
-    bf = BloomFilter(cluster_client, "spread", capacity=4000, error_rate=0.01, shards=12)
+    bf = BloomFilter(cluster_client, "spread", capacity=4000, error_rate=0.01, shards=12).open()
     bf.add_many(random_items(6, 4000))
     holding = 0
     for node in cluster.nodes:
@@ -286,7 +286,7 @@ def test_shards_spread_over_the_cluster(cluster_client: redis.RedisCluster, clus
 
 @pytest.mark.parametrize("capacity", [60, 2000, 40_000, 200_000])
 def test_rounding_costs_no_byte(client: redis.Redis, capacity: int) -> None:
-    bf = BloomFilter(client, "size", capacity=capacity, error_rate=0.01)
+    bf = BloomFilter(client, "size", capacity=capacity, error_rate=0.01).open()
     bf.add(b"x")
     stage = bf.spec.stage(0)
     from densekv.sets.bloom_math import min_bits
@@ -325,7 +325,7 @@ def has_bloom_module(client: redis.Redis) -> bool:
 def test_native_mode_where_the_module_is_loaded(client: redis.Redis, server: ServerProcess) -> None:
     if not has_bloom_module(client):
         pytest.skip("no RedisBloom module on this server (the missing case is tested below)")
-    bf = BloomFilter(client, "nat", capacity=2000, error_rate=0.01, native=True)
+    bf = BloomFilter(client, "nat", capacity=2000, error_rate=0.01, native=True).open()
     assert bf.native and client.type(b"nat:bn:{0}") == b"MBbloom--"
     items = random_items(7, 2000)
     added = bf.add_many(items)
@@ -341,20 +341,20 @@ def test_native_mode_where_the_module_is_loaded(client: redis.Redis, server: Ser
         again = BloomFilter.open(other, "nat")
         assert again.native and all(again.contains_many(items[:100]))
     with pytest.raises(BloomMismatch):
-        BloomFilter(client, "nat", capacity=2000, error_rate=0.01)  # module-free of a native name
+        BloomFilter(client, "nat", capacity=2000, error_rate=0.01).open()  # module-free of a native name
 
 
 def test_native_mode_without_the_module_is_a_clear_error(client: redis.Redis) -> None:
     if has_bloom_module(client):
         pytest.skip("this server has the RedisBloom module")
     with pytest.raises(BloomModuleMissing, match="RedisBloom"):
-        BloomFilter(client, "nat", capacity=2000, error_rate=0.01, native=True)
+        BloomFilter(client, "nat", capacity=2000, error_rate=0.01, native=True).open()
     assert client.dbsize() == 0
 
 
 def test_native_on_the_cluster_without_the_module(cluster_client: redis.RedisCluster) -> None:
     with pytest.raises(BloomModuleMissing):
-        BloomFilter(cluster_client, "nat", capacity=100, error_rate=0.01, native=True)
+        BloomFilter(cluster_client, "nat", capacity=100, error_rate=0.01, native=True).open()
 
 
 # --- bad input ----------------------------------------------------------------------------
@@ -367,19 +367,19 @@ def test_native_on_the_cluster_without_the_module(cluster_client: redis.RedisClu
 )
 def test_bad_parameters_write_nothing(client: redis.Redis, capacity: Any, error_rate: Any) -> None:
     with pytest.raises(BloomParameterError):
-        BloomFilter(client, "bad", capacity=capacity, error_rate=error_rate)
+        BloomFilter(client, "bad", capacity=capacity, error_rate=error_rate).open()
     assert client.dbsize() == 0
 
 
 @pytest.mark.parametrize("name", ["", "a{b", "a}b", 5])
 def test_bad_names_write_nothing(client: redis.Redis, name: Any) -> None:
     with pytest.raises(BloomParameterError):
-        BloomFilter(client, name, capacity=100, error_rate=0.01)
+        BloomFilter(client, name, capacity=100, error_rate=0.01).open()
     assert client.dbsize() == 0
 
 
 def test_bad_items_write_nothing(client: redis.Redis) -> None:
-    bf = BloomFilter(client, "items", capacity=100, error_rate=0.01, batch=2)
+    bf = BloomFilter(client, "items", capacity=100, error_rate=0.01, batch=2).open()
     before = sorted(client.keys())
     with pytest.raises(BadBloomItem):
         bf.add_many([b"ok", "ok", 3, 4.5])  # the bad one is in the second batch
@@ -396,13 +396,13 @@ def test_a_name_colliding_with_another_type_is_refused_and_untouched(client: red
     key = f"taken:{where}:{{0}}"
     client.rpush(key, "keep", "me")
     with pytest.raises(WrongType):
-        BloomFilter(client, "taken", capacity=100, error_rate=0.01)
+        BloomFilter(client, "taken", capacity=100, error_rate=0.01).open()
     assert client.lrange(key, 0, -1) == [b"keep", b"me"]
     assert client.keys() == [key.encode()]
 
 
 def test_a_foreign_string_where_a_stage_grows_is_untouched(client: redis.Redis) -> None:
-    bf = BloomFilter(client, "foreign", capacity=50, error_rate=0.01)
+    bf = BloomFilter(client, "foreign", capacity=50, error_rate=0.01).open()
     client.set("foreign:bf1:{0}", "hello")
     with pytest.raises(WrongType):
         bf.add_many(range(200))
@@ -411,7 +411,7 @@ def test_a_foreign_string_where_a_stage_grows_is_untouched(client: redis.Redis) 
 
 @pytest.mark.parametrize("change", ["foreign hash", "short stage", "stage of another type"])
 def test_keys_changed_under_an_open_filter_are_refused_and_untouched(client: redis.Redis, change: str) -> None:
-    bf = BloomFilter(client, "under", capacity=100, error_rate=0.01)
+    bf = BloomFilter(client, "under", capacity=100, error_rate=0.01).open()
     bf.add_many(range(20))
     if change == "foreign hash":
         key = "under:bs:{0}"
@@ -442,7 +442,7 @@ def test_one_call_makes_at_most_its_budget_of_bit_calls(client: redis.Redis, mod
     arguments) or one SETBIT each, as bloom_spec.set_rule chose for the server."""
     from densekv.sets.bloom_batch import SCRIPT_BITS, Batch
 
-    bf = BloomFilter(client, "cap", capacity=5000, error_rate=0.01)
+    bf = BloomFilter(client, "cap", capacity=5000, error_rate=0.01).open()
     core, ex = bf._core, bf._ex
     core.set_bits = mode
     batch = Batch([f"cap-{i}".encode() for i in range(1000)], 1)
@@ -467,11 +467,11 @@ def test_one_call_makes_at_most_its_budget_of_bit_calls(client: redis.Redis, mod
 
 
 def test_reopening_with_other_parameters_is_refused(client: redis.Redis) -> None:
-    BloomFilter(client, "p", capacity=100, error_rate=0.01)
+    BloomFilter(client, "p", capacity=100, error_rate=0.01).open()
     for kwargs in ({"capacity": 101, "error_rate": 0.01}, {"capacity": 100, "error_rate": 0.001},
                    {"capacity": 100, "error_rate": 0.01, "shards": 3}):
         with pytest.raises(BloomMismatch):
-            BloomFilter(client, "p", **kwargs)  # type: ignore[arg-type]
+            BloomFilter(client, "p", **kwargs).open()  # type: ignore[arg-type]
     with pytest.raises(BloomNotFound):
         BloomFilter.open(client, "nope")
 

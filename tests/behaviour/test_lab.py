@@ -96,7 +96,7 @@ def _plain_delta(proc: ServerProcess, n: int, partitions: int) -> float:
     """The naive but honest reference: fresh server, one reading before, one after."""
     client = proc.client()
     store = SessionStore(client, namespace="ref", layout="dense", expected_sessions=n,
-                         index_identities=False, partitions=partitions)
+                         index_identities=False, partitions=partitions).open()
     time.sleep(0.5)  # the store's probe (a scratch key, then deleted) is not session data
     before = client.info("memory")["used_memory"]
     for lo in range(0, n, 2000):

@@ -135,7 +135,7 @@ def test_batches_equal_the_same_ops_one_by_one(client: redis.Redis, transaction:
     clock = _clock(ttl_mode)
 
     def make(ns: str) -> CompactMap:
-        return CompactMap(client, ns, expected=5000, aliases={"user": "u"}, clock=clock, ttl_mode=ttl_mode)
+        return CompactMap(client, ns, expected=5000, aliases={"user": "u"}, clock=clock, ttl_mode=ttl_mode).open()
 
     compare(make, MIXED_KEYS, seed=7, rounds=40, transaction=transaction, clock=clock)
 
@@ -147,14 +147,14 @@ def test_batches_equal_the_same_ops_one_by_one_on_a_cluster(cluster_client: redi
     clock = _clock(ttl_mode)
 
     def make(ns: str) -> CompactMap:
-        return CompactMap(cluster_client, f"c{int(transaction)}{ns}", expected=50, clock=clock, ttl_mode=ttl_mode)
+        return CompactMap(cluster_client, f"c{int(transaction)}{ns}", expected=50, clock=clock, ttl_mode=ttl_mode).open()
 
     # a cluster transaction stays in one slot: these keys share one bucket
     compare(make, ONE_BUCKET_KEYS, seed=8, rounds=25, transaction=transaction, clock=clock)
 
 
 def test_a_read_before_a_write_of_the_same_key_sees_the_old_value(client: redis.Redis) -> None:
-    m = CompactMap(client, "rw", expected=5000)
+    m = CompactMap(client, "rw", expected=5000).open()
     m.set("user:1", "a" * 200)  # out of line
     m.set("user:2", "b" * 200)
     for transaction in (False, True):
@@ -174,12 +174,12 @@ def test_an_out_of_line_value_replaced_between_round_trips_is_read_again(client:
     """The batch reads an out-of-line value in a second round trip; if another client
     replaced the item and its old key was reclaimed in between, the item is read again
     (never reported missing)."""
-    m = CompactMap(client, "race", expected=5000)
+    m = CompactMap(client, "race", expected=5000).open()
     m.set("user:1", "v" * 200)
     loc = m._core.locate("user:1")
     flow = run_fast(m._core, [QueuedGet("user:1")])
     replies = m._ex.run_many(next(flow))  # the bucket read: the marker
-    other = CompactMap(client, "race")
+    other = CompactMap(client, "race").open()
     other.set("user:1", "now inline")
     client.delete(loc.ool)  # what sweep() reclaims once no bucket points there
     try:
@@ -191,7 +191,7 @@ def test_an_out_of_line_value_replaced_between_round_trips_is_read_again(client:
 
 def test_the_cached_locate_agrees_with_buckets_locate(client: redis.Redis) -> None:
     rng = random.Random(3)
-    m = CompactMap(client, "loc", expected=20_000, aliases={"user": "u"})
+    m = CompactMap(client, "loc", expected=20_000, aliases={"user": "u"}).open()
     core = m._core
     keys = ["user:0", "user:00", "user:007", "user:7", "user:" + "9" * 18, "user:" + "9" * 19, "user:",
             "a1", "1", "", "x:0001", "日本:12", "user:1:2", "1613", "user:1613", "user:3226"]
@@ -220,8 +220,8 @@ def test_a_transaction_is_atomic_for_a_concurrent_reader(server: ServerProcess) 
     writer_client, reader_client = server.client(), server.client()
     writer_client.flushall()
     keys = [f"user:{i}" for i in range(150)]
-    w = CompactMap(writer_client, "atom", expected=5000)
-    r = CompactMap(reader_client, "atom")
+    w = CompactMap(writer_client, "atom", expected=5000).open()
+    r = CompactMap(reader_client, "atom").open()
     w.mset({k: "0" * 300 for k in keys})
     done = threading.Event()
     seen: list[set[Any]] = []
@@ -247,9 +247,9 @@ def test_a_transaction_is_atomic_for_a_concurrent_reader(server: ServerProcess) 
 
 
 def test_a_transaction_is_atomic_on_a_cluster(cluster_client: redis.RedisCluster, cluster: Any) -> None:
-    w = CompactMap(cluster_client, "catom", expected=50)
+    w = CompactMap(cluster_client, "catom", expected=50).open()
     reader = redis.RedisCluster(host="127.0.0.1", port=cluster_client.get_default_node().port)
-    r = CompactMap(reader, "catom")
+    r = CompactMap(reader, "catom").open()
     keys = [f"user:{i}" for i in range(100)]  # one bucket (expected=50), out-of-line values
     w.mset({k: "0" * 400 for k in keys})
     done = threading.Event()
@@ -278,7 +278,7 @@ def test_a_transaction_is_atomic_on_a_cluster(cluster_client: redis.RedisCluster
 
 def test_a_cluster_transaction_over_several_slots_is_refused_before_sending(
         cluster_client: redis.RedisCluster) -> None:
-    m = CompactMap(cluster_client, "cslot", expected=50)
+    m = CompactMap(cluster_client, "cslot", expected=50).open()
     a, b = m._core.locate("user:1").bucket, m._core.locate("post:1").bucket
     assert key_slot(a) != key_slot(b)
     batch = m.batch(transaction=True)
@@ -295,7 +295,7 @@ def test_a_cluster_transaction_over_several_slots_is_refused_before_sending(
 
 def test_a_transaction_during_a_migration_is_refused_before_sending(client: redis.Redis) -> None:
     client.set("user:5", "old")
-    m = CompactMap(client, "mig", expected=5000)
+    m = CompactMap(client, "mig", expected=5000).open()
 
     class Stop(Exception):
         pass
@@ -306,7 +306,7 @@ def test_a_transaction_during_a_migration_is_refused_before_sending(client: redi
     client.set("user:6", "also old")
     with pytest.raises(Stop):
         m.migrate_from("user:*", batch=1, progress=stop)
-    m = CompactMap(client, "mig")
+    m = CompactMap(client, "mig").open()
     assert m.explain()["fallback"] == "user:*"
     b = m.batch(transaction=True)
     b.set("user:7", 1)
@@ -319,7 +319,7 @@ def test_a_transaction_during_a_migration_is_refused_before_sending(client: redi
 
 
 def test_refusals_in_a_batch_happen_before_anything_is_written(client: redis.Redis) -> None:
-    m = CompactMap(client, "ref", expected=100, out_of_line=False)
+    m = CompactMap(client, "ref", expected=100, out_of_line=False).open()
     for transaction in (False, True):
         before = client.dbsize()
         b = m.batch(transaction=transaction)
@@ -332,7 +332,7 @@ def test_refusals_in_a_batch_happen_before_anything_is_written(client: redis.Red
 
 
 def test_errors_in_a_batch_name_the_key(client: redis.Redis) -> None:
-    m = CompactMap(client, "err", expected=100)
+    m = CompactMap(client, "err", expected=100).open()
     m.mset({"user:1": "fine", "user:2": "fine", "user:3": 5, "user:4": "x" * 100})
     loc = m._core.locate("user:2")
     client.hset(loc.bucket, loc.field, b"\x13not zlib")
@@ -355,11 +355,11 @@ def test_dictionaries_are_loaded_after_the_transaction(client: redis.Redis) -> N
     rng = random.Random(2)
     docs = [{"id": i, "name": f"name {rng.randrange(10**6)}", "bio": "lorem ipsum dolor sit amet " * 3}
             for i in range(200)]
-    m = CompactMap(client, "docs", codec="zstd", expected=1000)
+    m = CompactMap(client, "docs", codec="zstd", expected=1000).open()
     m.train(docs, size=2048)
     m.mset({f"doc:{i}": d for i, d in enumerate(docs)})
     for transaction in (False, True):
-        fresh = CompactMap(client, "docs")  # no dictionary loaded yet
+        fresh = CompactMap(client, "docs").open()  # no dictionary loaded yet
         with fresh.batch(transaction=transaction) as b:
             got = b.mget([f"doc:{i}" for i in range(200)])
             one = b.getset("doc:0", "replaced")
@@ -376,7 +376,7 @@ def test_async_batches_and_transactions(server: ServerProcess, ttl_mode: str) ->
     async def main() -> None:
         client = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
         await client.flushall()
-        sync = CompactMap(server.client(), "ref", expected=5000, clock=clock, ttl_mode=ttl_mode)
+        sync = CompactMap(server.client(), "ref", expected=5000, clock=clock, ttl_mode=ttl_mode).open()
         m = AsyncCompactMap(client, "am", expected=5000, clock=clock, ttl_mode=ttl_mode)
         await m.ready()
         rng = random.Random(4)
@@ -393,7 +393,7 @@ def test_async_batches_and_transactions(server: ServerProcess, ttl_mode: str) ->
 
 
 def test_big_batches_group_commands_and_read_back(client: redis.Redis) -> None:
-    m = CompactMap(client, "big", expected=20_000, ttl=None)
+    m = CompactMap(client, "big", expected=20_000, ttl=None).open()
     items = {f"user:{i}": (i if i % 3 else f"s{i}" * (i % 40)) for i in range(5000)}
     started = time.monotonic()
     with m.batch() as b:
@@ -414,7 +414,7 @@ def test_big_batches_group_commands_and_read_back(client: redis.Redis) -> None:
 def test_batch_reads_decode_raw_values_like_single_reads(client: redis.Redis) -> None:
     """The batch decodes integers itself (the common case): odd integer-like bytes planted
     in a bucket read back (or fail with DecodeError) exactly as through m.get."""
-    m = CompactMap(client, "raw", expected=100)
+    m = CompactMap(client, "raw", expected=100).open()
     raws = [b"0", b"-0", b"007", b"-", b"12-3", b"9223372036854775807", b"9223372036854775808",
             b"-9223372036854775808", b"-9223372036854775809", b"1" * 30, b"-12", b"5 ", b"1_0", b"\x0e\x00",
             b"\x0f", b"\x02text"]

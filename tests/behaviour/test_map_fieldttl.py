@@ -44,7 +44,7 @@ def wait_until(t: float) -> None:
 
 def test_items_expire_on_the_server_without_a_sweep(client: redis.Redis) -> None:
     need_field_ttl(client)
-    m = CompactMap(client, "fx", expected=100, ttl_mode="field")
+    m = CompactMap(client, "fx", expected=100, ttl_mode="field").open()
     wait_until(int(time.time()) + 1)  # a second starts: ttl=1 items live until the next one
     m.set("user:1", 1, ttl=1)
     with m.batch() as b:
@@ -78,7 +78,7 @@ def test_expired_fields_never_show_through_reads(server_name: str, fresh_server:
     client = proc.client()
     need_field_ttl(client)
     client.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", 0)
-    m = CompactMap(client, "hx", expected=100, ttl_mode="field")
+    m = CompactMap(client, "hx", expected=100, ttl_mode="field").open()
     m.mset({f"user:{i}": i for i in range(0, 40, 2)}, ttl=1)
     m.mset({f"user:{i}": i for i in range(1, 40, 2)})
     bucket = m._core.locate("user:1").bucket
@@ -96,7 +96,7 @@ def test_expired_fields_never_show_through_reads(server_name: str, fresh_server:
 
 def test_hset_drops_a_field_ttl_and_hincrby_keeps_it(client: redis.Redis) -> None:
     need_field_ttl(client)
-    m = CompactMap(client, "inc", expected=100, ttl_mode="field")
+    m = CompactMap(client, "inc", expected=100, ttl_mode="field").open()
     m.set("user:1", 5, ttl=100)
     loc = m._core.locate("user:1")
     at = client.execute_command("HEXPIRETIME", loc.bucket, "FIELDS", 1, loc.field)
@@ -107,7 +107,7 @@ def test_hset_drops_a_field_ttl_and_hincrby_keeps_it(client: redis.Redis) -> Non
     assert m.ttl("user:1") == -1
     m.set("user:1", 1, ttl=50)
     assert m.getset("user:1", 2) == 1 and m.ttl("user:1") == -1
-    d = CompactMap(client, "incd", expected=100, ttl=30, ttl_mode="field")  # a default TTL
+    d = CompactMap(client, "incd", expected=100, ttl=30, ttl_mode="field").open()  # a default TTL
     assert d.incr("user:1") == 1 and d.ttl("user:1") in (29, 30)
     d.persist("user:1")
     assert d.incr("user:1") == 2 and d.ttl("user:1") == -1  # an existing item keeps its (no) TTL
@@ -120,7 +120,7 @@ def test_batch_sets_write_value_and_field_ttl_atomically(server: ServerProcess) 
     writer_client, reader_client = server.client(), server.client()
     writer_client.flushall()
     need_field_ttl(writer_client)
-    w = CompactMap(writer_client, "atom", expected=5000, ttl_mode="field")
+    w = CompactMap(writer_client, "atom", expected=5000, ttl_mode="field").open()
     keys = [f"user:{i}" for i in range(0, 400, 7)]
     places: dict[bytes, list[bytes]] = {}
     for k in keys:
@@ -162,7 +162,7 @@ def test_migration_keeps_ttls_to_the_millisecond(client: redis.Redis) -> None:
     for i in range(50):
         client.set(f"user:{i}", b"v" * (i * 3), px=500_000 + i * 1237 if i % 3 else None)
     want = {f"user:{i}": client.pexpiretime(f"user:{i}") for i in range(50)}
-    m = CompactMap(client, "mg", expected=100, ttl_mode="field")
+    m = CompactMap(client, "mg", expected=100, ttl_mode="field").open()
     assert m.migrate_from("user:*")["remaining"] == 0
     for i in range(50):
         loc = m._core.locate(f"user:{i}")
@@ -179,7 +179,7 @@ def test_buckets_get_the_encoding_the_probe_finds(client: redis.Redis) -> None:
     """listpackex on Redis 7.4; a hashtable on Valkey 9.1 (why auto never picks field
     there); verify() tells these apart from buckets converted by size."""
     need_field_ttl(client)
-    m = CompactMap(client, "enc", expected=2000, ttl_mode="field")
+    m = CompactMap(client, "enc", expected=2000, ttl_mode="field").open()
     m.mset({f"user:{i}": i for i in range(1000)}, ttl=100)
     encodings = {client.object("encoding", b) for b in m.buckets()}
     assert encodings == {probe(client).field_ttl_encoding.encode()}  # type: ignore[union-attr]
@@ -190,26 +190,26 @@ def test_buckets_get_the_encoding_the_probe_finds(client: redis.Redis) -> None:
 
 
 def test_a_conflicting_ttl_mode_on_open_raises(client: redis.Redis) -> None:
-    CompactMap(client, "p", expected=100, ttl_mode="packed").set("user:1", 1, ttl=100)
-    assert CompactMap(client, "p").explain()["item_ttl"] == "packed"  # auto opens what is stored
+    CompactMap(client, "p", expected=100, ttl_mode="packed").open().set("user:1", 1, ttl=100)
+    assert CompactMap(client, "p").open().explain()["item_ttl"] == "packed"  # auto opens what is stored
     with pytest.raises(MapConfigError, match="ttl_mode='packed'"):
-        CompactMap(client, "p", ttl_mode="field")
+        CompactMap(client, "p", ttl_mode="field").open()
     # a map made before ttl_mode existed has no such meta field: it is packed
-    CompactMap(client, "old", expected=100, ttl_mode="packed").set("user:1", 1, ttl=100)
+    CompactMap(client, "old", expected=100, ttl_mode="packed").open().set("user:1", 1, ttl=100)
     client.hdel(meta_key("old"), "ttl_mode")
-    old = CompactMap(client, "old", ttl_mode="packed")
+    old = CompactMap(client, "old", ttl_mode="packed").open()
     assert old.explain()["item_ttl"] == "packed" and 0 < old.ttl("user:1") <= 100
     with pytest.raises(MapConfigError):
-        CompactMap(client, "old", ttl_mode="field")
+        CompactMap(client, "old", ttl_mode="field").open()
     with pytest.raises(ValueError, match="ttl_mode"):
-        CompactMap(client, "bad", ttl_mode="server")
+        CompactMap(client, "bad", ttl_mode="server").open()
     if field_ttl_of(client) == "none":
         return
-    CompactMap(client, "f", expected=100, ttl_mode="field").set("user:1", 1, ttl=100)
-    assert CompactMap(client, "f").explain()["item_ttl"] == "field"
+    CompactMap(client, "f", expected=100, ttl_mode="field").open().set("user:1", 1, ttl=100)
+    assert CompactMap(client, "f").open().explain()["item_ttl"] == "field"
     assert client.hget(meta_key("f"), "ttl_mode") == b"field"
     with pytest.raises(MapConfigError, match="ttl_mode='field'"):
-        CompactMap(client, "f", ttl_mode="packed")
+        CompactMap(client, "f", ttl_mode="packed").open()
 
 
 def test_field_mode_without_field_ttl_is_refused_before_writing(client: redis.Redis) -> None:
@@ -217,7 +217,7 @@ def test_field_mode_without_field_ttl_is_refused_before_writing(client: redis.Re
     real = field_ttl_of(client) == "none"
     facts = None if real else MapFacts(512, 64, "none")
     with pytest.raises(FieldTtlUnavailable, match="field TTL"):
-        CompactMap(client, "nf", ttl_mode="field", facts=facts)
+        CompactMap(client, "nf", ttl_mode="field", facts=facts).open()
     assert client.dbsize() == 0
     assert isinstance(FieldTtlUnavailable("x"), MapConfigError)
 
@@ -232,14 +232,14 @@ def test_field_mode_without_field_ttl_is_refused_before_writing(client: redis.Re
     asyncio.run(main())
     assert client.dbsize() == 0
     if not real:  # a map stored in field mode, opened where field TTL is missing
-        CompactMap(client, "sf", expected=10, ttl_mode="field")
+        CompactMap(client, "sf", expected=10, ttl_mode="field").open()
         with pytest.raises(FieldTtlUnavailable):
-            CompactMap(client, "sf", facts=MapFacts(512, 64, "none"))
+            CompactMap(client, "sf", facts=MapFacts(512, 64, "none")).open()
 
 
 def test_auto_keeps_expiry_packed(client: redis.Redis) -> None:
     """The measured rule (compact.py, "Per-item TTL"): field TTL is never smaller enough."""
-    m = CompactMap(client, "au", expected=100, ttl=60)
+    m = CompactMap(client, "au", expected=100, ttl=60).open()
     m.set("user:1", 1)
     e = m.explain()
     assert e["item_ttl"] == "packed" and "field TTL" in e["item_ttl_reason"]
@@ -248,7 +248,7 @@ def test_auto_keeps_expiry_packed(client: redis.Redis) -> None:
 
 @pytest.mark.parametrize("transaction", [False, True])
 def test_field_mode_on_a_cluster(cluster_client: redis.RedisCluster, transaction: bool) -> None:
-    m = CompactMap(cluster_client, f"cf{int(transaction)}", expected=50, ttl_mode="field")
+    m = CompactMap(cluster_client, f"cf{int(transaction)}", expected=50, ttl_mode="field").open()
     wait_until(int(time.time()) + 1)  # a second starts: ttl=1 items live until the next one
     keys = [f"user:{i}" for i in range(1, 6)]  # one bucket: a cluster transaction is one slot
     with m.batch(transaction=transaction) as b:

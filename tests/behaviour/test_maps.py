@@ -201,7 +201,7 @@ def test_map_matches_the_model(client: redis.Redis, server_name: str, batched: b
     need_ttl_mode(client, ttl_mode)
     clock = Clock(ttl_mode)
     m = CompactMap(client, f"m{int(batched)}", expected=50, aliases={"user": "u", "post": "p"}, clock=clock,
-                   ttl_mode=ttl_mode)
+                   ttl_mode=ttl_mode).open()
     assert m.explain()["item_ttl"] == ttl_mode
     run_against_model(m, clock, seed=stable_seed(server_name, batched), batched=batched)
 
@@ -209,16 +209,16 @@ def test_map_matches_the_model(client: redis.Redis, server_name: str, batched: b
 @pytest.mark.parametrize("codec", ["zlib", "msgpack"])
 def test_map_matches_the_model_with_other_codecs(client: redis.Redis, codec: str) -> None:
     clock = Clock()
-    m = CompactMap(client, "c", codec=codec, expected=50, clock=clock)
+    m = CompactMap(client, "c", codec=codec, expected=50, clock=clock).open()
     run_against_model(m, clock, seed=3, steps=120)
 
 
 @pytest.mark.parametrize("ttl_mode", TTL_MODES)
 def test_map_matches_the_model_on_a_cluster(cluster_client: redis.RedisCluster, ttl_mode: str) -> None:
     clock = Clock(ttl_mode)
-    m = CompactMap(cluster_client, "cm", expected=50, aliases={"user": "u"}, clock=clock, ttl_mode=ttl_mode)
+    m = CompactMap(cluster_client, "cm", expected=50, aliases={"user": "u"}, clock=clock, ttl_mode=ttl_mode).open()
     run_against_model(m, clock, seed=11, steps=150)
-    m = CompactMap(cluster_client, "cb", expected=50, clock=clock, ttl_mode=ttl_mode)
+    m = CompactMap(cluster_client, "cb", expected=50, clock=clock, ttl_mode=ttl_mode).open()
     run_against_model(m, clock, seed=12, steps=100, batched=True)
 
 
@@ -242,7 +242,7 @@ def test_async_twin_matches_the_sync_map(server: ServerProcess, ttl_mode: str) -
             f1, f2 = b.get("user:1"), b.incr("user:1")
         assert (f1.result(), f2.result()) == (8, 9)
         assert dict([kv async for kv in m.items()]) == {"user:1": 9, "user:2": 1, "k": b"w"}
-        sync = CompactMap(server.client(), "am")  # the same data, read by the sync twin
+        sync = CompactMap(server.client(), "am").open()  # the same data, read by the sync twin
         assert dict(sync.items()) == {"user:1": 9, "user:2": 1, "k": b"w"}
         assert (await m.explain())["item_ttl"] == sync.explain()["item_ttl"] == ttl_mode
         await client.aclose()
@@ -251,7 +251,7 @@ def test_async_twin_matches_the_sync_map(server: ServerProcess, ttl_mode: str) -
 
 
 def test_dict_style_access(client: redis.Redis) -> None:
-    m = CompactMap(client, "d", expected=10)
+    m = CompactMap(client, "d", expected=10).open()
     m["user:1"] = {"n": 1}
     assert m["user:1"] == {"n": 1} and "user:1" in m and "user:2" not in m and 5 not in m
     with pytest.raises(KeyError):
@@ -267,7 +267,7 @@ def _encodings(client: redis.Redis, ns: str) -> set[bytes]:
 
 
 def test_large_values_go_out_of_line_and_buckets_stay_listpacks(client: redis.Redis, server_name: str) -> None:
-    m = CompactMap(client, "big", expected=1000)
+    m = CompactMap(client, "big", expected=1000).open()
     for i in range(300):
         m.set(f"user:{i}", "v" * (i % 130), ttl=None if i % 3 else 100)
     m.expire("user:1", 1000)  # the 5-byte wrapper pushes a 59+ byte value out of line
@@ -289,7 +289,7 @@ def test_sweep_keeps_live_out_of_line_values_whatever_the_key(client: redis.Redi
     """Out-of-line keys are named after their bucket's tag and field; keys whose prefix or
     name holds '}' or ':' must not make the sweep read the wrong bucket (and delete a value
     still in use)."""
-    m = CompactMap(client, "odd", expected=100)
+    m = CompactMap(client, "odd", expected=100).open()
     keys = ["a}b:5", "x}:}y:77", "}:9", "plain}key", "k:}:{z}"]
     for k in keys:
         m.set(k, k * 40)  # over hash-max-listpack-value: out of line
@@ -304,7 +304,7 @@ def test_sweep_keeps_live_out_of_line_values_whatever_the_key(client: redis.Redi
 
 
 def test_refusals_happen_before_anything_is_written(client: redis.Redis) -> None:
-    m = CompactMap(client, "r", expected=10, out_of_line=False)
+    m = CompactMap(client, "r", expected=10, out_of_line=False).open()
     m.set("user:1", 1)
     before = client.dbsize()
     with pytest.raises(ValueTooLarge, match="hash-max-listpack-value"):
@@ -317,7 +317,7 @@ def test_refusals_happen_before_anything_is_written(client: redis.Redis) -> None
 
 
 def test_incr_on_a_non_integer_raises_and_changes_nothing(client: redis.Redis) -> None:
-    m = CompactMap(client, "i", expected=10)
+    m = CompactMap(client, "i", expected=10).open()
     m.set("a", "text", ttl=100)
     with pytest.raises(NotAnInteger, match="'a'"):
         m.incr("a")
@@ -328,14 +328,14 @@ def test_incr_on_a_non_integer_raises_and_changes_nothing(client: redis.Redis) -
 
 
 def test_integers_are_listpack_integers_and_hincrby_compatible(client: redis.Redis) -> None:
-    m = CompactMap(client, "n", expected=10)
+    m = CompactMap(client, "n", expected=10).open()
     m.set("user:5", 41)
     loc = m._core.locate("user:5")
     assert client.hincrby(loc.bucket, loc.field, 1) == 42 and m.get("user:5") == 42
 
 
 def test_a_corrupt_value_names_its_key_and_spares_the_others(client: redis.Redis) -> None:
-    m = CompactMap(client, "bad", expected=10)
+    m = CompactMap(client, "bad", expected=10).open()
     m.set("user:1", "fine")
     m.set("user:2", "fine")
     loc = m._core.locate("user:2")
@@ -348,13 +348,13 @@ def test_a_corrupt_value_names_its_key_and_spares_the_others(client: redis.Redis
 
 
 def test_geometry_and_aliases_are_fixed_in_the_server(client: redis.Redis) -> None:
-    a = CompactMap(client, "g", expected=100_000, aliases={"user": "u"})
+    a = CompactMap(client, "g", expected=100_000, aliases={"user": "u"}).open()
     a.set("user:99999", 1)
-    b = CompactMap(client, "g", expected=10)  # another process, other guess: same buckets
+    b = CompactMap(client, "g", expected=10).open()  # another process, other guess: same buckets
     assert b.explain()["buckets"] == a.explain()["buckets"] and b.get("user:99999") == 1
     assert b.explain()["aliases"] == {"user": "u"}
     with pytest.raises(MapConfigError, match="aliases"):
-        CompactMap(client, "g", aliases={"user": "usr"})
+        CompactMap(client, "g", aliases={"user": "usr"}).open()
     raw = client.hgetall(b"g:za:{g}")
     assert raw == {b"user": b"u"}  # any tool can decode the keys
 
@@ -363,19 +363,19 @@ def test_trained_dictionary_is_stored_and_read_by_another_process(client: redis.
     rng = random.Random(2)
     docs = [{"id": i, "name": f"name {rng.randrange(10**6)}", "city": rng.choice(["Oslo", "Lima"]),
              "tags": ["alpha", "beta"], "bio": "lorem ipsum dolor sit amet " * 3} for i in range(300)]
-    m = CompactMap(client, "docs", codec="zstd", expected=1000)
+    m = CompactMap(client, "docs", codec="zstd", expected=1000).open()
     d = m.train(docs, size=4096)
     for i, doc in enumerate(docs):
         m.set(f"doc:{i}", doc)
-    other = CompactMap(client, "docs", codec="zstd")
+    other = CompactMap(client, "docs", codec="zstd").open()
     assert other.explain()["codec"]["dictionary"] == d.id
-    fresh = CompactMap(client, "docs")  # reads need no codec setting: the value names it
+    fresh = CompactMap(client, "docs").open()  # reads need no codec setting: the value names it
     assert fresh.mget([f"doc:{i}" for i in range(300)]) == docs
     assert _encodings(client, "docs") == {b"listpack"}
 
 
 def test_buckets_stay_listpacks_at_the_expected_size(client: redis.Redis, server_name: str) -> None:
-    m = CompactMap(client, "s", expected=20_000)
+    m = CompactMap(client, "s", expected=20_000).open()
     rng = random.Random(1)
     ids = rng.sample(range(10**8), 10_000)
     with m.batch() as b:
@@ -389,7 +389,7 @@ def test_buckets_stay_listpacks_at_the_expected_size(client: redis.Redis, server
 
 def test_sweep_removes_only_expired_items(client: redis.Redis) -> None:
     clock = Clock()
-    m = CompactMap(client, "sw", expected=100, clock=clock)
+    m = CompactMap(client, "sw", expected=100, clock=clock).open()
     for i in range(50):
         m.set(f"user:{i}", "v" * (i * 2), ttl=10 if i % 2 else None)
     clock.now += 11

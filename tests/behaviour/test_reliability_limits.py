@@ -40,7 +40,7 @@ def refused_and_untouched(client: redis.Redis, op: Callable[[], Any], error: typ
 def store_for(client: redis.Redis, layout: str, **options: Any) -> SessionStore:
     if layout == "fieldttl" and probe(client).field_ttl == "none":
         pytest.skip("no hash field TTL on this server")
-    return SessionStore(client, layout=layout, expected_sessions=1000, auto_train=None, **options)
+    return SessionStore(client, layout=layout, expected_sessions=1000, auto_train=None, **options).open()
 
 
 TOO_LONG = "x" * (MAX_STR_IDENTITY + 1)  # inside the old 1-255 check, outside the index
@@ -68,7 +68,7 @@ def test_session_identity_limits_are_checked_before_any_write(client: redis.Redi
 def test_a_record_limit_and_the_index_agree(client: redis.Redis) -> None:
     """A dense record holds the identity inline (hash-max-listpack-value): an identity too
     long for it is refused before the index entry is written, on create and on login."""
-    store = SessionStore(client, layout="dense", expected_sessions=1000, idle_ttl=600, auto_train=None)
+    store = SessionStore(client, layout="dense", expected_sessions=1000, idle_ttl=600, auto_train=None).open()
     anon = store.create(None, {})
     long_identity = "y" * 100
     refused_and_untouched(client, lambda: store.create(long_identity, {}))
@@ -95,7 +95,7 @@ def test_a_session_ttl_is_checked_before_any_write(client: redis.Redis, layout: 
 
 @pytest.mark.parametrize("bad", [(1, 2), float("nan"), {(1,): 2}, {"a": {1}}, 2**64, [b"x", (1,)]])
 def test_a_map_batch_with_one_unreadable_value_writes_nothing(client: redis.Redis, bad: Any) -> None:
-    m = CompactMap(client, "m", expected=1000)
+    m = CompactMap(client, "m", expected=1000).open()
     m.set("kept", 1)
     refused_and_untouched(client, lambda: m.set("k", bad), MapValueInvalid)
     refused_and_untouched(client, lambda: m.mset({"a": 1, "b": bad, "c": 3}), MapValueInvalid)
@@ -115,14 +115,14 @@ def test_a_map_batch_with_one_unreadable_value_writes_nothing(client: redis.Redi
 
 @pytest.mark.parametrize("args", [("k", 1, 0), ("k", 1, -1), ("k", 1, float("nan")), ("k", 1, 2**40)])
 def test_a_map_ttl_is_checked_before_any_write(client: redis.Redis, args: tuple[Any, ...]) -> None:
-    m = CompactMap(client, "m", expected=1000)
+    m = CompactMap(client, "m", expected=1000).open()
     refused_and_untouched(client, lambda: m.set(*args), InvalidArgument)
     refused_and_untouched(client, lambda: m.mset({"a": 1, "b": 2}, ttl=args[2]), InvalidArgument)
 
 
 @pytest.mark.parametrize("delta", [1.5, "1", 2**63, None])
 def test_a_map_incr_delta_is_typed(client: redis.Redis, delta: Any) -> None:
-    m = CompactMap(client, "m", expected=1000)
+    m = CompactMap(client, "m", expected=1000).open()
     m.set("n", 1)
     refused_and_untouched(client, lambda: m.incrby("n", delta))
     assert m.get("n") == 1
@@ -130,7 +130,7 @@ def test_a_map_incr_delta_is_typed(client: redis.Redis, delta: Any) -> None:
 
 @pytest.mark.parametrize("layout", ["dense", "flat", "hash", "set", "zset"])
 def test_a_set_batch_with_one_lenient_text_item_writes_nothing(client: redis.Redis, layout: str) -> None:
-    s = CompactSet(client, "s", layout=layout, expected=1000)
+    s = CompactSet(client, "s", layout=layout, expected=1000).open()
     s.add(bytes(16))
     good = [(i.to_bytes(16, "big")).hex() for i in range(1, 50)]
     refused_and_untouched(client, lambda: s.add_many([*good, " " + "ab" * 16]))

@@ -44,7 +44,7 @@ def _login(gate: threading.Barrier, store: SessionStore, token: str, user: str, 
 
 def _race(client: Any, ns: str, policy: str, rounds: int) -> None:
     limits = Limits()
-    stores = [SessionStore(client, ns, layout="dense", max_sessions_per_identity=N, on_limit=policy)
+    stores = [SessionStore(client, ns, layout="dense", max_sessions_per_identity=N, on_limit=policy).open()
               for _ in range(LOGINS)]  # one store per worker, as separate processes would have
     for s in stores:
         s.observe(limits)
@@ -96,7 +96,7 @@ def test_simultaneous_logins_on_the_cluster(cluster_client: Any) -> None:
 def test_least_recently_seen_goes_first_and_rotation_is_one_session(client: Any) -> None:
     clock = Clock()
     store = SessionStore(client, f"lim1-{time.time_ns()}", layout="dense", idle_ttl=1000,
-                         max_sessions_per_identity=2, clock=clock)
+                         max_sessions_per_identity=2, clock=clock).open()
     a = store.login(store.create(None), 1)
     clock.now += 10
     b = store.login(store.create(None), 1)
@@ -118,7 +118,7 @@ def test_least_recently_seen_goes_first_and_rotation_is_one_session(client: Any)
 
 def test_refusal_writes_nothing(client: Any) -> None:
     store = SessionStore(client, f"lim2-{time.time_ns()}", layout="dense",
-                         max_sessions_per_identity=1, on_limit="refuse")
+                         max_sessions_per_identity=1, on_limit="refuse").open()
     first = store.create(7)
     anon = store.create(None, {"x": 1})
     with pytest.raises(SessionLimitReached):
@@ -133,8 +133,8 @@ def test_refusal_writes_nothing(client: Any) -> None:
 def test_limit_options_are_checked(client: Any) -> None:
     for bad in (0, -1, True, 2.5):
         with pytest.raises(InvalidArgument):
-            SessionStore(client, "lim3", max_sessions_per_identity=bad)  # type: ignore[arg-type]
+            SessionStore(client, "lim3", max_sessions_per_identity=bad).open()  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
-        SessionStore(client, "lim3", max_sessions_per_identity=2, on_limit="drop")
+        SessionStore(client, "lim3", max_sessions_per_identity=2, on_limit="drop").open()
     with pytest.raises(InvalidArgument):
-        SessionStore(client, "lim3", max_sessions_per_identity=2, index_identities=False)
+        SessionStore(client, "lim3", max_sessions_per_identity=2, index_identities=False).open()

@@ -64,7 +64,7 @@ def test_prometheus_counts_known_operations_on_every_layout(client: redis.Redis)
     for layout in layouts_for(client):
         clock = Clock()
         ns = f"m-{layout}-{time.time_ns()}"
-        store = SessionStore(client, ns, layout=layout, ttl=1000, idle_ttl=100, clock=clock)
+        store = SessionStore(client, ns, layout=layout, ttl=1000, idle_ttl=100, clock=clock).open()
         reg, metrics = new_registry()
         metrics.observe(store)
         known_operations(store, clock)
@@ -101,7 +101,7 @@ def test_prometheus_counts_known_operations_on_every_layout(client: redis.Redis)
 
 def test_active_sessions_counted_at_most_once_per_period(client: redis.Redis) -> None:
     ns = f"m-every-{time.time_ns()}"
-    store = SessionStore(client, ns, layout="dense")
+    store = SessionStore(client, ns, layout="dense").open()
     reg, metrics = new_registry()
     metrics.observe(store, active_every=3600)
     store.create(1)
@@ -123,7 +123,7 @@ def test_active_sessions_counted_at_most_once_per_period(client: redis.Redis) ->
 
 def test_split_and_out_of_line_shares(client: redis.Redis) -> None:
     ns = f"m-split-{time.time_ns()}"
-    store = SessionStore(client, ns, layout="dense", auto_train=None)
+    store = SessionStore(client, ns, layout="dense", auto_train=None).open()
     reg, metrics = new_registry()
     metrics.observe(store, active_every=0, stats=True)
     rng = __import__("random").Random(1)
@@ -148,9 +148,8 @@ def test_async_store(server: Any) -> None:
         ns = f"m-async-{time.time_ns()}"
         store = AsyncSessionStore(client, ns, layout="dense", ttl=60, clock=clock)
         reg, metrics = new_registry()
-        with pytest.raises(RuntimeError, match="namespace="):
-            metrics.observe(store)  # not ready: its namespace is not known yet
-        metrics.observe(store, namespace=ns, active_every=3600)  # the first count: a task
+        assert store.namespace == ns  # known before the store is open (no server call)
+        metrics.observe(store, active_every=3600)  # the first count: a task
         tokens = [await store.create(i, {"n": i}) for i in range(3)]
         assert await store.destroy(tokens[0])
         with pytest.raises(Exception):  # noqa: B017
@@ -217,7 +216,7 @@ def test_otel_counts_known_operations(client: redis.Redis) -> None:
     metrics = otel.SessionMetrics(MeterProvider(metric_readers=[reader]))
     clock = Clock()
     ns = f"m-otel-{time.time_ns()}"
-    store = SessionStore(client, ns, layout="dense", ttl=1000, idle_ttl=100, clock=clock)
+    store = SessionStore(client, ns, layout="dense", ttl=1000, idle_ttl=100, clock=clock).open()
     metrics.observe(store)
     known_operations(store, clock)
     p = otel_points(reader)
@@ -242,7 +241,7 @@ def test_otel_counts_known_operations(client: redis.Redis) -> None:
 def test_on_the_cluster(cluster_client: Any) -> None:
     clock = Clock()
     ns = f"m-cl-{time.time_ns()}"
-    store = SessionStore(cluster_client, ns, layout="dense", ttl=60, clock=clock)
+    store = SessionStore(cluster_client, ns, layout="dense", ttl=60, clock=clock).open()
     reg, metrics = new_registry()
     metrics.observe(store, active_every=0)
     tokens = [store.create(i, {"i": i}) for i in range(20)]
@@ -264,7 +263,7 @@ def test_every_metric_the_dashboard_names_is_exported(client: redis.Redis) -> No
     assert len(named) >= 10, named
     clock = Clock()
     store = SessionStore(client, f"m-dash-{time.time_ns()}", layout="dense", ttl=1000, idle_ttl=100,
-                         clock=clock, auto_train=None)
+                         clock=clock, auto_train=None).open()
     reg, metrics = new_registry()
     metrics.observe(store, active_every=0, stats=True)
     known_operations(store, clock)

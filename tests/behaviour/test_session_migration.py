@@ -89,7 +89,7 @@ def test_a_0_1_store_reads_whole_then_moves_to_the_continuation_field_under_traf
     written = _write_with_0_1(old_tree, server.port)
     made: dict[str, Any] = written["made"]
     assert written["split"] > 30 and written["ool"] > 30  # every placement is there
-    store = SessionStore(client, namespace=NS, expected_sessions=300)
+    store = SessionStore(client, namespace=NS, expected_sessions=300).open()
     layout = store._core.layout
     assert isinstance(layout, PartitionedLayout) and not layout.here  # 0.1's partitions: 0.1's format
     assert _where(client, layout) == (0, written["split"])
@@ -111,7 +111,7 @@ def test_a_0_1_store_reads_whole_then_moves_to_the_continuation_field_under_traf
     versions: dict[str, int] = dict.fromkeys(tokens, 0)
 
     def writer(mine: list[str]) -> None:
-        s = SessionStore(redis.Redis(port=server.port), namespace=NS, expected_sessions=300)
+        s = SessionStore(redis.Redis(port=server.port), namespace=NS, expected_sessions=300).open()
         rng = random.Random(len(mine))
         while not stop.is_set():
             t = rng.choice(mine)
@@ -128,7 +128,7 @@ def test_a_0_1_store_reads_whole_then_moves_to_the_continuation_field_under_traf
             made[t] = new
 
     def reader() -> None:
-        s = SessionStore(redis.Redis(port=server.port), namespace=NS, expected_sessions=300)
+        s = SessionStore(redis.Redis(port=server.port), namespace=NS, expected_sessions=300).open()
         rng = random.Random(7)
         while not stop.is_set():
             t = rng.choice(tokens)
@@ -168,7 +168,7 @@ def test_a_0_1_store_reads_whole_then_moves_to_the_continuation_field_under_traf
     assert not errors, errors[:5]
     assert result["partitions"] == layout.partitions * 2
 
-    fresh = SessionStore(client, namespace=NS, expected_sessions=300)
+    fresh = SessionStore(client, namespace=NS, expected_sessions=300).open()
     new_layout = fresh._core.layout
     assert isinstance(new_layout, PartitionedLayout) and new_layout.here
     for token, data in made.items():  # nothing lost, nothing misread

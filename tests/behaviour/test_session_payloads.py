@@ -32,7 +32,7 @@ def present_layouts(client: redis.Redis) -> list[str]:
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_round_trips_on_every_layout(client: redis.Redis, profile: str) -> None:
     for layout in present_layouts(client):
-        store = SessionStore(client, namespace=f"p{layout}", layout=layout, expected_sessions=100)
+        store = SessionStore(client, namespace=f"p{layout}", layout=layout, expected_sessions=100).open()
         made = [(store.create(ident, data), ident, data) for ident, data in sessions(profile, 20)]
         for token, ident, data in made:
             got = store.get(token)
@@ -40,7 +40,7 @@ def test_every_profile_round_trips_on_every_layout(client: redis.Redis, profile:
 
 
 def test_a_django_login_stays_inline_once_the_namespace_has_a_dictionary(client: redis.Redis) -> None:
-    store = SessionStore(client, layout="dense", expected_sessions=10_000, auto_train=None)
+    store = SessionStore(client, layout="dense", expected_sessions=10_000, auto_train=None).open()
     store.train_dictionary(d for _, d in sessions("P1", 2000, start=100_000))
     tokens = [store.create(ident, data) for ident, data in sessions("P1", 2000)]
     assert not list(client.scan_iter(match=b"sess:so:*", count=1000))  # no out-of-line key
@@ -52,24 +52,24 @@ def test_a_django_login_stays_inline_once_the_namespace_has_a_dictionary(client:
 
 
 def test_a_store_trains_the_dictionary_itself_and_other_processes_adopt_it(client: redis.Redis) -> None:
-    writer = SessionStore(client, layout="dense", expected_sessions=10_000, auto_train=300)
+    writer = SessionStore(client, layout="dense", expected_sessions=10_000, auto_train=300).open()
     assert writer.explain()["dictionary"] is None
     early = [writer.create(i, d) for i, d in sessions("P2", 300)]
     trained = writer.explain()["dictionary"]
     assert trained is not None and trained >= CONTENT_ID_MIN  # named by its content
     late = writer.create(*session("P2", 5000))
-    reader = SessionStore(client, layout="dense", expected_sessions=10_000)  # a new process
+    reader = SessionStore(client, layout="dense", expected_sessions=10_000).open()  # a new process
     assert reader.explain()["dictionary"] == trained
     assert reader.get(early[0]).data == session("P2", 0)[1]  # type: ignore[union-attr]
     assert reader.get(late).data == session("P2", 5000)[1]  # type: ignore[union-attr]
     # sessions written before and after the dictionary are read by any store alike
-    fresh = SessionStore(client, layout="dense", expected_sessions=10_000)
+    fresh = SessionStore(client, layout="dense", expected_sessions=10_000).open()
     fresh._core.payloads.codec.known.clear()
     assert fresh.get(late).data == session("P2", 5000)[1]  # type: ignore[union-attr]
 
 
 def test_train_dictionary_samples_the_store_itself(client: redis.Redis) -> None:
-    store = SessionStore(client, layout="dense", expected_sessions=5000, auto_train=None)
+    store = SessionStore(client, layout="dense", expected_sessions=5000, auto_train=None).open()
     tokens = [store.create(i, d) for i, d in sessions("P3", 1500)]
     trained = store.train_dictionary()
     assert trained == store.explain()["dictionary"] and trained >= CONTENT_ID_MIN
@@ -79,7 +79,7 @@ def test_train_dictionary_samples_the_store_itself(client: redis.Redis) -> None:
 
 
 def test_anonymous_sessions_have_no_index_entry_and_log_in_atomically(client: redis.Redis) -> None:
-    store = SessionStore(client, layout="dense", expected_sessions=100)
+    store = SessionStore(client, layout="dense", expected_sessions=100).open()
     anon = store.create(None, {"csrf_token": "ab" * 20})
     got = store.get(anon)
     assert got is not None and got.identity is None
@@ -97,13 +97,13 @@ def test_anonymous_sessions_have_no_index_entry_and_log_in_atomically(client: re
 
 
 def test_concurrent_writers_of_different_keys_both_keep_their_change(client: redis.Redis, server: ServerProcess) -> None:
-    store = SessionStore(client, layout="dense", expected_sessions=100)
+    store = SessionStore(client, layout="dense", expected_sessions=100).open()
     token = store.create(1, {"start": 0, "pad": "x." * 40})  # out of line: both paths race
     errors: list[BaseException] = []
 
     def writer(name: str) -> None:
         try:
-            own = SessionStore(server.client(), layout="dense", expected_sessions=100)
+            own = SessionStore(server.client(), layout="dense", expected_sessions=100).open()
             for i in range(60):
                 assert own.apply(token, {f"{name}{i}": i}) is not None
         except BaseException as exc:  # noqa: BLE001 - reported below
@@ -120,7 +120,7 @@ def test_concurrent_writers_of_different_keys_both_keep_their_change(client: red
 
 
 def test_a_destroyed_session_is_never_resurrected_by_a_later_write(client: redis.Redis) -> None:
-    store = SessionStore(client, layout="dense", expected_sessions=100)
+    store = SessionStore(client, layout="dense", expected_sessions=100).open()
     token = store.create(1, {"a": 1, "big": "q." * 100})
     assert store.destroy(token)
     assert store.apply(token, {"b": 2}) is None and store.update(token, {"c": 3}) is False
@@ -128,7 +128,7 @@ def test_a_destroyed_session_is_never_resurrected_by_a_later_write(client: redis
 
 
 def test_moved_in_sessions_keep_their_cookie_value(client: redis.Redis) -> None:
-    store = SessionStore(client, layout="dense", expected_sessions=100)
+    store = SessionStore(client, layout="dense", expected_sessions=100).open()
     django_key = "k2x9ab7qv0m1n8c3d4e5f6g7h8i9j0l1"  # Django's 32 chars of [a-z0-9]
     assert store.create(None, {"_auth_user_id": "5"}, ttl=600, token=django_key) == django_key
     got = store.get(django_key)
@@ -140,7 +140,7 @@ def test_moved_in_sessions_keep_their_cookie_value(client: redis.Redis) -> None:
 def test_due_for_touch_asks_for_a_write_only_once_a_quarter_of_the_window_passed(client: redis.Redis) -> None:
     now = [1_800_000_000.0]
     store = SessionStore(client, layout="dense", ttl=86_400, idle_ttl=3600, expected_sessions=100,
-                         clock=lambda: now[0])
+                         clock=lambda: now[0]).open()
     token = store.create(1, {"a": 1})
     s = store.get(token)
     assert s is not None and not store.due_for_touch(s)
@@ -188,7 +188,7 @@ def test_the_sync_and_async_stores_expose_the_same_operations() -> None:
 def test_out_of_line_keys_share_the_partition_slot_on_a_cluster(cluster_client: redis.RedisCluster) -> None:
     from redis.crc import key_slot
 
-    store = SessionStore(cluster_client, layout="dense", expected_sessions=1000)
+    store = SessionStore(cluster_client, layout="dense", expected_sessions=1000).open()
     for ident, data in sessions("P3", 30):
         token = store.create(ident, data)
         layout = store._core.layout
@@ -205,7 +205,7 @@ def test_stats_count_the_payloads_that_did_not_fit_inline(client: redis.Redis, s
                                                           layout: str) -> None:
     """stats() says how many sessions are split and how many out of line (what the
     planner's advice to raise hash-max-listpack-value is about), as the server holds them."""
-    store = SessionStore(client, layout=layout, expected_sessions=100, auto_train=None)
+    store = SessionStore(client, layout=layout, expected_sessions=100, auto_train=None).open()
     tokens = [store.create(i, {"b": os.urandom(n)}) for i, n in enumerate([4, 8, 70, 72, 74, 300, 900] * 3)]
     layout_ = store._core.layout
     assert isinstance(layout_, PartitionedLayout)

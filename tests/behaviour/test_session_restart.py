@@ -33,7 +33,7 @@ SERVERS = ["valkey-9.1", "redis-7.0"]
 
 def _store(server: ServerProcess, **options: object) -> tuple[SessionStore, redis.Redis]:
     client = server.client()
-    return SessionStore(client, layout="dense", expected_sessions=10_000, **options), client  # type: ignore[arg-type]
+    return SessionStore(client, layout="dense", expected_sessions=10_000, **options).open(), client  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("name", SERVERS)
@@ -75,7 +75,7 @@ def test_no_session_reads_back_as_other_data_after_a_restart_without_persistence
 
 
 def test_a_store_whose_metadata_vanished_writes_it_again_on_its_next_refresh(client: redis.Redis) -> None:
-    store = SessionStore(client, layout="dense", expected_sessions=1000, auto_train=None)
+    store = SessionStore(client, layout="dense", expected_sessions=1000, auto_train=None).open()
     store.train_dictionary(d for _, d in sessions("P1", 300))
     d = store.explain()["dictionary"]
     token = store.create(*session("P1", 1))
@@ -84,11 +84,11 @@ def test_a_store_whose_metadata_vanished_writes_it_again_on_its_next_refresh(cli
     assert client.exists(meta_key("sess")) and client.hexists(dictionary_key("sess"), str(d))
     assert store.get(token) is None  # the data is gone with the server's, not replaced
     again = store.create(*session("P1", 2))
-    assert SessionStore(client, layout="dense").get(again).data == session("P1", 2)[1]  # type: ignore[union-attr]
+    assert SessionStore(client, layout="dense").open().get(again).data == session("P1", 2)[1]  # type: ignore[union-attr]
 
 
 def test_a_dictionary_is_stored_under_its_content_and_never_over_another(client: redis.Redis) -> None:
-    store = SessionStore(client, layout="dense", expected_sessions=1000, auto_train=None)
+    store = SessionStore(client, layout="dense", expected_sessions=1000, auto_train=None).open()
     d = store.train_dictionary(d for _, d in sessions("P2", 300))
     stored = client.hget(dictionary_key("sess"), str(d))
     assert stored is not None and content_id(stored) == d
@@ -131,10 +131,10 @@ def test_an_undecodable_session_is_no_session_for_a_web_read(
 @pytest.mark.parametrize("first", [True, False])
 def test_stores_that_disagree_on_the_identity_index_refuse_to_share_a_namespace(
         client: redis.Redis, first: bool) -> None:
-    SessionStore(client, index_identities=first, expected_sessions=1000)
+    SessionStore(client, index_identities=first, expected_sessions=1000).open()
     with pytest.raises(DensekvError, match="index_identities"):
-        SessionStore(client, index_identities=not first, expected_sessions=1000)
-    SessionStore(client, index_identities=first, expected_sessions=1000)  # agreeing is fine
+        SessionStore(client, index_identities=not first, expected_sessions=1000).open()
+    SessionStore(client, index_identities=first, expected_sessions=1000).open()  # agreeing is fine
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -231,7 +231,7 @@ def test_every_layout_matches_the_model(client: redis.Redis, server_name: str, i
     for layout in layouts_for(client):
         clock = Clock()
         store = SessionStore(client, namespace=f"m{layout}", layout=layout, ttl=120, idle_ttl=idle,
-                             expected_sessions=500, clock=clock)
+                             expected_sessions=500, clock=clock).open()
         run_against_model(store, clock, seed=zlib.crc32(f"{server_name} {layout} {idle}".encode()))
 
 
@@ -239,7 +239,7 @@ def test_every_layout_matches_the_model_on_a_cluster(cluster_client: redis.Redis
     for layout in layouts_for(cluster_client):
         clock = Clock()
         store = SessionStore(cluster_client, namespace=f"c{layout}", layout=layout, ttl=120,
-                             idle_ttl=60, expected_sessions=500, clock=clock)
+                             idle_ttl=60, expected_sessions=500, clock=clock).open()
         run_against_model(store, clock, seed=7, steps=150)
 
 
@@ -265,14 +265,14 @@ def test_async_twin_matches_the_sync_store(server: ServerProcess) -> None:
 
 
 def test_auto_picks_dense_and_says_why(client: redis.Redis, server_name: str) -> None:
-    store = SessionStore(client)
+    store = SessionStore(client).open()
     info = store.explain()
     assert info["layout"] == "dense" and info["reason"]
 
 
 @pytest.mark.parametrize("bad", ["", " ", "x" * 21, "x" * 87, "é" * 32, "a" * 100_000, "\x00" * 32, None, 42, b"x" * 32])
 def test_malformed_tokens_are_not_found(client: redis.Redis, bad: Any) -> None:
-    store = SessionStore(client, expected_sessions=100)
+    store = SessionStore(client, expected_sessions=100).open()
     before = client.info("stats")["total_commands_processed"]
     assert store.get(bad) is None
     assert store.touch(bad) is False and store.destroy(bad) is False
@@ -282,7 +282,7 @@ def test_malformed_tokens_are_not_found(client: redis.Redis, bad: Any) -> None:
 
 
 def test_unknown_well_formed_token_is_not_found(client: redis.Redis) -> None:
-    store = SessionStore(client, expected_sessions=100)
+    store = SessionStore(client, expected_sessions=100).open()
     assert store.get("A" * 32) is None and store.regenerate("A" * 32) is None
 
 
@@ -290,7 +290,7 @@ def test_unknown_well_formed_token_is_not_found(client: redis.Redis) -> None:
 def test_data_over_max_data_bytes_is_refused_before_writing(client: redis.Redis, layout: str) -> None:
     if layout == "fieldttl" and layout not in layouts_for(client):
         pytest.skip("no field TTL on this server")
-    store = SessionStore(client, layout=layout, expected_sessions=100, max_data_bytes=1000)
+    store = SessionStore(client, layout=layout, expected_sessions=100, max_data_bytes=1000).open()
     token = store.create(1, {"ok": True})
     before = sorted(client.scan_iter(count=1000))
     with pytest.raises(SessionDataTooLarge, match="max_data_bytes 1000"):
@@ -310,7 +310,7 @@ def test_data_over_max_data_bytes_is_refused_before_writing(client: redis.Redis,
 def test_data_that_would_not_come_back_equal_is_refused(client: redis.Redis, layout: str, bad: Any) -> None:
     if layout == "fieldttl" and layout not in layouts_for(client):
         pytest.skip("no field TTL on this server")
-    store = SessionStore(client, layout=layout, expected_sessions=100)
+    store = SessionStore(client, layout=layout, expected_sessions=100).open()
     token = store.create(1, {"ok": True})
     before = sorted(client.scan_iter(count=1000))
     with pytest.raises(SessionDataInvalid):
@@ -322,7 +322,7 @@ def test_data_that_would_not_come_back_equal_is_refused(client: redis.Redis, lay
 
 
 def test_large_data_goes_out_of_line_and_partitions_stay_listpacks(client: redis.Redis) -> None:
-    store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None)
+    store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None).open()
     small, big = {"ok": True}, {"blob": "y" * 5000, "csrf": "ab" * 20}
     a, b = store.create(1, big), store.create(2, small)
     layout = store._core.layout
@@ -356,10 +356,10 @@ def test_mid_sized_data_is_split_over_a_continuation_entry(client: redis.Redis, 
     """A split payload's rest is a continuation field beside its record (0.1's stores, whose
     metadata has no `cont`, keep the separate continuation hash until a repartition)."""
     clock = Clock()
-    store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, ttl=100, clock=clock)
+    store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, ttl=100, clock=clock).open()
     if made_by == "0.1":
         client.hdel("sess:meta", "cont")
-        store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, ttl=100, clock=clock)
+        store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, ttl=100, clock=clock).open()
     mid = {"blob": "q." * 40}  # ~90 bytes: too long for the record, short enough for two entries
     big, small = {"blob": "q." * 200}, {"ok": True}
     t = store.create(1, mid)
@@ -400,7 +400,7 @@ def test_mid_sized_data_is_split_over_a_continuation_entry(client: redis.Redis, 
         t3 = store.create(3, mid)
         assert _continuations(client, layout) == (0, 1)
         client.hset("sess:meta", "cont", "here")
-        now = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, ttl=100, clock=clock)
+        now = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, ttl=100, clock=clock).open()
         assert now.get(t3).data == mid  # type: ignore[union-attr]
         assert now.apply(t3, {"y": 2}) == {**mid, "y": 2} and _continuations(client, layout) == (1, 0)
         assert not client.exists(layout.cont_key(p))  # the emptied continuation hash is gone
@@ -408,7 +408,7 @@ def test_mid_sized_data_is_split_over_a_continuation_entry(client: redis.Redis, 
 
 def test_a_split_session_is_read_with_one_command(client: redis.Redis) -> None:
     """Once recent reads found split payloads, a get is one HMGET on one key (MONITOR)."""
-    store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None)
+    store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None).open()
     tokens = [store.create(i, {"blob": "q." * 40}) for i in range(30)]
     for t in tokens:
         store.get(t)  # the store learns that its sessions are split
@@ -420,7 +420,7 @@ def test_a_split_session_is_read_with_one_command(client: redis.Redis) -> None:
 
 
 def test_a_repartition_carries_split_and_out_of_line_payloads(client: redis.Redis) -> None:
-    store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, partitions=2)
+    store = SessionStore(client, layout="dense", expected_sessions=100, auto_train=None, partitions=2).open()
     made = {store.create(i, {"blob": "q." * (10 + 30 * (i % 4))}): i for i in range(60)}
     store.repartition(8)
     for token, i in made.items():
@@ -430,14 +430,14 @@ def test_a_repartition_carries_split_and_out_of_line_payloads(client: redis.Redi
 
 
 def test_partitions_stay_listpacks_at_the_expected_size(client: redis.Redis, server_name: str) -> None:
-    store = SessionStore(client, layout="dense", expected_sessions=20_000, index_identities=True)
+    store = SessionStore(client, layout="dense", expected_sessions=20_000, index_identities=True).open()
     store.create_many(range(20_000))
     encodings = {client.object("encoding", k) for k in client.scan_iter(match=b"sess:s*", count=1000)}
     assert encodings == {b"listpack"}
 
 
 def test_a_corrupt_record_names_its_session_and_spares_the_others(client: redis.Redis) -> None:
-    store = SessionStore(client, layout="dense", expected_sessions=1)  # one partition
+    store = SessionStore(client, layout="dense", expected_sessions=1).open()  # one partition
     good, bad = store.create(1), store.create(2)
     layout = store._core.layout
     assert isinstance(layout, PartitionedLayout)
@@ -454,7 +454,7 @@ def test_a_corrupt_record_names_its_session_and_spares_the_others(client: redis.
 
 def test_tokens_are_never_stored_in_clear(client: redis.Redis) -> None:
     for layout in layouts_for(client):
-        store = SessionStore(client, namespace=f"t{layout}", layout=layout, expected_sessions=100)
+        store = SessionStore(client, namespace=f"t{layout}", layout=layout, expected_sessions=100).open()
         tokens = [store.create(i) for i in range(50)]
         dump = b""
         for key in client.scan_iter(count=1000):
@@ -474,7 +474,7 @@ def test_tokens_are_never_stored_in_clear(client: redis.Redis) -> None:
 
 
 def test_every_key_of_a_partition_shares_a_slot(client: redis.Redis) -> None:
-    store = SessionStore(client, layout="zset", expected_sessions=2000)
+    store = SessionStore(client, layout="zset", expected_sessions=2000).open()
     store.create_many(range(2000))
     by_partition: dict[bytes, set[int]] = {}
     for key in client.scan_iter(match=b"sess:s[dz]:*", count=1000):
@@ -485,7 +485,7 @@ def test_every_key_of_a_partition_shares_a_slot(client: redis.Redis) -> None:
 
 def test_index_is_leak_free_after_one_sweep(client: redis.Redis) -> None:
     clock = Clock()
-    store = SessionStore(client, layout="dense", ttl=100, expected_sessions=1000, clock=clock)
+    store = SessionStore(client, layout="dense", ttl=100, expected_sessions=1000, clock=clock).open()
     short = [store.create(i % 50, ttl=10) for i in range(300)]
     long_ = [store.create(i % 50) for i in range(200)]
     for t in short[:20]:
@@ -504,7 +504,7 @@ def test_a_stray_index_reference_never_reaches_another_identity(client: redis.Re
     """The index keeps a short reference (8 digest bytes for partitioned layouts); an entry
     of identity 1 that points at identity 2's session (what a reference collision would
     look like) must neither list nor destroy identity 2's session."""
-    store = SessionStore(client, layout=layout, expected_sessions=100)
+    store = SessionStore(client, layout=layout, expected_sessions=100).open()
     store.create(1)
     victim = store.create(2)
     index = store._core.index
@@ -518,7 +518,7 @@ def test_a_stray_index_reference_never_reaches_another_identity(client: redis.Re
 
 def test_sweep_is_bounded(client: redis.Redis) -> None:
     clock = Clock()
-    store = SessionStore(client, layout="dense", ttl=10, expected_sessions=5000, clock=clock)
+    store = SessionStore(client, layout="dense", ttl=10, expected_sessions=5000, clock=clock).open()
     store.create_many(range(3000))
     clock.now += 20
     first = store.sweep(max_items=500)
@@ -538,7 +538,7 @@ def test_sweep_beside_writers_never_removes_a_live_session(server: ServerProcess
 
     def writer(seed: int) -> None:
         rng = random.Random(seed)
-        store = SessionStore(server.client(), **opts)  # type: ignore[arg-type]
+        store = SessionStore(server.client(), **opts).open()  # type: ignore[arg-type]
         held: dict[str, float] = {}  # token -> a lower bound of its expiry
         while time.monotonic() < stop:
             op = rng.random()
@@ -572,7 +572,7 @@ def test_sweep_beside_writers_never_removes_a_live_session(server: ServerProcess
                 held[token] = max(held[token], session.expires_at)
 
     def sweeper() -> None:
-        store = SessionStore(server.client(), **opts)  # type: ignore[arg-type]
+        store = SessionStore(server.client(), **opts).open()  # type: ignore[arg-type]
         while time.monotonic() < stop:
             store.sweep(max_items=200)
 
@@ -584,7 +584,7 @@ def test_sweep_beside_writers_never_removes_a_live_session(server: ServerProcess
     assert not failures
     # After writers stop: every stored record either is live or gets swept; none is lost
     # that the model says is live - verified by comparing a fresh full read with expiry.
-    store = SessionStore(client, **opts)  # type: ignore[arg-type]
+    store = SessionStore(client, **opts).open()  # type: ignore[arg-type]
     now = int(time.time())
     layout_obj = store._core.layout
     assert isinstance(layout_obj, PartitionedLayout)
@@ -606,16 +606,16 @@ def test_acknowledged_sessions_survive_an_aof_restart() -> None:
     import densekv
 
     with densekv.embedded(aof=True) as srv:
-        store = SessionStore(srv.client(), expected_sessions=1000)
+        store = SessionStore(srv.client(), expected_sessions=1000).open()
         tokens = store.create_many(range(500))
         srv.restart()
-        store = SessionStore(srv.client(), expected_sessions=1000)
+        store = SessionStore(srv.client(), expected_sessions=1000).open()
         assert all(store.get(t) is not None for t in tokens)
         assert len(store.sessions_of(7)) == 1
 
 
 def test_sessions_of_another_identity_are_untouched(client: redis.Redis) -> None:
-    store = SessionStore(client, expected_sessions=100)
+    store = SessionStore(client, expected_sessions=100).open()
     mine = [store.create("me") for _ in range(3)]
     theirs = [store.create("mine") for _ in range(2)] + [store.create(7)]
     assert store.destroy_all("me") == 3
@@ -627,7 +627,7 @@ def test_sessions_of_another_identity_are_untouched(client: redis.Redis) -> None
 
 
 def test_stats_warn_when_partitions_near_the_listpack_limit(client: redis.Redis) -> None:
-    store = SessionStore(client, layout="dense", partitions=2, expected_sessions=100)
+    store = SessionStore(client, layout="dense", partitions=2, expected_sessions=100).open()
     limit = store.explain()["server"]["hash_max_listpack_entries"]
     assert store.stats()["warnings"] == []
     store.create_many(range(int(limit * 1.9)))
@@ -642,7 +642,7 @@ def test_fieldttl_writes_value_and_ttl_in_one_command_where_the_server_has_hsete
     caps = densekv.probe(client)
     if caps.field_ttl == "none":
         pytest.skip("no field TTL on this server")
-    store = SessionStore(client, layout="fieldttl", ttl=600, expected_sessions=100)
+    store = SessionStore(client, layout="fieldttl", ttl=600, expected_sessions=100).open()
     client.config_resetstat()
     token = store.create(5)
     stats = client.info("commandstats")

@@ -70,16 +70,16 @@ def _run_against_model(fam: SetFamily, seed: int, steps: int = 150) -> None:
 
 def test_families_match_the_model(client: redis.Redis, server_name: str) -> None:
     for enc in encodings_for(client):
-        run_against_model(SetFamily(client, f"f{enc}", encoding=enc), seed=stable_seed(server_name, enc))
+        run_against_model(SetFamily(client, f"f{enc}", encoding=enc).open(), seed=stable_seed(server_name, enc))
 
 
 def test_families_match_the_model_on_a_cluster(cluster_client: redis.RedisCluster) -> None:
     for enc in encodings_for(cluster_client):
-        run_against_model(SetFamily(cluster_client, f"c{enc}", encoding=enc, ttl=600), seed=3, steps=100)
+        run_against_model(SetFamily(cluster_client, f"c{enc}", encoding=enc, ttl=600).open(), seed=3, steps=100)
 
 
 def test_per_parent_expiry(client: redis.Redis) -> None:
-    fam = SetFamily(client, "exp", ttl=600)
+    fam = SetFamily(client, "exp", ttl=600).open()
     fam.add("a", "x")
     fam.add("b", "y")
     ttl = fam.ttl("a")
@@ -88,12 +88,12 @@ def test_per_parent_expiry(client: redis.Redis) -> None:
     time.sleep(0.3)
     assert fam.members("b") == set() and fam.count("b") == 0
     assert fam.members("a") == {b"x"}
-    assert SetFamily(client, "noexp").add("c", "z") and SetFamily(client, "noexp").ttl("c") is None
+    assert SetFamily(client, "noexp").open().add("c", "z") and SetFamily(client, "noexp").open().ttl("c") is None
 
 
 def test_an_outlier_parent_affects_no_other_and_is_named(client: redis.Redis) -> None:
     for enc in encodings_for(client):
-        fam = SetFamily(client, f"out{enc}", encoding=enc, children=str)
+        fam = SetFamily(client, f"out{enc}", encoding=enc, children=str).open()
         limit = fam._core.choice.limit
         for p in range(5):
             fam.add_many(f"small-{p}", [f"job-{i}" for i in range(20)])
@@ -110,12 +110,12 @@ def test_an_outlier_parent_affects_no_other_and_is_named(client: redis.Redis) ->
 
 def test_choice_per_server(client: redis.Redis) -> None:
     sets = limits_from_probe(client).listpack_sets
-    assert SetFamily(client, "c1").encoding == "hash"  # hash stays compact longer
-    assert SetFamily(client, "c2", expected_children=50).encoding == ("set" if sets else "hash")
+    assert SetFamily(client, "c1").open().encoding == "hash"  # hash stays compact longer
+    assert SetFamily(client, "c2", expected_children=50).open().encoding == ("set" if sets else "hash")
 
 
 def test_bad_input_and_other_types(client: redis.Redis) -> None:
-    fam = SetFamily(client, "bad")
+    fam = SetFamily(client, "bad").open()
     with pytest.raises(BadItem):
         fam.add("p", 1.5)
     with pytest.raises(BadItem):
@@ -128,7 +128,7 @@ def test_bad_input_and_other_types(client: redis.Redis) -> None:
         fam.discard_parent("p")
     assert client.get(fam._core.key("p")) == b"theirs" and client.ttl(fam._core.key("p")) == -1
     with pytest.raises(ValueError):
-        SetFamily(client, "x", ttl=0)
+        SetFamily(client, "x", ttl=0).open()
 
 
 def test_async_twin(server: ServerProcess) -> None:

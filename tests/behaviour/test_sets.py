@@ -97,13 +97,13 @@ def run_against_model(s: CompactSet, seed: int, steps: int = 150, items: list[An
 
 def test_every_layout_matches_the_model(client: redis.Redis, server_name: str) -> None:
     for layout, partitions in specs_for(client):
-        s = CompactSet(client, f"m-{layout}-{partitions}", layout=layout, expected=300, partitions=partitions)
+        s = CompactSet(client, f"m-{layout}-{partitions}", layout=layout, expected=300, partitions=partitions).open()
         run_against_model(s, seed=zlib.crc32(f"{server_name} {layout} {partitions}".encode()) & 0xFFFF)
 
 
 def test_every_layout_matches_the_model_on_a_cluster(cluster_client: redis.RedisCluster) -> None:
     for layout, partitions in specs_for(cluster_client):
-        s = CompactSet(cluster_client, f"c-{layout}-{partitions}", layout=layout, expected=300, partitions=partitions)
+        s = CompactSet(cluster_client, f"c-{layout}-{partitions}", layout=layout, expected=300, partitions=partitions).open()
         run_against_model(s, seed=11, steps=100)
 
 
@@ -126,7 +126,7 @@ def test_async_twin_matches(server: ServerProcess) -> None:
             await s.clear()
             assert await s.count() == 0
         # the sync twin sees the same set
-        sync = CompactSet(redis.Redis(host="127.0.0.1", port=server.port), "adense")
+        sync = CompactSet(redis.Redis(host="127.0.0.1", port=server.port), "adense").open()
         assert sync.partitions == (await AsyncCompactSet(client, "adense").ready()).layout.partitions
         await client.aclose()
 
@@ -148,7 +148,7 @@ def colliding_items(s: CompactSet, rng: random.Random) -> list[bytes]:
 
 def test_dense_hash_items_sharing_a_field_match_the_model(client: redis.Redis, server_name: str) -> None:
     for partitions in (3, 700):
-        s = CompactSet(client, f"col{partitions}", layout="dense-hash", partitions=partitions, spread=False)
+        s = CompactSet(client, f"col{partitions}", layout="dense-hash", partitions=partitions, spread=False).open()
         items = colliding_items(s, random.Random(partitions))
         assert all(s.add_many(items)) and len(s) == len(items) == len(set(items))
         lay = s._core.layout
@@ -167,7 +167,7 @@ def test_dense_hash_items_sharing_a_field_match_the_model(client: redis.Redis, s
 
 
 def test_dense_hash_collisions_on_a_cluster(cluster_client: redis.RedisCluster) -> None:
-    s = CompactSet(cluster_client, "colc", layout="dense-hash", partitions=5, spread=False)
+    s = CompactSet(cluster_client, "colc", layout="dense-hash", partitions=5, spread=False).open()
     run_against_model(s, seed=3, steps=200, items=colliding_items(s, random.Random(3)))
 
 
@@ -175,7 +175,7 @@ def test_dense_hash_collisions_on_a_cluster(cluster_client: redis.RedisCluster) 
 
 
 def _adder(port: int, layout: str, items: list[bytes], out: Any) -> None:
-    s = CompactSet(redis.Redis(host="127.0.0.1", port=port), f"cas-{layout}", layout=layout, expected=1000)
+    s = CompactSet(redis.Redis(host="127.0.0.1", port=port), f"cas-{layout}", layout=layout, expected=1000).open()
     out.put([s.add(x) for x in items])
 
 
@@ -186,12 +186,12 @@ def test_concurrent_adders_see_exactly_one_true(server: ServerProcess, layout: s
     server.client().flushall()
     rng = random.Random(5)
     items = [rng.getrandbits(128).to_bytes(16, "big") for _ in range(150)]
-    CompactSet(server.client(), f"cas-{layout}", layout=layout, expected=1000)  # record the layout first
+    CompactSet(server.client(), f"cas-{layout}", layout=layout, expected=1000).open()  # record the layout first
     results: list[list[bool]] = []
     lock = threading.Lock()
 
     def thread_adder(order: list[bytes]) -> None:
-        s = CompactSet(server.client(), f"cas-{layout}", layout=layout, expected=1000)
+        s = CompactSet(server.client(), f"cas-{layout}", layout=layout, expected=1000).open()
         got = dict(zip(order, [s.add(x) for x in order]))
         with lock:
             results.append([got[x] for x in items])
@@ -208,7 +208,7 @@ def test_concurrent_adders_see_exactly_one_true(server: ServerProcess, layout: s
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     layout2 = layout
-    CompactSet(server.client(), f"cas-{layout2}", layout=layout2).clear()
+    CompactSet(server.client(), f"cas-{layout2}", layout=layout2).open().clear()
     procs = [ctx.Process(target=_adder, args=(server.port, layout2, items, queue)) for _ in range(3)]
     for p in procs:
         p.start()
@@ -223,13 +223,13 @@ def test_concurrent_adders_of_items_sharing_fields_see_exactly_one_true(server: 
     field; threads adding items that share fields (the script path) still get one True."""
     client = server.client()
     client.flushall()
-    s = CompactSet(client, "cas-col", layout="dense-hash", partitions=3, spread=False)
+    s = CompactSet(client, "cas-col", layout="dense-hash", partitions=3, spread=False).open()
     items = colliding_items(s, random.Random(11))
     results: list[list[bool]] = []
     lock = threading.Lock()
 
     def thread_adder(order: list[bytes]) -> None:
-        mine = CompactSet(server.client(), "cas-col", layout="dense-hash", partitions=3, spread=False)
+        mine = CompactSet(server.client(), "cas-col", layout="dense-hash", partitions=3, spread=False).open()
         got = dict(zip(order, [mine.add(x) for x in order]))
         with lock:
             results.append([got[x] for x in items])
@@ -248,7 +248,7 @@ def test_concurrent_adders_of_items_sharing_fields_see_exactly_one_true(server: 
 
 
 def test_bad_items_write_nothing(client: redis.Redis) -> None:
-    s = CompactSet(client, "bad", expected=100)
+    s = CompactSet(client, "bad", expected=100).open()
     before = client.dbsize()
     with pytest.raises(BadItem):
         s.add(b"x" * 15)
@@ -257,18 +257,18 @@ def test_bad_items_write_nothing(client: redis.Redis) -> None:
     with pytest.raises(BadItem):
         s.remove(object())
     with pytest.raises(BadItem):
-        CompactSet(client, "bad8", item_size=8).add(uuid.uuid4())
+        CompactSet(client, "bad8", item_size=8).open().add(uuid.uuid4())
     assert client.dbsize() == before + 1  # only bad8's layout record
     assert len(s) == 0
     with pytest.raises(ValueError):
-        CompactSet(client, "x{y}")
+        CompactSet(client, "x{y}").open()
     with pytest.raises(ValueError):
-        CompactSet(client, "x", layout="nope")
+        CompactSet(client, "x", layout="nope").open()
 
 
 @pytest.mark.parametrize("layout", ["dense", "hash", "flat"])
 def test_a_key_of_another_type_is_an_error_and_left_untouched(client: redis.Redis, layout: str) -> None:
-    s = CompactSet(client, f"wt-{layout}", layout=layout, expected=100, spread=False)
+    s = CompactSet(client, f"wt-{layout}", layout=layout, expected=100, spread=False).open()
     item = bytes(16)
     key, _ = s._core.layout.locate(s._core.codec.encode(item))
     client.rpush(key, "theirs")
@@ -284,41 +284,41 @@ def test_a_key_of_another_type_is_an_error_and_left_untouched(client: redis.Redi
 def test_a_name_taken_by_another_key_is_an_error(client: redis.Redis) -> None:
     client.hset("taken:meta:{0}", "a", "b")
     with pytest.raises(WrongType):
-        CompactSet(client, "taken")
+        CompactSet(client, "taken").open()
     client.set("junk:meta:{0}", "not ours")
     with pytest.raises(WrongType):
-        CompactSet(client, "junk")
+        CompactSet(client, "junk").open()
     assert client.hgetall("taken:meta:{0}") == {b"a": b"b"} and client.get("junk:meta:{0}") == b"not ours"
 
 
 def test_reopening_uses_the_recorded_layout(client: redis.Redis) -> None:
-    s = CompactSet(client, "re", layout="hash", expected=100, partitions=32)
+    s = CompactSet(client, "re", layout="hash", expected=100, partitions=32).open()
     s.add(bytes(16))
-    again = CompactSet(client, "re", expected=10_000_000)  # auto: adopts what is recorded
+    again = CompactSet(client, "re", expected=10_000_000).open()  # auto: adopts what is recorded
     assert again.layout == "hash" and again.partitions == 32 and bytes(16) in again
     with pytest.raises(SetMismatch):
-        CompactSet(client, "re", layout="dense")
+        CompactSet(client, "re", layout="dense").open()
     with pytest.raises(SetMismatch):
-        CompactSet(client, "re", layout="hash", partitions=64)
+        CompactSet(client, "re", layout="hash", partitions=64).open()
     with pytest.raises(SetMismatch):
-        CompactSet(client, "re", item_size=8)
+        CompactSet(client, "re", item_size=8).open()
 
 
 def test_a_set_recorded_with_the_first_dense_hash_still_opens(client: redis.Redis) -> None:
     # sets made before the split-field hash: code "dh", field = all of q, value 1
     client.set("old:meta:{0}", json.dumps({"v": 1, "layout": "dense", "code": "dh", "partitions": 300,
                                            "item_size": 16, "spread": True}))
-    s = CompactSet(client, "old", layout="dense-hash")
+    s = CompactSet(client, "old", layout="dense-hash").open()
     assert type(s._core.layout).__name__ == "DenseHash" and s.partitions == 300
     run_against_model(s, seed=4, steps=80)
-    assert CompactSet(client, "old", layout="dense").partitions == 300
+    assert CompactSet(client, "old", layout="dense").open().partitions == 300
     with pytest.raises(SetMismatch):
-        CompactSet(client, "old", layout="dense-set")
+        CompactSet(client, "old", layout="dense-set").open()
 
 
 def test_stats_name_partitions_that_left_the_listpack(client: redis.Redis) -> None:
     limits = limits_from_probe(client)
-    s = CompactSet(client, "st", layout="hash", partitions=2)
+    s = CompactSet(client, "st", layout="hash", partitions=2).open()
     n = limits.hash_max_listpack_entries * 2 + 50  # on average over the limit in each
     rng = random.Random(9)
     items = [rng.getrandbits(128).to_bytes(16, "big") for _ in range(n)]
@@ -329,7 +329,7 @@ def test_stats_name_partitions_that_left_the_listpack(client: redis.Redis) -> No
     assert stats["warnings"]
     assert stats["fullest_partition"]["items"] > limits.hash_max_listpack_entries
     assert sorted(s) == sorted(items)  # iteration over hashtable partitions: each once
-    d = CompactSet(client, "st2", expected=1000)
+    d = CompactSet(client, "st2", expected=1000).open()
     d.add_many(items[:1000])
     assert d.stats()["converted_count"] == 0 and set(d.stats()["encodings"]) == {"listpack"}
     assert "reason" in d.explain() and d.explain()["layout"] == "dense"

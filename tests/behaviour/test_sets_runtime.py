@@ -19,9 +19,9 @@ from densekv.tools.server.process import ServerProcess
 
 
 def test_async_sets_decide_as_the_sync_ones(client: redis.Redis, server: ServerProcess) -> None:
-    s = CompactSet(client, "rt", expected=50_000)
-    fam = SetFamily(client, "rtf", expected_children=100)
-    bf = BloomFilter(client, "rtb", capacity=5000, error_rate=0.01)
+    s = CompactSet(client, "rt", expected=50_000).open()
+    fam = SetFamily(client, "rtf", expected_children=100).open()
+    bf = BloomFilter(client, "rtb", capacity=5000, error_rate=0.01).open()
 
     async def main() -> None:
         aclient = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
@@ -43,7 +43,7 @@ def test_async_sets_decide_as_the_sync_ones(client: redis.Redis, server: ServerP
 
 @pytest.mark.parametrize("layout", ["dense", "hash"])
 def test_a_round_trip_error_reaches_the_caller(client: redis.Redis, server: ServerProcess, layout: str) -> None:
-    s = CompactSet(client, "err", layout=layout, expected=100, partitions=1)
+    s = CompactSet(client, "err", layout=layout, expected=100, partitions=1).open()
     s.add(b"\x01" * 16)
     key = s._core.layout.key(0)
     client.delete(key)

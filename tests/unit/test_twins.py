@@ -1,8 +1,9 @@
 """Every sync class and its asyncio twin expose the same operations with the same parameters.
 
 The twins are thin shells over the same flows (README, "For developers"); this keeps a new
-method from landing on one shell only. `ready()` is the async twins' own extra: it opens
-the object (the sync classes do that in their constructor).
+method from landing on one shell only. Both open the same way, and both have `open()`
+(docs/api/densekv.md, "When densekv talks to the server"); `ready()` is the async twins'
+older name for it, kept (it returns the opened core).
 """
 
 from __future__ import annotations
@@ -51,3 +52,16 @@ def test_each_operation_takes_the_same_parameters(sync: type, twin: type) -> Non
     assert differ == {}
     if sync is not densekv.MapBatch:  # made by map.batch(), not by users
         assert parameters(sync.__init__) == parameters(twin.__init__)
+
+
+@pytest.mark.parametrize(("sync", "twin"), [p for p in PAIRS if p[0] is not densekv.MapBatch],
+                         ids=[s.__name__ for s, _ in PAIRS if s is not densekv.MapBatch])
+def test_both_open_the_same_way(sync: type, twin: type) -> None:
+    """open() on each (sync: OpensOnce, the twin: AsyncOpensOnce, one lock per object); the
+    twin's is a coroutine function. BloomFilter's `open` on the class opens a stored filter."""
+    from densekv.twins import AsyncOpensOnce, OpensOnce
+
+    assert issubclass(sync, OpensOnce) and issubclass(twin, AsyncOpensOnce)
+    assert not issubclass(sync, AsyncOpensOnce) and not issubclass(twin, OpensOnce)
+    assert inspect.iscoroutinefunction(twin._open_core)
+    assert not inspect.iscoroutinefunction(sync._open_core)

@@ -259,7 +259,7 @@ def test_profile_round_trips_exactly(web: Driver, profile: str) -> None:
 def test_oversized_data_is_a_clean_error_with_nothing_written(web_factory: WebFactory,
                                                               state: str) -> None:
     web = web_factory(max_data_bytes=4096)
-    web_factory.store()  # the namespace's metadata exists before the snapshot
+    web_factory.store().open()  # the namespace's metadata exists before the snapshot
     if state == "existing":
         assert web.request("POST", "/set/a", {"value": "small"}) == OK
     token = web.cookie()

@@ -601,7 +601,7 @@ def corrupt(store: densekv.SessionStore, client: redis.Redis, token: str) -> str
     from densekv.sessions.layouts.partitioned import PartitionedLayout
     from densekv.sessions.record import pack_record, unpack_record
 
-    layout = store._core.layout
+    layout = store._opened().layout  # opens it if no operation has
     if not isinstance(layout, PartitionedLayout):
         pytest.skip(f"the test corrupts a partitioned record, not the {layout.name} layout's")
     digest = digest_of(token)

@@ -127,7 +127,7 @@ class SessionsMove(_Dropping):
 
         ttl = max([t for *_, t in self.items if t] or [30 * 86400])
         self.client = client
-        return SessionStore(client, self.ns, ttl=ttl, expected_sessions=self.count, auto_train=None)
+        return SessionStore(client, self.ns, ttl=ttl, expected_sessions=self.count, auto_train=None).open()
 
     def load(self, store: Any) -> int:
         """Sessions as a store of `full` sessions takes them: the first AUTO_TRAIN (a share
@@ -222,7 +222,7 @@ class _SetSizing:
 
         self.layout, partitions = self._sized(client, self.per_set, self.size, self.count)
         return CompactSet(client, self.ns, layout=self.layout, expected=self.count, item_size=self.size,
-                          partitions=partitions)
+                          partitions=partitions).open()
 
     def _sized(self, client: Any, expected: int, size: int, loaded: int) -> tuple[str, int]:
         """(layout, partitions) CompactSet picks for `expected`, scaled to `loaded` items."""
@@ -352,7 +352,7 @@ class FamilyMove(_Dropping):
         limits = limits_from_probe(client)
         limit = limits.set_max_listpack_entries or 0
         self.expected_children = self.most if 0 < self.most <= limit else None
-        fam = SetFamily(client, self.ns, expected_children=self.expected_children, limits=limits)
+        fam = SetFamily(client, self.ns, expected_children=self.expected_children, limits=limits).open()
         self.encoding = fam.encoding
         return fam
 

@@ -215,7 +215,7 @@ class SessionsPlanner:
 
         store = SessionStore(client, NAMESPACE, layout=cand.layout, ttl=SESSION_TTL,
                              idle_ttl=IDLE_TTL if wl.ttl else None, expected_sessions=wl.items,
-                             index_identities=False, partitions=cand.partitions, facts=self._facts(client))
+                             index_identities=False, partitions=cand.partitions, facts=self._facts(client)).open()
         pl = payloads_of(wl)
         # batches of 1000 divide AUTO_TRAIN: the store frames exactly its first AUTO_TRAIN
         # plain, as sessions created one at a time are (payloads.py)
@@ -304,7 +304,7 @@ class SetsPlanner:
 
         return CompactSet(client, NAMESPACE, layout=cand.layout, expected=max(wl.items, 1),
                           item_size=self.item_size(wl), partitions=cand.partitions, spread=spread,
-                          limits=limits_from_probe(client))
+                          limits=limits_from_probe(client)).open()
 
     def sample_loader(self, client: Any, cand: Candidate, wl: Workload, chosen: list[int], n: int) -> Loader:
         """Random IDs whose partition (x mod P) is one of `chosen` (spread off, so the
@@ -383,7 +383,7 @@ class MapsPlanner:
     def _open(self, client: Any, wl: Workload) -> Any:
         from densekv.maps import CompactMap
 
-        return CompactMap(client, NAMESPACE, expected=max(wl.items, 1), ttl=MAP_TTL if wl.ttl else None)
+        return CompactMap(client, NAMESPACE, expected=max(wl.items, 1), ttl=MAP_TTL if wl.ttl else None).open()
 
     def sample_loader(self, client: Any, cand: Candidate, wl: Workload, chosen: list[int], n: int) -> Loader:
         """Keys item:<f*B + b> for the chosen buckets b: each bucket filled as it will be."""

@@ -116,7 +116,7 @@ def densekv_store(config: AppConfig, client: Any, **overrides: Any) -> Any:
     else:
         raise ValueError(f"{config.container!r} is not a densekv container")
     return SessionStore(client, namespace=config.namespace, ttl=config.lifetime,
-                        expected_sessions=config.expected, **kwargs, **overrides)
+                        expected_sessions=config.expected, **kwargs, **overrides).open()
 
 
 def install_container(app: Flask, config: AppConfig) -> Store | None:

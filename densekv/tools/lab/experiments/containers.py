@@ -145,7 +145,7 @@ def auto_is_dense_index(client: Any) -> bool:
     """Whether SessionStore's defaults pick dense with the identity index here."""
     from densekv import SessionStore
 
-    store = SessionStore(client, namespace="lab-containers-probe")
+    store = SessionStore(client, namespace="lab-containers-probe").open()
     return bool(store.layout == "dense" and store.explain()["index_partitions"] is not None)
 
 

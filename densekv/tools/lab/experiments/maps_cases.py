@@ -165,7 +165,7 @@ def warm_up(client: Any, zstd: bool) -> None:
     started and the map scripts cached by one small CompactMap."""
     from densekv.maps import CompactMap
 
-    m = CompactMap(client, "labwarm", codec="zstd" if zstd else "raw", expected=100)
+    m = CompactMap(client, "labwarm", codec="zstd" if zstd else "raw", expected=100).open()
     if zstd:
         m.train(list(json_objects(100, DEFAULT_SEED + 9)), size=1024)
     m.set("warm:1", "x")
@@ -176,7 +176,7 @@ def open_map(client: Any, config: Config, n: int) -> Any:
     from densekv.maps import CompactMap
 
     codec = (config.codec or "raw").removesuffix("+dict")
-    m = CompactMap(client, NAMESPACE, codec=codec, expected=n)
+    m = CompactMap(client, NAMESPACE, codec=codec, expected=n).open()
     if config.codec == "zstd+dict":
         case = CASES[config.case]
         m.train(list(case.values(TRAIN_SAMPLES[config.case], DEFAULT_SEED + 7)), size=DICT_SIZE)

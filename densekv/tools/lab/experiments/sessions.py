@@ -210,7 +210,7 @@ class Sessions(Experiment):
         # store re-creates what a flush took, sessions/core.py recover): it is not this one's
         client.delete(meta_key(NAMESPACE))
         store = SessionStore(client, namespace=NAMESPACE, layout=variant.layout, expected_sessions=n,
-                             index_identities=False, partitions=variant.partitions, facts=facts)
+                             index_identities=False, partitions=variant.partitions, facts=facts).open()
         layout = store_layout(store, facts, n)  # key names for the encoding sample
         partitions = layout.partitions or None
         result = VariantResult(variant, partitions, limits={
@@ -543,7 +543,7 @@ def replay(record: Mapping[str, Any]) -> Replay:
         if variant is None:
             raise NotReplayable(f"no sessions variant {label!r} at N = {n:,} on this server")
         store = SessionStore(client, namespace=NAMESPACE, layout=variant.layout, expected_sessions=n,
-                             index_identities=False, partitions=variant.partitions, facts=facts, clock=paced)
+                             index_identities=False, partitions=variant.partitions, facts=facts, clock=paced).open()
         layout = store_layout(store, facts, n)
         partitions = layout.partitions or None
         if partitions != record.get("partitions"):

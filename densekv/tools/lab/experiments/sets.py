@@ -340,7 +340,7 @@ def warm_up(client: Any, n: int, limits: Any, layouts: tuple[str, ...], caps: An
     items = list(ids16(2 * half, seed=7))
     for layout in (x for x in ("set", "hash", "zset", "dense") if x in layouts):
         s = CompactSet(client, f"{NAME}-warm-{layout}", layout=layout, expected=n,
-                       partitions=1 if layout != "dense" else None, limits=limits)
+                       partitions=1 if layout != "dense" else None, limits=limits).open()
         s.add_many(items[:half])
         s.contains_many(items[half:])
         drive_many([s.core.add(x) for x in items[:CAS_BATCH]], s.executor)
@@ -350,7 +350,7 @@ def warm_up(client: Any, n: int, limits: Any, layouts: tuple[str, ...], caps: An
             # a failure here is reported when the real filter is measured
             with contextlib.suppress(Exception):
                 bf = bloom_mod.BloomFilter(client, f"{BLOOM_NAME}-warm", capacity=half,
-                                           error_rate=0.01, native=mode, caps=caps)
+                                           error_rate=0.01, native=mode, caps=caps).open()
                 bf.add_many(items[:half])
                 bf.contains_many(items[half:])
                 bf.delete()
@@ -361,7 +361,7 @@ def open_set(client: Any, job: Job, n: int, limits: Any) -> Any:
     from densekv.sets.compact import CompactSet
 
     return CompactSet(client, NAME, layout=job.layout, expected=n, item_size=ITEM_SIZE,
-                      partitions=job.partitions, limits=limits)
+                      partitions=job.partitions, limits=limits).open()
 
 
 def load_chunk(s: Any) -> int:
@@ -375,7 +375,7 @@ def open_bloom(client: Any, job: Job, n: int, caps: Any) -> Any:
     if bloom_mod is None:
         raise RuntimeError(why)
     return bloom_mod.BloomFilter(client, BLOOM_NAME, capacity=n, error_rate=job.error_rate, native=job.native,
-                                 caps=caps)
+                                 caps=caps).open()
 
 
 def replay(record: Mapping[str, Any]) -> Replay:
