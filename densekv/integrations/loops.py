@@ -31,12 +31,23 @@ async def closing(client: Any) -> AsyncIterator[None]:
 
 
 class StoresPerLoop:
-    """`await current()`: the store of the running loop, made by `factory` there once."""
+    """`await current()`: the store of the running loop, made by `factory` there once.
+    `made` / `gone`, if given, are called with each store once it is made (in its loop) and
+    once it is forgotten (its loop closed): what the Django engine's densekv_each_store
+    hands an observer such as the metrics'."""
 
-    def __init__(self, factory: Callable[[], AsyncSessionStore]) -> None:
+    def __init__(self, factory: Callable[[], AsyncSessionStore],
+                 made: Callable[[AsyncSessionStore], Any] | None = None,
+                 gone: Callable[[AsyncSessionStore], Any] | None = None) -> None:
         self.factory = factory
+        self.made, self.gone = made, gone
         self._lock = threading.Lock()
         self._stores: dict[asyncio.AbstractEventLoop, tuple[AsyncSessionStore, Any]] = {}
+
+    def alive(self) -> list[AsyncSessionStore]:
+        """The stores of loops not closed yet."""
+        with self._lock:
+            return [store for loop, (store, _) in self._stores.items() if not loop.is_closed()]
 
     async def current(self) -> AsyncSessionStore:
         loop = asyncio.get_running_loop()
@@ -51,9 +62,14 @@ class StoresPerLoop:
             await keeper.__anext__()  # runs to its yield at once: registered with this loop
             entry = (store, keeper)
             with self._lock:
-                for gone in [old for old in self._stores if old.is_closed()]:
-                    del self._stores[gone]  # its client was closed with it
+                closed = [old for old in self._stores if old.is_closed()]
+                forgotten = [self._stores.pop(old)[0] for old in closed]  # their clients closed with them
                 self._stores[loop] = entry
+            for old_store in forgotten:
+                if self.gone is not None:
+                    self.gone(old_store)
+            if self.made is not None:
+                self.made(store)
         return entry[0]
 
 

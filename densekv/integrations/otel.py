@@ -40,7 +40,7 @@ from typing import Any
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.metrics import CallbackOptions, Histogram, Meter, MeterProvider, Observation
 
-from densekv.integrations.session_tally import NAMES, Active, Tally, namespace_of
+from densekv.integrations.session_tally import NAMES, Active, Tally, namespace_of, retire
 
 __all__ = ["INSTRUMENT_NAMES", "SessionMetrics"]
 
@@ -75,7 +75,7 @@ class SessionMetrics:
     def __init__(self, meter_provider: MeterProvider | None = None) -> None:
         provider = meter_provider or otel_metrics.get_meter_provider()
         meter: Meter = provider.get_meter("densekv", _version())
-        self.tallies: list[_OtelTally] = []
+        self.tallies: list[Tally] = []  # _OtelTally, and the retired stores' plain Tally
         self.latency = meter.create_histogram(
             "densekv_session_operation_seconds", unit="s",
             description="Wall time of session store calls (round trips included)")
@@ -122,9 +122,15 @@ class SessionMetrics:
         return tally
 
     def unobserve(self, store: Any) -> None:
+        """Stop counting `store`; what it counted leaves the export with it."""
         for tally in [t for t in self.tallies if t.store is store]:
             store.unobserve(tally)
             self.tallies.remove(tally)
+
+    def retire(self, store: Any) -> None:
+        """Stop counting `store` and keep what it counted in the export (its counters never
+        fall): for a store whose event loop has closed (session_tally.retire)."""
+        retire(self.tallies, store)
 
     # -- callbacks: what the SDK reads when it collects -------------------------------------
     def _sum(self, part: str, attrs: Callable[[Any], dict[str, str] | None]) -> list[Observation]:

@@ -60,6 +60,7 @@ from densekv.integrations.session_tally import (
     Tally,
     cumulative,
     namespace_of,
+    retire,
 )
 
 __all__ = ["METRIC_NAMES", "SessionMetrics"]
@@ -107,9 +108,15 @@ class SessionMetrics(Collector):
         return tally
 
     def unobserve(self, store: Any) -> None:
+        """Stop counting `store`; what it counted leaves the export with it."""
         for tally in [t for t in self.tallies if t.store is store]:
             store.unobserve(tally)
             self.tallies.remove(tally)
+
+    def retire(self, store: Any) -> None:
+        """Stop counting `store` and keep what it counted in the export (its counters never
+        fall): for a store whose event loop has closed (session_tally.retire)."""
+        retire(self.tallies, store)
 
     def describe(self) -> Iterable[Metric]:
         return []  # families are made per scrape; the registry then checks nothing up front

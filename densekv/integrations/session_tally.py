@@ -33,7 +33,7 @@ from typing import Any
 
 from densekv.sessions.events import SessionEvent
 
-__all__ = ["LATENCY_BUCKETS", "NAMES", "SIZE_BUCKETS", "Active", "Tally", "namespace_of"]
+__all__ = ["LATENCY_BUCKETS", "NAMES", "SIZE_BUCKETS", "Active", "Tally", "namespace_of", "retire"]
 
 #: every metric family the observers export, in prometheus.py and otel.py alike (a
 #: dashboard's names, without the exposition's _total / _bucket / _sum / _count suffixes)
@@ -112,6 +112,19 @@ class Tally:
             self.active = Active(store, active_every, stats)
             if self.active.is_async:
                 self.active.kick()
+
+    def absorb(self, other: Tally) -> None:
+        """Add `other`'s counts to these (retire: a store gone keeps what it counted)."""
+        with other.lock:
+            calls = {k: list(v) for k, v in other.calls.items()}
+            events, sizes = dict(other.events), list(other.sizes)
+        with self.lock:
+            for k, row in calls.items():
+                have = self.calls.get(k)
+                self.calls[k] = row if have is None else [a + b for a, b in zip(have, row)]
+            for event, n in events.items():
+                self.events[event] = self.events.get(event, 0) + n
+            self.sizes = [a + b for a, b in zip(self.sizes, sizes)]
 
     def snapshot(self) -> dict[str, Any]:
         """A consistent copy of every count."""
@@ -253,3 +266,18 @@ class Active:
         self.estimated = not partitioned
         self.refresh_seconds = seconds
         self.refreshed_at = time.monotonic()
+
+
+def retire(tallies: list[Tally], store: Any) -> None:
+    """Stop observing `store` and keep what its tallies counted: each is folded into one
+    retired tally per namespace (no store, no active count), so that a counter never falls
+    and an app that makes a store per event loop (Django's async views) holds one retired
+    tally per namespace, not one per loop it ever ran."""
+    for tally in [t for t in tallies if t.store is store]:
+        store.unobserve(tally)
+        tallies.remove(tally)
+        kept = next((t for t in tallies if t.store is None and t.namespace == tally.namespace), None)
+        if kept is None:
+            kept = Tally(tally.namespace)
+            tallies.append(kept)
+        kept.absorb(tally)

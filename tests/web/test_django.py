@@ -516,6 +516,51 @@ def test_async_views_share_sessions_with_sync_views(driver: django_app.DjangoDri
     assert store.sessions_of(31) == [] and driver.cookie() is None
 
 
+def test_each_store_observes_the_async_views_stores_too(server: ServerProcess, ns: str) -> None:
+    """densekv_each_store hands metrics every store behind the engine: the sync one and one
+    AsyncSessionStore per event loop (async views), and takes a loop's store back once the
+    loop has closed; the counts of both sides add up under the namespace."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    from densekv.integrations.prometheus import SessionMetrics
+
+    registry = prometheus_client.CollectorRegistry()
+    metrics = SessionMetrics(registry)
+    engine = engine_on(server, ns)
+    told: list[str] = []
+
+    def made(store: Any) -> None:
+        told.append(type(store).__name__)
+        metrics.observe(store, active_every=None)
+
+    def gone(store: Any) -> None:
+        told.append("gone " + type(store).__name__)
+        metrics.retire(store)  # its counts stay in the export
+
+    engine.densekv_each_store(made, gone)
+
+    def created() -> float:
+        got = registry.get_sample_value("densekv_sessions_created_total", {"namespace": ns})
+        return 0.0 if got is None else got
+
+    async def an_async_view() -> None:
+        s = engine()
+        await s.aset("a", 1)
+        await s.asave()
+
+    asyncio.run(an_async_view())
+    assert told == ["AsyncSessionStore"] and created() == 1
+    asyncio.run(an_async_view())  # a new loop: the old one's store is taken back when the next is made
+    assert told == ["AsyncSessionStore", "gone AsyncSessionStore", "AsyncSessionStore"] and created() == 2
+    s = engine()
+    s["b"] = 2
+    s.save()  # the sync store, built now
+    assert told[-1] == "SessionStore" and created() == 3
+    later: list[str] = []
+    engine.densekv_each_store(lambda store: later.append(type(store).__name__))  # those built so far too
+    assert later == ["SessionStore"]  # (the last loop's store is gone with its loop)
+    assert sum(t.store is None for t in metrics.tallies) == 1  # the retired loop's counts, kept once
+
+
 def _connections(client: redis.Redis) -> int:
     return len(client.client_list())
 

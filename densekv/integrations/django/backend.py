@@ -125,10 +125,32 @@ class Backend:
         self._sync: DenseStore | None = None
         self._owned: Any = None  # the sync client built from url (closed with the backend)
         self._shared_async: AsyncSessionStore | None = None
-        self._per_loop = StoresPerLoop(self._loop_store)
+        #: (made, gone) pairs of densekv_each_store, told of every store built from now on
+        self._watchers: list[tuple[Callable[[Any], Any], Callable[[Any], Any] | None]] = []
+        self._per_loop = StoresPerLoop(self._loop_store, made=self._made, gone=self._gone)
+
+    def each_store(self, made: Callable[[Any], Any], gone: Callable[[Any], Any] | None = None) -> None:
+        """Call `made` with every store this backend has built and builds from now on (the
+        sync store, and the async stores of async views: the async_client's, or one per
+        event loop), and `gone` with a loop's store once that loop has closed."""
+        with self._lock:
+            self._watchers.append((made, gone))
+            built = [s for s in (self._sync, self._shared_async) if s is not None]
+        for store in (*built, *self._per_loop.alive()):
+            made(store)
+
+    def _made(self, store: Any) -> None:
+        for made, _ in list(self._watchers):
+            made(store)
+
+    def _gone(self, store: Any) -> None:
+        for _, gone in list(self._watchers):
+            if gone is not None:
+                gone(store)
 
     def sync(self) -> DenseStore:
         if self._sync is None:
+            made = False
             with self._lock:
                 if self._sync is None:
                     client = self.client
@@ -139,6 +161,9 @@ class Backend:
                                 "clearsessions command need a 'url' or a 'client' too")
                         client = self._owned = from_url(self.url, **self.timeouts)
                     self._sync = DenseStore(client, **self.kwargs)
+                    made = True
+            if made:
+                self._made(self._sync)
         return self._sync
 
     @property
@@ -150,6 +175,7 @@ class Backend:
         if self.async_client is not None:
             if self._shared_async is None:
                 self._shared_async = AsyncSessionStore(self.async_client, **self.kwargs)
+                self._made(self._shared_async)
             return self._shared_async
         return await self._per_loop.current()
 

@@ -88,6 +88,15 @@ class SessionStore(SessionBase):  # type: ignore[misc]
         """The densekv.SessionStore behind this engine (sessions_of, destroy_all, stats...)."""
         return cls._backend().sync()
 
+    @classmethod
+    def densekv_each_store(cls, made: Callable[[Any], Any], gone: Callable[[Any], Any] | None = None) -> None:
+        """Call `made` with every densekv store behind this engine, those built so far and
+        those built later: the sync store (sync views, clearsessions) and the async stores of
+        async views (the async_client's, or one AsyncSessionStore per event loop, made in it);
+        `gone` with a loop's store once its loop has closed. For observers and metrics:
+        `SessionStore.densekv_each_store(metrics.observe, metrics.unobserve)`."""
+        cls._backend().each_store(made, gone)
+
     # -- drivers: run a flow against the sync or the async store --------------------------
     def _run(self, flow: Flow[T]) -> T:
         return run(flow, self._backend().sync)
