@@ -23,16 +23,19 @@ session with no token, not one naming the dead token). The rules
     ends (an anonymous session ends alone); either way a cookie token that loaded nothing
     ends too, the session is empty and the shell clears the cookie.
 
-Where the other shells do these (their framework decides the timing, docs/development.md
-"Web core"): Flask and Quart at the save, through decide's `rotate="login"` rows
-(flasklike.save_flow), because Flask-Login's login_user / logout_user only set a key of the
-session, known at the save; Django through its engine's cycle flow, because Django's
+Flask and Quart act at the save instead (their framework decides the timing,
+docs/development.md "Web core"): Flask-Login's login_user() / logout_user() only set or
+remove a key of the session, seen at the save, so the shell's login() and logout() mark the
+session (by `switches`: a login as another user ends the old session) and its save runs
+`end_asked` (the sessions ended) and then decide's `rotate="login"` rows (the login, or a
+create for the identity; flasklike.save_flow). Django through its engine's cycle flow, because Django's
 contrib.auth login calls cycle_key(), whose contract (the key changes now, the data kept,
 a concurrent logout raises SessionInterrupted) is Django's.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +44,7 @@ from densekv.integrations.calls import Create, Destroy, DestroyAll, Login, Regen
 from densekv.integrations.drive import Flow
 from densekv.sessions.model import Identity
 
-__all__ = ["Rebind", "lifetime", "login", "logout", "regenerate"]
+__all__ = ["Rebind", "end_asked", "lifetime", "login", "logout", "regenerate", "switches"]
 
 
 @dataclass(slots=True)
@@ -80,11 +83,18 @@ def lifetime(max_age: int | None) -> Flow[int | None]:
     return min(max_age, ttl)
 
 
+def switches(current: Identity | None, identity: Identity) -> bool:
+    """A login as `identity` of a session owned by `current` ends that session and starts an
+    empty one: another user's data is never carried over (an anonymous session's is). The
+    rule of every shell but Django's, whose contrib.auth login flushes the session itself."""
+    return current is not None and current != identity
+
+
 def login(held: Rebind, identity: Identity, data: dict[str, Any], label: str | None = None,
           max_age: int | None = None) -> Flow[None]:
     """Bind the session to `identity` under a new token (the module docstring's rules);
     `data`: the session's data now, pending changes included (what a create stores)."""
-    if held.token is not None and held.identity is not None and held.identity != identity:
+    if held.token is not None and switches(held.identity, identity):
         yield Destroy(held.token)  # another user's session: it ends, this login starts empty
         held.token, held.identity, held.data, data = None, None, {}, {}
     token = (yield Login(held.token, identity, label)) if held.token is not None else None
@@ -117,6 +127,17 @@ def logout(held: Rebind, everywhere: bool = False) -> Flow[None]:
         yield Destroy(held.token)
     yield from _end_stale(held)
     _ended(held)
+
+
+def end_asked(tokens: Iterable[str], everywhere: Iterable[Identity] = ()) -> Flow[None]:
+    """The logouts a request asked for, made at its save (Flask, Quart: their logout() and
+    a login as another user only mark the session, and Flask-Login's logout_user() only
+    removes a key, seen at the save): every session of each identity in `everywhere` first
+    (this session ends as one of them, and its event says so), then each token."""
+    for identity in everywhere:
+        yield DestroyAll(identity)
+    for token in tokens:
+        yield Destroy(token)
 
 
 def _end_stale(held: Rebind) -> Flow[None]:

@@ -137,3 +137,23 @@ def test_a_login_passes_the_data_as_a_copy() -> None:
     assert calls == [Create(7, data, None)]
     data["b"] = 2
     assert held.data == {"a": 1}
+
+
+@pytest.mark.parametrize(("current", "identity", "switch"), [
+    (None, 7, False),  # an anonymous session's data is the user's now
+    (7, 7, False),  # the same user: kept
+    (8, 7, True),  # another user's: the old session ends, the login starts empty
+    ("x", 7, True),
+])
+def test_a_login_as_another_user_switches(current: Any, identity: Any, switch: bool) -> None:
+    assert flows.switches(current, identity) is switch
+
+
+@pytest.mark.parametrize(("tokens", "everywhere", "calls"), [
+    ([], (), []),
+    (["t"], (), [Destroy("t")]),
+    (["t", "u"], (7, "7"), [DestroyAll(7), DestroyAll("7"), Destroy("t"), Destroy("u")]),
+])
+def test_the_logouts_asked_for_end_at_the_save_every_identity_first(
+        tokens: list[str], everywhere: tuple[Any, ...], calls: list[StoreCall]) -> None:
+    assert play(flows.end_asked(tokens, everywhere), [True] * len(calls)) == calls
