@@ -28,9 +28,10 @@ docs/development.md "Web core"): Flask-Login's login_user() / logout_user() only
 remove a key of the session, seen at the save, so the shell's login() and logout() mark the
 session (by `switches`: a login as another user ends the old session) and its save runs
 `end_asked` (the sessions ended) and then decide's `rotate="login"` rows (the login, or a
-create for the identity; flasklike.save_flow). Django through its engine's cycle flow, because Django's
-contrib.auth login calls cycle_key(), whose contract (the key changes now, the data kept,
-a concurrent logout raises SessionInterrupted) is Django's.
+create for the identity; flasklike.save_flow). Django acts through its engine's cycle flow
+(django/engine.py), because its contrib.auth login() flushes another user's session itself
+and then calls cycle_key(), whose contract (the key changes now, the data kept, a
+concurrent logout raises SessionInterrupted) is Django's.
 """
 
 from __future__ import annotations
