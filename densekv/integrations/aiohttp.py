@@ -23,8 +23,8 @@ import aiohttp_session
 from aiohttp import web
 
 from densekv.integrations import decide as rules
+from densekv.integrations import identity_flows as flows
 from densekv.integrations import movein
-from densekv.integrations.calls import Create, Destroy, DestroyAll, Login, Regenerate
 from densekv.integrations.decide import Held, carry, decide
 from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
 from densekv.integrations.drive import Flow, arun
@@ -78,14 +78,18 @@ class DenseSession(aiohttp_session.Session):
         self._mapping = self.tracked = _Tracked({})
         self._identity, self._changed, self.invalidated, self.ended = None, True, True, True
 
-    def moved(self, token: str | None, identity: Identity | None,
-              data: dict[str, Any] | None = None) -> None:
-        """Now stored under `token` (None: ended, the cookie is deleted); `data` is what is
-        stored (None: the data and its pending changes stay as they are)."""
-        if data is not None:
-            self._mapping = self.tracked = _Tracked(data)
-        self.ended = self.ended or token is None
-        self.token, self._identity, self.new_cookie, self._changed = token, identity, True, True
+    def follow(self, held: flows.Rebind) -> None:
+        """What an identity flow left (integrations/identity_flows.py): now stored under
+        held.token (None: ended, the cookie is deleted); held.data what the session holds
+        (None: the data and its pending changes stay as they are)."""
+        self.stale = held.stale
+        if not held.changed:  # a refused login: the session as it was
+            return
+        if held.data is not None:
+            self._mapping = self.tracked = _Tracked(held.data)
+        self.ended = self.ended or held.token is None
+        self.token, self._identity, self.new_cookie, self._changed = (
+            held.token, held.identity, True, True)
 
     async def lifetime(self) -> int | None:
         """The stored session's ttl: max_age, at most the store's; None: the store's."""
@@ -240,6 +244,10 @@ async def _session_of(request: web.Request) -> DenseSession:
     return session
 
 
+# login, regenerate and log out everywhere act at once, as the ASGI shells' do (the rules are
+# integrations/identity_flows.py's): aiohttp_session has none of its own, and the route that
+# calls one gets a refused login (SessionLimitReached) where it can answer it.
+
 async def login(request: web.Request, identity: Identity) -> None:
     """Bind the session to `identity` under a new token, the old one dead. The same user or
     an anonymous session keeps its data (one atomic step); another user's is dropped (its
@@ -249,42 +257,26 @@ async def login(request: web.Request, identity: Identity) -> None:
     anonymous one kept)."""
     session, identity = await _session_of(request), check_identity(identity)
     label = None if session.device_label is None else label_of(session.device_label, request)
-    await arun(_login(session, identity, await session.lifetime(), label), session.store)
-
-
-def _login(session: DenseSession, identity: Identity, ttl: int | None, label: str | None) -> Flow[None]:
-    token = session.token
-    if token is not None and session.identity not in (None, identity):
-        yield Destroy(token)
-        session.moved((yield Create(identity, {}, ttl, label=label)), identity, {})
-    elif (moved := token and (yield Login(token, identity, label))) is not None:
-        session.moved(moved, identity)  # this request's changes are saved as usual
-    else:
-        session.moved((yield Create(identity, dict(session), ttl, label=label)), identity, dict(session))
+    data, max_age = dict(session), session.max_age
+    await _act(session, lambda held: flows.login(held, identity, data, label, max_age))
 
 
 async def regenerate(request: web.Request) -> None:
     """A new token for the same data and identity, the old one dead."""
-    session = await _session_of(request)
-    await arun(_regenerate(session), session.store)
-
-
-def _regenerate(session: DenseSession) -> Flow[None]:
-    if session.token is not None:
-        token = yield Regenerate(session.token)
-        session.moved(token, session.identity if token else None, None if token else {})
+    await _act(await _session_of(request), flows.regenerate)
 
 
 async def logout_everywhere(request: web.Request) -> None:
     """End every session of this session's identity (this one too); an anonymous session
     ends alone. The session is empty afterwards and its cookie is deleted."""
-    session = await _session_of(request)
-    await arun(_logout_everywhere(session), session.store)
+    await _act(await _session_of(request), lambda held: flows.logout(held, everywhere=True))
 
 
-def _logout_everywhere(session: DenseSession) -> Flow[None]:
-    if session.identity is not None:
-        yield DestroyAll(session.identity)
-    elif session.token is not None:
-        yield Destroy(session.token)
-    session.moved(None, None, {})
+async def _act(session: DenseSession, flow: Callable[[flows.Rebind], Flow[None]]) -> None:
+    """Run an identity flow on the session now; what it left is the session's, also when a
+    call raised (a refused login leaves it as it was)."""
+    held = flows.Rebind(session.token, session.identity, session.stale)
+    try:
+        await arun(flow(held), session.store)
+    finally:
+        session.follow(held)

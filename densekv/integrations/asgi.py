@@ -14,11 +14,12 @@ starts an empty one; a load that failed raises where the app first uses the sess
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from densekv.integrations import decide as rules
+from densekv.integrations import identity_flows as flows
 from densekv.integrations import movein
-from densekv.integrations.calls import Create, Destroy, DestroyAll, Login, Regenerate, StoreTtl
 from densekv.integrations.decide import NOTHING, Held, carry, decide
 from densekv.integrations.devices import DeviceLabel
 from densekv.integrations.drive import Flow, arun
@@ -106,6 +107,24 @@ class DenseSession(TrackedDict):
     def _on_clear(self) -> None:
         self.state.cleared = self.accessed = self.modified = True
 
+    def follow(self, held: flows.Rebind) -> None:
+        """What an identity flow left (integrations/identity_flows.py), on this session."""
+        state = self.state
+        if held.ended:
+            return _end(self)
+        if held.data is not None:  # another user's data dropped, or the data stored whole
+            _forget(self)
+            dict.update(self, held.data)
+            state.found = None  # the record read is not the session's any more
+            if MAX_AGE_KEY in held.data:
+                self._remembered()
+        state.lifetime_set = state.lifetime_set or held.written
+        state.token, state.identity, state.sent = held.token, held.identity, held.stale
+        if held.rotated:
+            state.new_cookie, state.cleared, state.ended = True, False, False
+            self.modified = True
+        return None
+
     def _remembered(self) -> None:
         value = dict.get(self, MAX_AGE_KEY)
         valid = value is None or (type(value) is int and value >= 1)
@@ -131,70 +150,24 @@ def _end(session: DenseSession) -> None:
     state.ended = session.accessed = session.modified = True
 
 
-def _ttl(state: SessionState) -> Flow[int | None]:
-    """The ttl a write passes: max_age, but never past the store's own ttl (None: the
-    store's ttl)."""
-    if state.max_age is None or rules.outlives_no_request(state.max_age):
-        return None
-    ttl: int = yield StoreTtl()
-    return min(state.max_age, ttl)
-
-
-def _drop_sent(state: SessionState) -> Flow[None]:
-    """The cookie named a session that did not load (undecodable, or gone): make sure it
-    is gone before the browser gets another cookie."""
-    if state.sent is not None:
-        yield Destroy(state.sent)
-        state.sent = None
-
-
 # -- what acts at once ------------------------------------------------------------------------
 # Each shell's module functions (login(request, 42), ...) find the request's session and call
-# these, each a flow of store calls run at once (integrations/drive.py); their docstrings are
-# the shells'.
+# these; the rules are integrations/identity_flows.py's (written once with aiohttp's), run at
+# once because Starlette's and Litestar's apps call them inside the route, where a refused
+# login (SessionLimitReached) must reach the route. Their docstrings are the shells'.
 
 async def login(session: DenseSession, identity: Identity, label: str | None = None) -> None:
     """Bind `session` to `identity` under a new token, the old one dead (see the shells'
     login()); `label`: the device's (the shell's device_label hook). A login past the
     store's max_sessions_per_identity with on_limit="refuse" raises SessionLimitReached,
     the session as it was."""
-    await arun(_login(session, identity, label), session.state.store)
-
-
-def _login(session: DenseSession, identity: Identity, label: str | None) -> Flow[None]:
-    state = session.state
-    if state.token is not None and state.identity is not None and state.identity != identity:
-        yield Destroy(state.token)
-        _forget(session)
-        state.token = state.found = None
-    token = (yield Login(state.token, identity, label)) if state.token else None
-    if token is None:
-        yield from _drop_sent(state)
-        ttl = yield from _ttl(state)
-        token = yield Create(identity, dict(session), ttl, label=label)
-        state.changed.clear()
-        state.removed.clear()
-        state.lifetime_set = True
-    state.token, state.identity = token, identity
-    state.new_cookie, state.cleared, state.ended = True, False, False
-    session.modified = True
+    data, max_age = dict(session), session.state.max_age
+    await _act(session, lambda held: flows.login(held, identity, data, label, max_age))
 
 
 async def regenerate(session: DenseSession) -> None:
     """A new token for the same data and identity, the old one dead."""
-    await arun(_regenerate(session), session.state.store)
-
-
-def _regenerate(session: DenseSession) -> Flow[None]:
-    state = session.state
-    if state.token is None:
-        return
-    token = yield Regenerate(state.token)
-    if token is None:
-        _end(session)
-    else:
-        state.token, state.new_cookie = token, True
-        session.modified = True
+    await _act(session, flows.regenerate)
 
 
 def check_lifetime(max_age: int | None) -> None:
@@ -205,23 +178,24 @@ def check_lifetime(max_age: int | None) -> None:
 
 async def logout(session: DenseSession) -> None:
     """End `session` now; it is empty and its cookie is cleared."""
-    await arun(_logout(session, everywhere=False), session.state.store)
+    await _act(session, flows.logout)
 
 
 async def logout_everywhere(session: DenseSession) -> None:
     """End every session of the session's identity (this one too; an anonymous session
     ends alone)."""
-    await arun(_logout(session, everywhere=True), session.state.store)
+    await _act(session, lambda held: flows.logout(held, everywhere=True))
 
 
-def _logout(session: DenseSession, everywhere: bool) -> Flow[None]:
+async def _act(session: DenseSession, flow: Callable[[flows.Rebind], Flow[None]]) -> None:
+    """Run an identity flow on the session now; what it left is the session's, also when a
+    call raised (a refused login leaves it as it was)."""
     state = session.state
-    if everywhere and state.identity is not None:
-        yield DestroyAll(state.identity)
-    elif state.token is not None:
-        yield Destroy(state.token)
-    yield from _drop_sent(state)
-    _end(session)
+    held = flows.Rebind(state.token, state.identity, state.sent)
+    try:
+        await arun(flow(held), state.store)
+    finally:
+        session.follow(held)
 
 
 # -- load and save ----------------------------------------------------------------------------
@@ -286,7 +260,7 @@ class SessionRules:
             return None
         creates = token is None or state.cleared
         writes = bool(session) if creates else state.changed or state.removed or state.new_cookie
-        ttl = (yield from _ttl(state)) if writes else None  # (the store's ttl opens it: not for nothing)
+        ttl = (yield from flows.lifetime(state.max_age)) if writes else None  # (the store's ttl opens it: not for nothing)
         held = Held(
             token=token, read=found, stale=state.sent, ended=state.ended,
             modified=session.modified,

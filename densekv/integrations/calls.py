@@ -1,7 +1,7 @@
 """The calls a web-session flow yields: one small frozen dataclass per session-store
 operation, holding its arguments. Sans-I/O, like the flows that yield them
-(integrations/decide.py's `carry`, flasklike.py's save, asgi.py's and aiohttp.py's login
-and logout, Django's engine); integrations/drive.py runs them, and `perform` below is the
+(integrations/decide.py's `carry`, flasklike.py's save, identity_flows.py's login and
+logout, Django's engine); integrations/drive.py runs them, and `perform` below is the
 one place a call becomes a store method call: dispatched by the call's type, so every call
 is checked against both stores' signatures (SessionStore, AsyncSessionStore) by mypy.
 

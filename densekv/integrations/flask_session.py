@@ -13,6 +13,7 @@ from typing import Any
 from flask.sessions import SessionMixin, session_json_serializer
 
 from densekv.integrations.devices import session_id
+from densekv.integrations.identity_flows import switches
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, check_identity
 
@@ -291,8 +292,7 @@ class DensekvSession(TrackedDict, SessionMixin):
         A session of another user is emptied first (its data is that user's): what this
         request sets after login() is kept. A decimal str is its int (identity_of)."""
         identity = identity_of(identity)
-        current = self.identity
-        if current is not None and current != identity:
+        if switches(self.identity, identity):  # another user's data: the old session ends
             self.restart(keep={})
         self.login_as = identity
         self.modified = True

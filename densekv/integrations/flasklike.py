@@ -20,7 +20,8 @@ import redis
 
 from densekv.errors import ServerUnavailable, SessionIdentityInvalid
 from densekv.integrations import decide as rules
-from densekv.integrations.calls import Destroy, DestroyAll, StoreCall
+from densekv.integrations import identity_flows as flows
+from densekv.integrations.calls import StoreCall
 from densekv.integrations.decide import NOTHING, Held, Outcome, carry, decide
 from densekv.integrations.devices import label_of
 from densekv.integrations.flask_session import (
@@ -142,8 +143,7 @@ def follow_identity_key(app: Any, identity_key: str | None, session: DensekvSess
     identity = identity_in(app, key, session)
     if identity is None:
         return
-    current = session.identity
-    if current is not None and current != identity:  # another user: drop the old data
+    if flows.switches(session.identity, identity):  # another user: drop the old data
         session.restart(keep={k: dict.__getitem__(session, k) for k in session.set_keys
                                if dict.__contains__(session, k)})
     session.follow_login(identity)
@@ -163,11 +163,10 @@ def save_flow(interface: Any, app: Any, session: DensekvSession,
     ready): the sessions ended earlier in the request, log out everywhere, then the
     decision. Returns the outcome (its cookie to send), or None when nothing was decided.
     `request`: what the interface's device_label hook is called with at a login."""
-    if session.end_all is not None:  # first: this session ends as one of them (its event says so)
-        for form in identity_forms(identity_of(session.end_all)):
-            yield DestroyAll(form)
-    for token in session.ended:  # destroy() / a change of user / logout, asked for earlier
-        yield Destroy(token)
+    # destroy() / a change of user / logout / log out everywhere, asked for earlier (at the
+    # save, not at once: Flask-Login's logout_user() only removes a key, seen here)
+    everywhere = () if session.end_all is None else identity_forms(identity_of(session.end_all))
+    yield from flows.end_asked(session.ended, everywhere)
     if (not session.modified and session.login_as is None and not session.regenerate_asked
             and session.token is not None and not interface.should_set_cookie(app, session)):
         # read only, no cookie to refresh (most requests): decide's read-only rows
