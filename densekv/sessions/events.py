@@ -188,6 +188,29 @@ class Recorder:
                       "idle" if rec.expires_at < rec.absolute_at else "absolute", found_by=found_by, stream=stream)
 
 
+    def owed(self, op: str, seconds: float, error: str | None) -> list[tuple[str, tuple[Any, ...]]]:
+        """The observer calls an operation owes, its buffers drained: each event, the
+        payload sizes it encoded, then the operation itself (what both store shells send
+        through call_sync / call_async)."""
+        calls: list[tuple[str, tuple[Any, ...]]] = []
+        events = self.events
+        if events is not None:
+            if events.pending:
+                calls += [("on_event", (event,)) for event in events.take()]
+            if events.sizes:
+                calls.append(("on_payloads", (events.take_sizes(),)))
+        calls.append(("on_operation", (op, seconds, error)))
+        return calls
+
+    def outbound(self, namespace: str) -> list[Plan[Any]]:
+        """The XADDs of what the operation recorded for the event stream, the outbox
+        drained ([]: no stream, or nothing recorded)."""
+        if self.outbox is None or self.stream is None:
+            return []
+        events = self.outbox.take()
+        return plan_publish(namespace, self.stream, events) if events else []
+
+
 def call_sync(observers: list[Any], method: str, *args: Any) -> None:
     """Call `method` of every observer that has it; a failure is logged, not raised."""
     for obs in observers:

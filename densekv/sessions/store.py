@@ -192,34 +192,17 @@ class SessionStore(OpensOnce[SessionCore], _Options):
             raise
         finally:
             seconds = time.perf_counter() - start
-            self._publish(core)
+            plans = core.recorder.outbound(core.namespace)
+            if plans:  # XADDed after the operation; a failure is logged, never the operation's
+                try:
+                    drive(_one_round(plans), self._ex)
+                except (DensekvError, redis.RedisError, OSError):
+                    _unpublished(len(plans), core.namespace)
             observers = list(self._observers)
             call_sync = self._call_sync  # events.call_sync, set by observe(): no import per call
-            events = core.recorder.events
             if call_sync is not None and observers:  # else only the stream listens
-                if events is not None:
-                    if events.pending:
-                        for event in events.take():
-                            call_sync(observers, "on_event", event)
-                    if events.sizes:
-                        call_sync(observers, "on_payloads", events.take_sizes())
-                call_sync(observers, "on_operation", op, seconds, error)
-
-    def _publish(self, core: SessionCore) -> None:
-        """XADD what the operation recorded to the event stream (events_stream); a failure
-        is logged, never the operation's (it happened)."""
-        recorder = core.recorder
-        if recorder.outbox is None or recorder.stream is None:
-            return
-        from densekv.sessions.events import log, plan_publish
-
-        events = recorder.outbox.take()
-        if events:
-            try:
-                drive(_one_round(plan_publish(core.namespace, recorder.stream, events)), self._ex)
-            except (DensekvError, redis.RedisError, OSError):
-                log.exception("densekv: %d session events not written to the event stream of %r",
-                              len(events), core.namespace)
+                for method, args in core.recorder.owed(op, seconds, error):
+                    call_sync(observers, method, *args)
 
     def observe(self, observer: Observer) -> None:
         """Tell `observer` of every lifecycle event (its `on_event(SessionEvent)`) and every
@@ -462,32 +445,18 @@ class AsyncSessionStore(AsyncOpensOnce[SessionCore], _Options):
             raise
         finally:
             seconds = time.perf_counter() - start
-            if core is not None:
-                await self._publish(core)
+            plans = core.recorder.outbound(core.namespace) if core is not None else []
+            if plans:  # as SessionStore._run_observed
+                try:
+                    await adrive(_one_round(plans), self._ex)
+                except (DensekvError, redis.RedisError, OSError):
+                    _unpublished(len(plans), core.namespace)  # type: ignore[union-attr]
             observers = list(self._observers)
             if call_async is not None and observers:  # else only the stream listens
-                events = core.recorder.events if core is not None else None
-                if events is not None:
-                    if events.pending:
-                        for event in events.take():
-                            await call_async(observers, "on_event", event)
-                    if events.sizes:
-                        await call_async(observers, "on_payloads", events.take_sizes())
-                await call_async(observers, "on_operation", op, seconds, error)
-
-    async def _publish(self, core: SessionCore) -> None:
-        recorder = core.recorder
-        if recorder.outbox is None or recorder.stream is None:
-            return
-        from densekv.sessions.events import log, plan_publish
-
-        events = recorder.outbox.take()
-        if events:
-            try:
-                await adrive(_one_round(plan_publish(core.namespace, recorder.stream, events)), self._ex)
-            except (DensekvError, redis.RedisError, OSError):
-                log.exception("densekv: %d session events not written to the event stream of %r",
-                              len(events), core.namespace)
+                owed = (core.recorder.owed(op, seconds, error) if core is not None
+                        else [("on_operation", (op, seconds, error))])
+                for method, args in owed:
+                    await call_async(observers, method, *args)
 
     def observe(self, observer: Observer) -> None:
         from densekv.sessions.events import call_async
@@ -603,6 +572,12 @@ class AsyncSessionStore(AsyncOpensOnce[SessionCore], _Options):
 
     async def sweep(self, max_items: int | None = None) -> int:
         return await self._run(lambda c: c.sweep(max_items), "sweep")
+
+
+def _unpublished(n: int, namespace: str) -> None:
+    from densekv.sessions.events import log
+
+    log.exception("densekv: %d session events not written to the event stream of %r", n, namespace)
 
 
 def _one_round(plans: list[Plan[Any]]) -> Flow[list[Any]]:
