@@ -45,8 +45,8 @@ needs no glue: the session follows its `_user_id` key (`identity_key=`): set or 
 request, the session is logged in as that user at save (the previous user's data dropped,
 what the request set kept); removed (`logout_user()`), the stored session ends and what is
 left (say a flash message) goes on in a new anonymous session under a new cookie. Both take
-an identity through flask_session.identity_of: a decimal str is its int, so login(42) and
-Flask-Login's `_user_id = "42"` are one user, listed by `store.sessions_of(42)`.
+an identity through identity_flows.identity_named (the web shells' one rule): a decimal str
+is its int, so login(42) and Flask-Login's `_user_id = "42"` are one user, listed by `store.sessions_of(42)`.
 
 Your devices and a limit (docs/flask.md): the store options track_devices,
 max_sessions_per_identity and on_limit; `device_label=` (a callable(request)) labels each

@@ -13,35 +13,14 @@ from typing import Any
 from flask.sessions import SessionMixin, session_json_serializer
 
 from densekv.integrations.devices import session_id
-from densekv.integrations.identity_flows import switches
+from densekv.integrations.identity_flows import identity_forms, switches
+from densekv.integrations.identity_flows import identity_named as identity_of
 from densekv.integrations.tracked import TrackedDict
-from densekv.sessions.model import Identity, Session, check_identity
+from densekv.sessions.model import Identity, Session
 
 __all__ = ["DensekvSession", "identity_forms", "identity_of", "tag_value", "untag_data", "untag_value"]
 
 MISSING = object()
-
-
-def identity_of(value: object) -> Identity:
-    """The identity a user is indexed under in the Flask shell: `value` checked, with a str
-    that is the canonical decimal text of an int identity ("42"; not "042", "+4", " 4")
-    taken as that int. So `session.login(42)` and Flask-Login's `_user_id = "42"` (its
-    get_id() returns a str) are one user, listed by `store.sessions_of(42)`; any other str
-    stays itself ("alice", "042")."""
-    identity = check_identity(value)
-    if (isinstance(identity, str) and identity.isascii() and identity.isdigit()
-            and (identity == "0" or identity[0] != "0") and int(identity) < 2**64):
-        return int(identity)
-    return identity
-
-
-def identity_forms(identity: Identity) -> tuple[Identity, ...]:
-    """Every form the store may list `identity`'s sessions under: an int identity also as
-    its decimal str, as the Flask shell indexed Flask-Login users before identity_of (a
-    "log out everywhere" after an upgrade must end those sessions too)."""
-    if isinstance(identity, int):
-        return identity, str(identity)
-    return (identity,)
 
 
 #: types Flask's tagged JSON leaves as they are (exact types: Markup is a str subclass)

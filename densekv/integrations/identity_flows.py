@@ -43,9 +43,36 @@ from typing import Any
 from densekv.integrations import decide as rules
 from densekv.integrations.calls import Create, Destroy, DestroyAll, Login, Regenerate, StoreTtl
 from densekv.integrations.drive import Flow
-from densekv.sessions.model import Identity
+from densekv.sessions.model import Identity, check_identity
 
-__all__ = ["Rebind", "end_asked", "lifetime", "login", "logout", "regenerate", "switches"]
+__all__ = ["Rebind", "end_asked", "identity_forms", "identity_named", "lifetime", "login", "logout",
+           "regenerate", "switches"]
+
+
+# -- the identity a session's data names -------------------------------------------------------
+def identity_named(value: object) -> Identity:
+    """The identity a shell indexes a user under when it reads one from session data
+    (Flask-Login's `_user_id` in the Flask and Quart shells, contrib.auth's `_auth_user_id`
+    in Django's) or from the Flask shells' login(): `value` checked (model.check_identity),
+    a str that is the canonical decimal text of an int identity ("42"; not "042", "+4",
+    " 4", "٤٢") taken as that int. So `login(42)` and a `_user_id` of "42" (Flask-Login's
+    get_id() returns a str, Django keeps the pk's text) are one user, listed by
+    `store.sessions_of(42)`, and the CharField keys "042" and "42" stay two users. Any
+    other str stays itself. Raises SessionIdentityInvalid for what no store can index."""
+    identity = check_identity(value)
+    if (isinstance(identity, str) and identity.isascii() and identity.isdigit()
+            and (identity == "0" or identity[0] != "0") and int(identity) < 2**64):
+        return int(identity)
+    return identity
+
+
+def identity_forms(identity: Identity) -> tuple[Identity, ...]:
+    """Every form the store may list `identity`'s sessions under: an int identity also as
+    its decimal str, as the Flask shell indexed Flask-Login users before identity_named (a
+    "log out everywhere" after an upgrade must end those sessions too)."""
+    if isinstance(identity, int):
+        return identity, str(identity)
+    return (identity,)
 
 
 @dataclass(slots=True)

@@ -679,16 +679,6 @@ def test_logout_everywhere_ends_sessions_indexed_as_the_str_form_too(store: dens
     assert store.get(old) is None
 
 
-@pytest.mark.parametrize("given,indexed", [
-    (42, 42), ("42", 42), ("0", 0), (str(2**64 - 1), 2**64 - 1), (str(2**64), str(2**64)),
-    ("042", "042"), ("+4", "+4"), (" 4", " 4"), ("4.0", "4.0"), ("٤", "٤"), ("alice", "alice"),
-])
-def test_identity_of_takes_a_decimal_str_as_its_int(given: Any, indexed: Any) -> None:
-    from densekv.integrations.flask_session import identity_of
-
-    assert identity_of(given) == indexed and type(identity_of(given)) is type(indexed)
-
-
 def test_flask_login_session_set_in_session_transaction_is_listed(store: densekv.SessionStore) -> None:
     """Flask-Login's own tests log a user in by writing `_user_id` in a transaction."""
     client = make_flask_login_app(store).test_client()

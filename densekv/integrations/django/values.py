@@ -11,6 +11,7 @@ from typing import Any
 
 from django.contrib.auth import SESSION_KEY  # type: ignore[import-untyped]
 
+from densekv.integrations.identity_flows import identity_named
 from densekv.sessions.model import Identity, Session
 
 Data = dict[str, Any]
@@ -18,17 +19,17 @@ EXPIRY_KEY = "_session_expiry"  # where SessionBase.set_expiry keeps a custom ex
 
 
 def identity_of(data: Mapping[str, Any]) -> Identity | None:
-    """The densekv identity of a session: its ``_auth_user_id``, int when it is a decimal
-    string in densekv's int range (Django writes integer primary keys so), else str."""
+    """The densekv identity of a session: its ``_auth_user_id`` by the web shells' one rule
+    (identity_flows.identity_named: the canonical decimal text of an int is that int, as
+    Django writes integer primary keys; "042" stays a str), None when there is none. An
+    int primary key outside densekv's int range, or another type's, is indexed as its
+    text."""
     uid = data.get(SESSION_KEY)
     if uid is None or uid == "" or isinstance(uid, bool):
         return None
-    if isinstance(uid, int) and 0 <= uid < 2**64:
-        return uid
-    text = str(uid)
-    if text.isascii() and text.isdecimal() and int(text) < 2**64:
-        return int(text)
-    return text
+    if not isinstance(uid, (int, str)) or (isinstance(uid, int) and not 0 <= uid < 2**64):
+        uid = str(uid)
+    return identity_named(uid)
 
 
 _IMMUTABLE = frozenset({str, bytes, int, float, bool, type(None)})
