@@ -167,6 +167,14 @@ def save_flow(interface: Any, app: Any, session: DensekvSession,
     # save, not at once: Flask-Login's logout_user() only removes a key, seen here)
     everywhere = () if session.end_all is None else identity_forms(identity_of(session.end_all))
     yield from flows.end_asked(session.ended, everywhere)
+    writes = session.modified or session.login_as is not None or session.regenerate_asked
+    if writes and rules.outlives_no_request(flask_lifetime(app)):
+        # PERMANENT_SESSION_LIFETIME under a second: Flask refuses its own cookie as soon
+        # as a second has passed, so nothing is stored (decide's one rule, as in the other
+        # shells); the changed stored session and a stale cookie token end
+        yield from rules.store_nothing(session.token, True, session.stale)
+        gone = session.token is not None or session.stale is not None
+        return Outcome(None, "delete" if gone else None)
     if (not session.modified and session.login_as is None and not session.regenerate_asked
             and session.token is not None and not interface.should_set_cookie(app, session)):
         # read only, no cookie to refresh (most requests): decide's read-only rows
@@ -209,13 +217,17 @@ def held(interface: Any, app: Any, session: DensekvSession, store: Any,
         gone="create" if login_as is not None else "delete", label=label)
 
 
+def flask_lifetime(app: Any) -> int:
+    """PERMANENT_SESSION_LIFETIME in whole seconds (Flask allows 0)."""
+    return int(app.permanent_session_lifetime.total_seconds())
+
+
 def lifetime(app: Any, session: DensekvSession, store: Any) -> int | None:
     """The stored session's ttl from now (None: the store's ttl): Flask refuses its own
     cookie PERMANENT_SESSION_LIFETIME after it was signed, permanent or not, so a
     permanent session lives that long and any other min(store ttl, that). A lifetime
-    under a second (Flask allows 0) is the store's ttl: the store refuses a session
-    that would be dead at once."""
-    flask_life = int(app.permanent_session_lifetime.total_seconds())
+    under a second never gets here (save_flow stores nothing then)."""
+    flask_life = flask_lifetime(app)
     if flask_life < 1:
         return None
     if session.permanent:

@@ -120,6 +120,32 @@ def test_a_session_made_permanent_later_is_kept_that_long(store: densekv.Session
     assert back is not None and back.absolute_at < time.time() + 3601
 
 
+@pytest.mark.parametrize("backend", ["flask", "densekv"])
+def test_a_lifetime_of_zero_keeps_no_session(store: densekv.SessionStore, backend: str) -> None:
+    """PERMANENT_SESSION_LIFETIME = 0: Flask's own cookie session (the control) refuses its
+    cookie once a second has passed; densekv stores nothing (the rule of every shell,
+    decide.outlives_no_request) and ends a session the write changes. Before, densekv kept
+    the session for the store's ttl."""
+    from flask.sessions import SecureCookieSessionInterface
+
+    own = SecureCookieSessionInterface() if backend == "flask" else None
+    app = make_app(store, config={"PERMANENT_SESSION_LIFETIME": dt.timedelta(0), "SECRET_KEY": "k"},
+                   interface=own)
+    client = app.test_client()
+    client.post("/set/a", json={"value": 1})
+    time.sleep(1.1)
+    assert client.get("/get/a").get_json() == {"value": None}
+    if backend == "densekv":
+        assert store.count() == 0
+        app.permanent_session_lifetime = dt.timedelta(hours=1)  # a session stored before ...
+        client.post("/set/a", json={"value": 1})
+        token = client.get_cookie(COOKIE).value  # type: ignore[union-attr]
+        assert store.get(token) is not None
+        app.permanent_session_lifetime = dt.timedelta(0)  # ... ends at its next write
+        client.post("/set/b", json={"value": 2})
+        assert store.get(token) is None and client.get_cookie(COOKIE) is None
+
+
 # -- values, clear(), nested changes, no needless server calls -------------------------------
 def test_flask_tagged_values_come_back_as_themselves(store: densekv.SessionStore) -> None:
     app = make_app(store)
