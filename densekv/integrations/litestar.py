@@ -36,7 +36,7 @@ from typing import Any, Literal, cast
 from litestar.connection import ASGIConnection
 from litestar.datastructures import Cookie, MutableScopeHeaders
 from litestar.enums import ScopeType
-from litestar.exceptions import ImproperlyConfiguredException
+from litestar.exceptions import ImproperlyConfiguredException, SerializationException
 from litestar.middleware.base import DefineMiddleware
 from litestar.middleware.session.base import BaseBackendConfig, BaseSessionBackend
 from litestar.middleware.session.base import SessionMiddleware as LitestarSessionMiddleware
@@ -55,12 +55,13 @@ from densekv.integrations.asgi import (
 )
 from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
 from densekv.integrations.loops import LoopStores
+from densekv.integrations.movein import RedisKeyReader
 from densekv.integrations.urls import check_url
 from densekv.sessions.model import Identity
 from densekv.sessions.store import AsyncSessionStore
 
-__all__ = ["DEFAULT_MAX_AGE", "DEFAULT_NAMESPACE", "MAX_AGE_KEY", "DenseSession", "SessionBackend",
-           "SessionConfig", "login", "logout", "logout_everywhere", "regenerate", "remember",
+__all__ = ["DEFAULT_MAX_AGE", "DEFAULT_NAMESPACE", "MAX_AGE_KEY", "DenseSession",
+           "LitestarRedisStore", "SessionBackend", "SessionConfig", "login", "logout", "logout_everywhere", "regenerate", "remember",
            "store_of"]
 
 DEFAULT_MAX_AGE = 14 * 24 * 60 * 60
@@ -188,6 +189,32 @@ async def logout_everywhere(connection: ASGIConnection[Any, Any, Any, Any]) -> N
     """End every session of this session's identity (this one too); an anonymous
     session ends alone. The session is empty afterwards and its cookie is cleared."""
     await asgi.logout_everywhere(_session_of(connection))
+
+
+# -- where sessions move in from -------------------------------------------------------------
+class LitestarRedisStore(RedisKeyReader):
+    """Sessions written by Litestar's own ServerSideSessionConfig on a RedisStore: one string
+    key per session, the store's namespace + ":" + the session id (64 hex characters by
+    default; a valid densekv token, so the cookie goes on unchanged), holding the session
+    dict as JSON; the key's TTL is the session's remaining life. `namespace` is the
+    RedisStore's, as given to it: "LITESTAR" by default (`RedisStore.with_client(url)`),
+    "LITESTAR_sessions" for `root.with_namespace("sessions")`, None for none. `client`: a
+    redis.asyncio.Redis of one event loop, or None (the default) for the client of the
+    session store of each loop (Litestar's sessions on the same server)."""
+
+    def __init__(self, client: Any = None, namespace: str | None = "LITESTAR") -> None:
+        super().__init__(client)
+        self.namespace = namespace
+
+    def key_of(self, token: str) -> str:
+        return f"{self.namespace}:{token}" if self.namespace else token
+
+    def decode(self, raw: bytes) -> dict[str, Any] | None:
+        try:
+            data = decode_json(raw)
+        except SerializationException:  # not JSON: nothing to move in
+            return None
+        return data if isinstance(data, dict) else None
 
 
 class SessionBackend(BaseSessionBackend["SessionConfig"]):

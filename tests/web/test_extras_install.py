@@ -12,8 +12,9 @@ session is in densekv under the same cookie value, and the old key is gone.
 The same for the aiohttp extra: aiohttp-session's RedisStorage writes the old session, the
 densekv app in a venv holding only `.[aiohttp]` moves it in through aiohttp's test server.
 
-And the litestar extra, which has no old backend to move from here: a venv with only
-`.[litestar]` (so no Starlette) logs a user in through Litestar.
+And the litestar extra: a venv with only `.[litestar]` (so no Starlette) logs a user in
+through Litestar, and moves in a session that Litestar's own ServerSideSessionConfig wrote to
+its RedisStore (Litestar's, in the venv: it is part of Litestar).
 
 And the docs extra: a venv with only `.[docs]` builds the site with `mkdocs build --strict`,
 signatures formatted (README says that is the extra to install).
@@ -377,13 +378,28 @@ LITESTAR_APP = """
 import json, sys
 import redis
 from litestar import Litestar, Request, get, post
+from litestar.middleware.session.server_side import ServerSideSessionConfig
 from litestar.params import FromPath
+from litestar.stores.redis import RedisStore
 from litestar.testing import TestClient
 import densekv
-from densekv.integrations.litestar import SessionConfig, login
+from densekv.integrations.litestar import LitestarRedisStore, SessionConfig, login
 
 url, namespace = sys.argv[1:3]
-config = SessionConfig(url=url, store_options={"namespace": namespace})
+
+@post("/put", status_code=200)
+async def put(request: Request) -> dict:
+    request.set_session({"user": "ann", "cart": [1, 2]})
+    return {}
+
+old = Litestar([put], stores={"sessions": RedisStore.with_client(url)},
+               middleware=[ServerSideSessionConfig(max_age=600).middleware])
+with TestClient(old) as client:
+    client.post("/put")
+    sid = client.cookies["session"]
+
+config = SessionConfig(url=url, store_options={"namespace": namespace},
+                       move_in=LitestarRedisStore())
 
 @post("/login/{uid:int}", status_code=200)
 async def sign_in(request: Request, uid: FromPath[int]) -> dict:
@@ -395,24 +411,35 @@ async def sign_in(request: Request, uid: FromPath[int]) -> dict:
 async def me(request: Request) -> dict:
     return {"user": request.session.identity, "cart": request.session.get("cart")}
 
-with TestClient(Litestar([sign_in, me], middleware=[config.middleware])) as client:
+@get("/all")
+async def everything(request: Request) -> dict:
+    return dict(request.session)
+
+with TestClient(Litestar([sign_in, me, everything], middleware=[config.middleware])) as client:
+    client.cookies.set("session", sid)
+    moved = client.get("/all").json()
+    client.cookies.clear()
     status = client.post("/login/12").status_code
     body = client.get("/me").json()
 with redis.Redis.from_url(url) as c:
     listed = len(densekv.SessionStore(c, namespace=namespace).sessions_of(12))
-print(json.dumps({"status": status, "body": body, "listed": listed}))
+    old_left = c.exists("LITESTAR:" + sid)
+print(json.dumps({"status": status, "body": body, "listed": listed, "moved": moved,
+                  "old_left": old_left}))
 """
 
 
-def test_litestar_extra_serves_sessions_without_starlette(source: Path, server: ServerProcess,
-                                                          tmp_path: Path) -> None:
+def test_litestar_extra_serves_and_moves_in_sessions_without_starlette(
+        source: Path, server: ServerProcess, tmp_path: Path) -> None:
     """Litestar does not depend on Starlette, and neither does densekv's Litestar backend (the
     ASGI half it shares with the Starlette backend, integrations/asgi.py, imports no
-    framework): a venv with only .[litestar] logs a user in through Litestar."""
+    framework): a venv with only .[litestar] logs a user in through Litestar and moves in a
+    session Litestar's own server-side backend wrote."""
     python = venv_with("litestar", source, tmp_path)
     assert missing_in(python, "starlette", "litestar") == ["starlette"]
     seen = run_in(python, LITESTAR_APP, server.url, f"ls{uuid.uuid4().hex[:8]}", cwd=tmp_path)
-    assert seen == {"status": 200, "body": {"user": 12, "cart": ["A-1", 2]}, "listed": 1}
+    assert seen == {"status": 200, "body": {"user": 12, "cart": ["A-1", 2]}, "listed": 1,
+                    "moved": {"user": "ann", "cart": [1, 2]}, "old_left": 0}
 
 
 # -- aiohttp, from aiohttp-session's RedisStorage ------------------------------------------------

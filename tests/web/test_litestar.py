@@ -370,3 +370,53 @@ def test_a_docs_page_block_runs_as_written(block: str) -> None:
     done = subprocess.run([sys.executable, "-W", "error::ResourceWarning", "-c", block], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, f"{block}\n--- stderr:\n{done.stderr[-3000:]}"
+
+
+# -- moving in from Litestar's own server-side sessions ----------------------------------------
+@pytest.mark.parametrize("namespace", ["LITESTAR", "LITESTAR_sessions"])
+def test_litestars_own_redis_sessions_move_in_under_the_same_cookie(
+        server: ServerProcess, ns: str, looker: densekv.SessionStore, namespace: str) -> None:
+    """A session Litestar's ServerSideSessionConfig wrote to its RedisStore (JSON under
+    <namespace>:<64 hex>) is read by densekv's SessionConfig(move_in=LitestarRedisStore()),
+    stored under the same cookie with the life it had left, the old key deleted; a cookie
+    that names neither is an empty session."""
+    from litestar.middleware.session.server_side import ServerSideSessionConfig
+    from litestar.stores.redis import RedisStore
+
+    from densekv.integrations.litestar import LitestarRedisStore
+
+    @post("/put")
+    async def put(request: Request[Any, Any, Any]) -> dict[str, Any]:
+        request.set_session({"user": "ann", "cart": [1, 2], "n": {"deep": True}})
+        return {}
+
+    root = RedisStore.with_client(server.url)
+    redis_store = root if namespace == "LITESTAR" else root.with_namespace("sessions")
+    old = Litestar([put], stores={"sessions": redis_store},
+                   middleware=[ServerSideSessionConfig(max_age=600, key=COOKIE).middleware])
+    with TestClient(old) as tc:
+        tc.post("/put")
+        cookie = tc.cookies[COOKIE]
+    client = server.client()
+    try:
+        assert len(cookie) == 64 and client.ttl(f"{namespace}:{cookie}") > 590
+        store = make_store(server.url, ns)
+        d = driver_for(make_app(store, move_in=LitestarRedisStore(namespace=namespace)), store)
+        try:
+            d.set_cookie(cookie)
+            started = time.time()
+            status, body, headers = d.exchange("GET", "/all")
+            assert (status, body) == (200, {"data": {"user": "ann", "cart": [1, 2], "n": {"deep": True}}})
+            assert session_cookies(headers) == []  # the same cookie value goes on
+            assert client.exists(f"{namespace}:{cookie}") == 0
+            moved = looker.get(cookie)
+            assert moved is not None and moved.identity is None
+            assert started + 585 <= moved.expires_at <= started + 602  # the life it had left
+            assert d.request("POST", "/set/user", {"value": "bob"}) == OK
+            assert d.cookie() == cookie and d.request("GET", "/get/user") == (200, {"value": "bob"})
+            d.set_cookie(secrets.token_hex(32))  # in neither store
+            assert d.request("GET", "/all") == (200, {"data": {}})
+        finally:
+            d.close()
+    finally:
+        client.close()
