@@ -81,7 +81,8 @@ by self time.
 --pin CLIENT,SERVER pins this process and the server to one core each (the issue 30 figures:
 --pin 0,1 on the 2-core machine).
 
---observe prometheus (or otel) measures instead what session metrics cost (issue 34: <= 5% of
+--observe prometheus (or otel, or otel-no-histograms: .otel's SessionMetrics(histograms=False))
+measures instead what session metrics cost (issue 34: <= 5% of
 the client's CPU per call): for session_get, session_touch and session_apply the two sides are
 the same densekv calls, "observed" with densekv.integrations.prometheus.SessionMetrics (or
 .otel's, on an SDK MeterProvider with an InMemoryMetricReader) attached to every session store
@@ -94,7 +95,7 @@ during the turns (what a scrape costs is per scrape, not per call). The records
 `client_target` 1.05.
 
 Usage: python benchmarks/hot_path.py [--quick] [--pin 0,1] [--servers valkey-9.1,redis-7.0]
-       [--observe prometheus|otel]
+       [--observe prometheus|otel|otel-no-histograms]
        [--bloom-server redis-7.4 | --bloom-server ''] [--ops session_get,...] [--rounds 16]
        [--calls 1000] [--sessions 10000] [--out FILE | --no-save]
        python benchmarks/hot_path.py --profile [--servers valkey-9.1] [--calls 3000] [--ops alogin_get,...]
@@ -682,7 +683,8 @@ def metrics_observer(kind: str) -> tuple[Callable[[], None], Callable[[], None]]
 
         from densekv.integrations.otel import SessionMetrics as OtelMetrics
 
-        metrics = OtelMetrics(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+        metrics = OtelMetrics(MeterProvider(metric_readers=[InMemoryMetricReader()]),
+                              histograms=kind != "otel-no-histograms")
 
     def attach() -> None:
         for store in SESSION_STORES:
@@ -868,7 +870,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--no-save", action="store_true", help="print the records only")
     ap.add_argument("--profile", action="store_true", help="cProfile session get, apply and create instead")
-    ap.add_argument("--observe", choices=("prometheus", "otel"), default=None,
+    ap.add_argument("--observe", choices=("prometheus", "otel", "otel-no-histograms"), default=None,
                     help="session get / touch / apply with these session metrics against without them")
     args = ap.parse_args()
     args.rounds = args.rounds or (4 if args.quick else 16)

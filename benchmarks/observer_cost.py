@@ -5,8 +5,9 @@ the call's own CPU (~30-120 us, with the wait for the reply and the context swit
 shared 2-core machine's noise are around the small difference. This measures the difference
 alone: `store._run` of a flow that sends nothing (the shell's whole path: the observed branch,
 the timing, the delivery to observers), bare, with an observer that does nothing, with
-densekv.integrations.prometheus's and with .otel's (SDK MeterProvider, InMemoryMetricReader),
-in turns (bare, nop, prometheus, otel, repeated --repeat times), each the best of 5 timeit
+densekv.integrations.prometheus's, with .otel's (SDK MeterProvider, InMemoryMetricReader) and
+with .otel's without histograms (`histograms=False`: nothing recorded per call), in turns
+(bare, nop, prometheus, otel, otel_no_histograms, repeated --repeat times), each the best of 5 timeit
 runs of --number calls: microseconds per call, process CPU (time.process_time).
 
 Prints one JSON record per server and appends it to benchmarks/results/observer_cost.jsonl
@@ -59,12 +60,14 @@ def main() -> None:
         store = densekv.SessionStore(redis.Redis.from_url(proc.url), "cost")
         prom = prometheus.SessionMetrics(prometheus_client.CollectorRegistry())
         ot = otel.SessionMetrics(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+        ot_nh = otel.SessionMetrics(MeterProvider(metric_readers=[InMemoryMetricReader()]), histograms=False)
         nop = Nop()
         modes = {
             "bare": (lambda: None, lambda: None),
             "nop": (lambda: store.observe(nop), lambda: store.unobserve(nop)),
             "prometheus": (lambda: prom.observe(store, active_every=None), lambda: prom.unobserve(store)),
             "otel": (lambda: ot.observe(store, active_every=None), lambda: ot.unobserve(store)),
+            "otel_no_histograms": (lambda: ot_nh.observe(store, active_every=None), lambda: ot_nh.unobserve(store)),
         }
         us: dict[str, list[float]] = {m: [] for m in modes}
 
@@ -81,7 +84,7 @@ def main() -> None:
     rec = {"benchmark": "observer_cost", "commit": gitstamp.commit(), "server": args.server,
            "number": args.number, "repeat": args.repeat, "us_per_call": med,
            "us_rounds": {m: [round(x, 3) for x in v] for m, v in us.items()},
-           "added_us": {m: round(med[m] - med["bare"], 3) for m in ("nop", "prometheus", "otel")},
+           "added_us": {m: round(med[m] - med["bare"], 3) for m in modes if m != "bare"},
            "load_average_1m": round(os.getloadavg()[0], 2)}
     emit(rec, None if args.no_save else RESULTS)
 

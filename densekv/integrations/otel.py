@@ -27,8 +27,14 @@ to Prometheus adds it back), attribute `namespace` on each:
 
 Counters are kept by session_tally.Tally (a dict update per call) and read by the SDK when
 it collects; the two histograms are recorded per call and per payload, the OpenTelemetry
-API's only way in (so this costs more per call than the Prometheus observer: see
-docs/metrics.md).
+API's only way in (so this costs more per call than the Prometheus observer: the SDK's
+record path, about 8 us a value; see docs/metrics.md). `SessionMetrics(histograms=False)`
+records none: the two histograms give way to counters the SDK reads when it collects, as
+the others (mean latency = time / operations; no quantiles):
+
+  densekv_session_operation_time{operation}         observable counter, unit s
+  densekv_session_payloads_written                  observable counter
+  densekv_session_payload_bytes_written             observable counter, unit By
 """
 
 from __future__ import annotations
@@ -42,9 +48,15 @@ from opentelemetry.metrics import CallbackOptions, Histogram, Meter, MeterProvid
 
 from densekv.integrations.session_tally import NAMES, Active, Tally, namespace_of, retire
 
-__all__ = ["INSTRUMENT_NAMES", "SessionMetrics"]
+__all__ = ["INSTRUMENT_NAMES", "NO_HISTOGRAM_NAMES", "SessionMetrics"]
 
 INSTRUMENT_NAMES = NAMES  # the same names as prometheus.py's (session_tally.NAMES)
+#: SessionMetrics(histograms=False): the histograms' names give way to these counters
+NO_HISTOGRAM_NAMES = (
+    *(n for n in NAMES if n not in ("densekv_session_operation_seconds", "densekv_session_payload_bytes")),
+    "densekv_session_operation_time", "densekv_session_payloads_written",
+    "densekv_session_payload_bytes_written",
+)
 
 
 class _OtelTally(Tally):
@@ -72,16 +84,30 @@ class _OtelTally(Tally):
 class SessionMetrics:
     """OpenTelemetry instruments for the stores it observes (see the module docstring)."""
 
-    def __init__(self, meter_provider: MeterProvider | None = None) -> None:
+    def __init__(self, meter_provider: MeterProvider | None = None, *, histograms: bool = True) -> None:
+        """`histograms=False`: no value recorded per call (see the module docstring)."""
         provider = meter_provider or otel_metrics.get_meter_provider()
         meter: Meter = provider.get_meter("densekv", _version())
-        self.tallies: list[Tally] = []  # _OtelTally, and the retired stores' plain Tally
-        self.latency = meter.create_histogram(
-            "densekv_session_operation_seconds", unit="s",
-            description="Wall time of session store calls (round trips included)")
-        self.sizes = meter.create_histogram(
-            "densekv_session_payload_bytes", unit="By",
-            description="Session payloads encoded to store, bytes after compression")
+        self.tallies: list[Tally] = []  # _OtelTally (or Tally without histograms), retired ones
+        self.histograms = histograms
+        if histograms:
+            self.latency: Histogram | None = meter.create_histogram(
+                "densekv_session_operation_seconds", unit="s",
+                description="Wall time of session store calls (round trips included)")
+            self.sizes: Histogram | None = meter.create_histogram(
+                "densekv_session_payload_bytes", unit="By",
+                description="Session payloads encoded to store, bytes after compression")
+        else:
+            self.latency = self.sizes = None
+            meter.create_observable_counter(
+                "densekv_session_operation_time", [self._time], unit="s",
+                description="Wall time of session store calls summed (round trips included)")
+            meter.create_observable_counter(
+                "densekv_session_payloads_written", [self._payloads(count=True)],
+                description="Session payloads encoded to store")
+            meter.create_observable_counter(
+                "densekv_session_payload_bytes_written", [self._payloads(count=False)], unit="By",
+                description="Session payloads encoded to store, bytes after compression, summed")
         counters: list[tuple[str, str, Callable[[CallbackOptions], Iterable[Observation]]]] = [
             ("densekv_session_operations", "Session store calls by operation and outcome", self._ops),
             ("densekv_session_errors", "Failed session store calls by exception type", self._errors),
@@ -115,7 +141,9 @@ class SessionMetrics:
     def observe(self, store: Any, *, namespace: str | None = None, active_every: float | None = 60.0,
                 stats: bool = False) -> Tally:
         """As densekv.integrations.prometheus.SessionMetrics.observe."""
-        tally = _OtelTally(namespace_of(store, namespace), self.latency, self.sizes)
+        ns = namespace_of(store, namespace)
+        tally = (_OtelTally(ns, self.latency, self.sizes) if self.latency is not None and self.sizes is not None
+                 else Tally(ns))
         tally.watch(store, active_every, stats)
         store.observe(tally)
         self.tallies.append(tally)
@@ -142,6 +170,23 @@ class SessionMetrics:
                     k = tuple(sorted({"namespace": tally.namespace, **got}.items()))
                     totals[k] = totals.get(k, 0) + n
         return [Observation(n, dict(k)) for k, n in totals.items()]
+
+    def _time(self, options: CallbackOptions) -> Iterable[Observation]:
+        totals: dict[tuple[str, str], float] = {}
+        for tally in list(self.tallies):
+            for name, row in tally.snapshot()["latency"].items():
+                key = (tally.namespace, name)
+                totals[key] = totals.get(key, 0.0) + row[-1]
+        return [Observation(t, {"namespace": ns, "operation": op}) for (ns, op), t in totals.items()]
+
+    def _payloads(self, count: bool) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def callback(options: CallbackOptions) -> Iterable[Observation]:
+            totals: dict[str, float] = {}
+            for tally in list(self.tallies):
+                row = tally.snapshot()["sizes"]
+                totals[tally.namespace] = totals.get(tally.namespace, 0) + (sum(row[:-1]) if count else row[-1])
+            return [Observation(int(v), {"namespace": ns}) for ns, v in totals.items()]
+        return callback
 
     def _ops(self, options: CallbackOptions) -> Iterable[Observation]:
         return self._sum("ops", lambda k: {"operation": k[0], "outcome": k[1]})

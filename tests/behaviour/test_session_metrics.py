@@ -20,6 +20,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 from densekv.integrations import otel, prometheus
+from densekv.integrations.session_tally import Tally
 from densekv.sessions import AsyncSessionStore, SessionStore
 from densekv.sessions.model import digest_of
 from tests.behaviour.test_sessions import Clock, layouts_for
@@ -236,6 +237,45 @@ def test_otel_counts_known_operations(client: redis.Redis) -> None:
     assert otel_value(p, "densekv_sessions_active", method="partition_counts", estimated="false",
                       **L) == store.count()
     metrics.unobserve(store)
+
+
+def test_otel_without_histograms_records_nothing_per_call_and_keeps_the_sums(client: redis.Redis) -> None:
+    """SessionMetrics(histograms=False): no histogram instrument, none recorded per call;
+    the time and the payload bytes come as counters read at collection, equal to the sums
+    of the histograms a second SessionMetrics (histograms on) records for the same calls."""
+    readers = InMemoryMetricReader(), InMemoryMetricReader()
+    plain = otel.SessionMetrics(MeterProvider(metric_readers=[readers[0]]), histograms=False)
+    full = otel.SessionMetrics(MeterProvider(metric_readers=[readers[1]]))
+    assert plain.latency is None and plain.sizes is None
+    clock = Clock()
+    ns = f"m-otel-nh-{time.time_ns()}"
+    store = SessionStore(client, ns, layout="dense", ttl=1000, idle_ttl=100, clock=clock).open()
+    plain.observe(store)
+    full.observe(store)
+    assert type(plain.tallies[0]) is Tally  # records into no histogram
+    known_operations(store, clock)
+    p = otel_points(readers[0])
+    assert set(p) <= set(otel.NO_HISTOGRAM_NAMES)
+    assert not {"densekv_session_operation_seconds", "densekv_session_payload_bytes"} & set(p)
+    L = {"namespace": ns}
+    assert otel_value(p, "densekv_session_operations", operation="create", outcome="ok", **L) == 8
+    assert otel_value(p, "densekv_sessions_created", **L) == 8
+    assert otel_value(p, "densekv_session_payloads_written", **L) == 3
+    sums: dict[tuple[str, str], float] = {}
+    data = readers[1].get_metrics_data()
+    assert data is not None
+    for rm in data.resource_metrics:
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                for point in metric.data.data_points:  # type: ignore[union-attr]
+                    if hasattr(point, "sum") and not hasattr(point, "value"):
+                        sums[(metric.name, str((point.attributes or {}).get("operation", "")))] = point.sum
+    assert otel_value(p, "densekv_session_payload_bytes_written", **L) == sums[("densekv_session_payload_bytes", "")] > 0
+    for op in ("create", "get", "login", "sweep"):
+        took = otel_value(p, "densekv_session_operation_time", operation=op, **L)
+        assert took == pytest.approx(sums[("densekv_session_operation_seconds", op)], rel=1e-9) and took > 0
+    plain.unobserve(store)
+    full.unobserve(store)
 
 
 def test_on_the_cluster(cluster_client: Any) -> None:
