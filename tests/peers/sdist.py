@@ -1,4 +1,6 @@
-"""The peers' own test suites, fetched from their sdists on PyPI (never copied here).
+"""The peers' own test suites, fetched from their sdists on PyPI (never copied here; Quart's
+and Litestar's sdists ship no tests, so theirs are vendored unchanged under
+tests/peers/vendored/, each with a README naming its commit and a checked SHA256SUMS).
 
 `source(dist)` downloads the sdist of the version of `dist` installed in this environment
 (so the tests match the code they exercise) with pip, unpacks it once under
