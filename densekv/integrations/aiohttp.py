@@ -187,7 +187,7 @@ class Storage(aiohttp_session.AbstractStorage):
 
     async def store(self) -> AsyncSessionStore:
         """The store of the running event loop (closed with that loop when made here; a store
-        given serves the one loop it first served: integrations/stores.py)."""
+        given serves the one loop it first served, and raises RuntimeError on another)."""
         return await self.stores.current()
 
     async def new_session(self) -> DenseSession:

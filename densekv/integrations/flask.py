@@ -219,8 +219,7 @@ class SessionInterface(FlaskSessionInterface):
 
     @property
     def store(self) -> SessionStore:
-        """The store; from a factory, built once per process (again in a forked child:
-        integrations/stores.py)."""
+        """The store; from a factory, built once per process (again in a forked child)."""
         return self.stores.get()
 
     def get_cookie_name(self, app: Flask) -> str:
