@@ -28,8 +28,8 @@ from densekv.integrations import movein
 from densekv.integrations.decide import Held, carry, decide
 from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
 from densekv.integrations.drive import Flow, arun
-from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.movein import AsyncMoveInSource, RedisKeyReader
+from densekv.integrations.stores import Stores
 from densekv.integrations.tracked import TrackedDict
 from densekv.sessions.model import Identity, Session, check_identity, well_formed
 from densekv.sessions.store import AsyncSessionStore
@@ -165,9 +165,10 @@ class AiohttpSessionRedis(RedisKeyReader):
 
 
 class Storage(aiohttp_session.AbstractStorage):
-    """Sessions in `store`: an AsyncSessionStore, or a callable that makes one (then one
-    store per event loop: a redis.asyncio client serves one loop). Keyword arguments are
-    AbstractStorage's cookie arguments (cookie_name, domain, max_age, path, secure,
+    """Sessions in `store`: an AsyncSessionStore (serving the one event loop it first
+    serves, as a redis.asyncio client serves one loop: a request on another raises
+    RuntimeError), or a callable that makes one (then one store per event loop). Keyword
+    arguments are AbstractStorage's cookie arguments (cookie_name, domain, max_age, path, secure,
     httponly, samesite). device_label: a callable(request) -> str | None that labels the
     session at login() (a store with track_devices=True; densekv.integrations.devices).
     move_in: an AiohttpSessionRedis (or any source with async read/forget) to move sessions
@@ -176,27 +177,18 @@ class Storage(aiohttp_session.AbstractStorage):
     def __init__(self, store: AsyncSessionStore | Callable[[], AsyncSessionStore],
                  *, device_label: DeviceLabel | None = None,
                  move_in: AsyncMoveInSource | None = None, **cookie: Any) -> None:
-        if not isinstance(store, AsyncSessionStore) and not callable(store):
-            raise TypeError(f"Storage needs an AsyncSessionStore, got {type(store).__name__}")
+        self.stores = Stores("Storage", AsyncSessionStore, store)
         if {"encoder", "decoder", "key_factory"} & cookie.keys():  # densekv codes, and draws tokens
             raise TypeError("densekv's Storage takes no encoder, decoder or key_factory")
         super().__init__(**cookie)
         check_device_label(device_label, {"track_devices": True}, "Storage")
         self.device_label = device_label
         self.move_in = move_in
-        self._given: AsyncSessionStore | None = None
-        self._per_loop: StoresPerLoop | None = None
-        if isinstance(store, AsyncSessionStore):
-            self._given = store
-        else:
-            self._per_loop = StoresPerLoop(store)
 
     async def store(self) -> AsyncSessionStore:
-        """The store of the running event loop (closed with that loop when made here)."""
-        if self._given is not None:
-            return self._given
-        assert self._per_loop is not None
-        return await self._per_loop.current()
+        """The store of the running event loop (closed with that loop when made here; a store
+        given serves the one loop it first served, and raises RuntimeError on another)."""
+        return await self.stores.current()
 
     async def new_session(self) -> DenseSession:
         """An empty session, not stored until something is put in it (aiohttp_session's

@@ -68,9 +68,7 @@ policy, the same in every shell.
 
 from __future__ import annotations
 
-import os
 import re
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -94,7 +92,7 @@ from densekv.integrations.flasklike import (
     skip_save,
 )
 from densekv.integrations.movein import move_in, seconds_left
-from densekv.integrations.urls import check_url
+from densekv.integrations.stores import Stores, url_factory
 from densekv.sessions.model import well_formed
 from densekv.sessions.store import SessionStore
 
@@ -191,13 +189,7 @@ class SessionInterface(FlaskSessionInterface):
                  cookie_name: str | None = None, fallback: FlaskSessionFallback | None = None,
                  identity_key: str | None = "_user_id",
                  device_label: DeviceLabel | None = None) -> None:
-        if isinstance(store, SessionStore):
-            self._store: SessionStore | None = store
-            self._factory: Callable[[], SessionStore] | None = None
-        else:
-            self._store, self._factory = None, store
-        self._pid = os.getpid()
-        self._lock = threading.Lock()
+        self.stores = Stores("SessionInterface", SessionStore, store)
         self.cookie_name = cookie_name
         self.fallback = fallback
         self.identity_key = identity_key
@@ -219,27 +211,16 @@ class SessionInterface(FlaskSessionInterface):
         max_sessions_per_identity, on_limit, ...). A URL no client can be built from
         (another scheme, a port that is not a number, an option redis-py cannot read), or a
         device_label without track_devices=True, raises InvalidArgument here, at setup."""
-        check_url(url, "SessionInterface.from_url: url")
+        build = url_factory(url, SessionStore, "SessionInterface.from_url: url",
+                            {"namespace": namespace, **store_options}, client_options)
         check_device_label(device_label, store_options, "SessionInterface.from_url")
-        options = dict(client_options or {})
-
-        def build() -> SessionStore:
-            from densekv.connect import from_url
-
-            return SessionStore(from_url(url, **options), namespace=namespace, **store_options)
-
         return cls(build, cookie_name=cookie_name, fallback=fallback, identity_key=identity_key,
                    device_label=device_label)
 
     @property
     def store(self) -> SessionStore:
         """The store; from a factory, built once per process (again in a forked child)."""
-        if self._factory is not None and (self._store is None or self._pid != os.getpid()):
-            with self._lock:
-                if self._store is None or self._pid != os.getpid():
-                    self._store, self._pid = self._factory(), os.getpid()
-        assert self._store is not None
-        return self._store
+        return self.stores.get()
 
     def get_cookie_name(self, app: Flask) -> str:
         return self.cookie_name or super().get_cookie_name(app)

@@ -54,9 +54,8 @@ from densekv.integrations.asgi import (
     check_lifetime,
 )
 from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
-from densekv.integrations.loops import LoopStores
 from densekv.integrations.movein import RedisKeyReader
-from densekv.integrations.urls import check_url
+from densekv.integrations.stores import Stores
 from densekv.sessions.model import Identity
 from densekv.sessions.store import AsyncSessionStore
 
@@ -346,7 +345,7 @@ class SessionConfig(BaseBackendConfig[SessionBackend]):
     """A callable(request) -> str | None that labels the session at login() ("your
     devices": a store with track_devices=True)."""
     rules: SessionRules = field(init=False, repr=False, compare=False)
-    stores: LoopStores = field(init=False, repr=False, compare=False)
+    stores: Stores[AsyncSessionStore] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 1 <= len(self.key) <= 256:
@@ -361,20 +360,9 @@ class SessionConfig(BaseBackendConfig[SessionBackend]):
         check_device_label(self.device_label, self.store_options or {"track_devices": self.url is None},
                            "SessionConfig")
         self.rules = SessionRules(self.max_age, self.move_in, session_class=_Used)
-        if self.url is not None:
-            url = check_url(self.url, "SessionConfig: url")  # at setup, not on the first request
-            options = {"namespace": DEFAULT_NAMESPACE, **(self.store_options or {})}
-            client_options = dict(self.client_options or {})
-
-            def build() -> AsyncSessionStore:
-                from densekv.connect import from_url
-
-                return AsyncSessionStore(from_url(url, asyncio=True, **client_options), **options)
-
-            self.stores = LoopStores(build, "densekv Litestar SessionConfig")
-        else:
-            assert self.store is not None
-            self.stores = LoopStores(self.store, "densekv Litestar SessionConfig")
+        self.stores = Stores("SessionConfig", AsyncSessionStore, self.store, url=self.url, url_arg="url=",
+                             store_options={"namespace": DEFAULT_NAMESPACE, **(self.store_options or {})},
+                             client_options=self.client_options)  # a wrong url fails here, at setup
 
     @property
     def middleware(self) -> DefineMiddleware:

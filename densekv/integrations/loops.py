@@ -6,7 +6,8 @@ Starlette's TestClient without `with` runs each request on a new loop, Django ru
 views on per-thread loops under WSGI. StoresPerLoop builds one store per loop from a
 factory, parks a generator on that loop whose cleanup closes the store's client when the
 loop shuts down (asyncio.run, uvicorn and anyio's portal call shutdown_asyncgens), and
-forgets stores of closed loops.
+forgets stores of closed loops. Which store a shell's request gets (a URL, a store, a
+function) is integrations/stores.py's `Stores`, which builds this for a URL or a function.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from densekv.sessions.store import AsyncSessionStore
 
-__all__ = ["LoopStores", "StoresPerLoop", "closing"]
+__all__ = ["StoresPerLoop", "closing"]
 
 
 async def closing(client: Any) -> AsyncIterator[None]:
@@ -55,9 +56,6 @@ class StoresPerLoop:
             entry = self._stores.get(loop)
         if entry is None:
             store = self.factory()
-            if not isinstance(store, AsyncSessionStore):
-                raise TypeError(f"the store factory returned a {type(store).__name__}, not an "
-                                "AsyncSessionStore")
             keeper = closing(store.client)
             await keeper.__anext__()  # runs to its yield at once: registered with this loop
             entry = (store, keeper)
@@ -72,40 +70,3 @@ class StoresPerLoop:
                 self.made(store)
         return entry[0]
 
-
-class LoopStores:
-    """The store of the running loop for a shell given a store or a factory: a factory (a
-    function of no arguments returning an AsyncSessionStore) is called once per running
-    loop, in it, and the client of what it returns closes with that loop (StoresPerLoop);
-    a store given directly serves the one loop it first serves, and a request on another
-    loop raises RuntimeError saying so (its client cannot move; it stays the caller's)."""
-
-    def __init__(self, store: AsyncSessionStore | Callable[[], AsyncSessionStore], who: str) -> None:
-        self.given: AsyncSessionStore | None = None
-        self._per_loop: StoresPerLoop | None = None
-        if isinstance(store, AsyncSessionStore):
-            self.given = store
-        elif callable(store):
-            self._per_loop = StoresPerLoop(store)
-        else:
-            raise TypeError(f"{who} takes an AsyncSessionStore or a function returning one, "
-                            f"not {type(store).__name__}")
-        self.who = who
-        self._home: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    async def current(self) -> AsyncSessionStore:
-        if self._per_loop is not None:
-            return await self._per_loop.current()
-        assert self.given is not None
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            if self._home is None:
-                self._home = loop
-        if self._home is not loop:
-            raise RuntimeError(
-                f"this {self.who} was given one AsyncSessionStore, whose redis.asyncio client "
-                "serves the event loop it first served, and this request runs on another: "
-                "configure it from a URL or with a function returning a store, and densekv "
-                "builds one store per loop")
-        return self.given

@@ -52,8 +52,8 @@ from densekv.integrations.flasklike import (
     served_without,
     skip_save,
 )
-from densekv.integrations.loops import LoopStores
 from densekv.integrations.movein import RedisKeyReader
+from densekv.integrations.stores import Stores
 from densekv.integrations.urls import check_url
 from densekv.sessions.model import Session, well_formed
 from densekv.sessions.store import AsyncSessionStore
@@ -118,7 +118,7 @@ class SessionInterface(QuartSessionInterface):
                  fallback: QuartSessionFallback | None = None,
                  identity_key: str | None = "_user_id",
                  device_label: DeviceLabel | None = None) -> None:
-        self.stores = LoopStores(store, "densekv Quart SessionInterface")
+        self.stores = Stores("SessionInterface", AsyncSessionStore, store, url_arg="SessionInterface.from_url")
         self.cookie_name = cookie_name
         self.fallback = fallback
         self.identity_key = identity_key

@@ -82,9 +82,7 @@ stored. The policy is integrations/movein.py's, the same in every shell.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -92,7 +90,6 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from densekv.connect import from_url
 from densekv.integrations import asgi
 from densekv.integrations.asgi import (
     MAX_AGE_KEY,
@@ -103,9 +100,8 @@ from densekv.integrations.asgi import (
     check_lifetime,
 )
 from densekv.integrations.devices import DeviceLabel, check_device_label, label_of
-from densekv.integrations.loops import StoresPerLoop
 from densekv.integrations.movein import RedisKeyReader
-from densekv.integrations.urls import check_url
+from densekv.integrations.stores import Stores
 from densekv.sessions.model import Identity
 from densekv.sessions.store import AsyncSessionStore
 
@@ -221,51 +217,6 @@ class StarsessionsRedis(RedisKeyReader):
         return data if isinstance(data, dict) else None
 
 
-# -- one store per event loop ----------------------------------------------------------------
-
-class _PerLoop:
-    """The session store of the running event loop, in one of the three forms."""
-
-    def __init__(self, store: AsyncSessionStore | StoreFactory | None, url: str | None,
-                 store_options: Mapping[str, Any], client_options: Mapping[str, Any]) -> None:
-        if (store is None) == (url is None):
-            raise TypeError("SessionMiddleware needs url= or store= (one of them)")
-        self.given: AsyncSessionStore | None = None
-        self.factory: StoreFactory | None = None
-        if url is not None:
-            check_url(url, "SessionMiddleware: url")  # at setup, not on the first request
-            options = {"namespace": DEFAULT_NAMESPACE, **store_options}
-            self.factory = lambda: AsyncSessionStore(
-                from_url(url, asyncio=True, **client_options), **options)
-        elif isinstance(store, AsyncSessionStore):
-            self.given = store
-        elif callable(store):
-            self.factory = store
-        else:
-            raise TypeError("store= is an AsyncSessionStore or a function returning one, "
-                            f"not {type(store).__name__}")
-        self._home: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-        self._per_loop = StoresPerLoop(self.factory) if self.factory is not None else None
-
-    async def current(self) -> AsyncSessionStore:
-        loop = asyncio.get_running_loop()
-        if self.given is not None:
-            with self._lock:
-                if self._home is None:
-                    self._home = loop
-            if self._home is not loop:
-                raise RuntimeError(
-                    "this SessionMiddleware was given one AsyncSessionStore, whose redis.asyncio "
-                    "client serves the event loop it first served, and this request runs on "
-                    "another (TestClient without `with` runs each request on a new loop): give "
-                    "url=... or store=<a function returning a store>, and densekv builds one "
-                    "store per loop")
-            return self.given
-        assert self._per_loop is not None
-        return await self._per_loop.current()
-
-
 class SessionMiddleware(SessionRules):
     """ASGI middleware: scope["session"] is a DenseSession stored in densekv. The
     sessions' store: url= (one per event loop), store=<function> (called once per loop)
@@ -303,7 +254,9 @@ class SessionMiddleware(SessionRules):
         self.app = app
         check_device_label(device_label, store_options or {"track_devices": url is None}, "SessionMiddleware")
         self.device_label = device_label
-        self.stores = _PerLoop(store, url, store_options or {}, client_options or {})
+        self.stores = Stores("SessionMiddleware", AsyncSessionStore, store, url=url, url_arg="url=",
+                             store_options={"namespace": DEFAULT_NAMESPACE, **(store_options or {})},
+                             client_options=client_options)
         self.session_cookie = session_cookie
         self.path = path
         self.security_flags = "httponly; samesite=" + same_site

@@ -586,7 +586,7 @@ def test_the_async_engine_is_asyncio_and_closes_its_client_with_the_loop(
         assert not await again.aexists(again.session_key)
 
     asyncio.run(use())
-    assert engine._backend()._sync is None  # no sync store behind the async calls
+    assert engine._backend().sync_stores.alive() == []  # no sync store behind the async calls
     deadline = time.monotonic() + 2
     while _connections(client) != before and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -908,7 +908,7 @@ def test_a_junk_cookie_asks_neither_densekv_nor_the_fallback(server: ServerProce
     with CaptureQueriesContext(connection) as queries:
         assert engine("not a token, not even close").load() == {}
     assert len(queries) == 0
-    assert engine._backend()._sync is None  # no store was even opened
+    assert engine._backend().sync_stores.alive() == []  # no store was even opened
     with CaptureQueriesContext(connection) as queries:
         assert engine("abcdefghijklmnopqrstuvwxyz543210").load() == {}  # well-formed, unknown
     assert len(queries) == 1  # the fallback looked once

@@ -1,7 +1,9 @@
-"""DENSEKV_SESSIONS -> the densekv stores it configures: the sync store (one client, from
-the url or the one passed in) and the async stores (the async_client's, or one client per
-event loop, closed when that loop shuts down its async generators). Built once per value of
-the setting, the latest _MAX_BACKENDS values kept (override_settings makes new ones).
+"""DENSEKV_SESSIONS -> the densekv stores it configures: the sync store (on the client
+passed in, or on one built from the url; one per process, built again in a forked child) and
+the async stores (the async_client's, or one client per event loop, closed when that loop
+shuts down its async generators), each held by an integrations/stores.py `Stores`, as every
+web shell's are. Built once per value of the setting, the latest _MAX_BACKENDS values kept
+(override_settings makes new ones).
 
 The setting is checked whole before anything is built: a key that is neither the engine's
 (ENGINE_KEYS) nor a keyword of densekv's SessionStore is ImproperlyConfigured naming it and
@@ -25,9 +27,9 @@ from django.conf import settings  # type: ignore[import-untyped]
 from django.core.exceptions import ImproperlyConfigured  # type: ignore[import-untyped]
 from django.utils.module_loading import import_string  # type: ignore[import-untyped]
 
-from densekv.connect import TIMEOUTS, from_url
+from densekv.connect import TIMEOUTS
 from densekv.errors import InvalidArgument
-from densekv.integrations.loops import StoresPerLoop
+from densekv.integrations.stores import Stores
 from densekv.integrations.urls import check_url
 from densekv.sessions import AsyncSessionStore
 from densekv.sessions import SessionStore as DenseStore
@@ -41,6 +43,7 @@ FALLBACKS = {  # short names for the backends sessions move in from
 ENGINE_KEYS = ("url", "client", "async_client", "fallback", "device_label", *TIMEOUTS)  # the rest: the store's
 NOT_SETTINGS = ("self", "client")  # SessionStore parameters the engine fills in itself
 _MAX_BACKENDS = 16  # settings values kept built at once (override_settings makes new ones)
+WHO = "DENSEKV_SESSIONS"  # the shell named in the errors of its stores (integrations/stores.py)
 
 
 def store_keys() -> tuple[str, ...]:
@@ -122,22 +125,37 @@ class Backend:
         #: contrib.auth's login() logs the session in at once (engine.on_user_logged_in)
         self.eager_login = self.device_label is not None or conf.get("max_sessions_per_identity") is not None
         self._lock = threading.Lock()
-        self._sync: DenseStore | None = None
-        self._owned: Any = None  # the sync client built from url (closed with the backend)
-        self._shared_async: AsyncSessionStore | None = None
         #: (made, gone) pairs of densekv_each_store, told of every store built from now on
         self._watchers: list[tuple[Callable[[Any], Any], Callable[[Any], Any] | None]] = []
-        self._per_loop = StoresPerLoop(self._loop_store, made=self._made, gone=self._gone)
+        hooks: dict[str, Any] = {"made": self._made, "gone": self._gone}
+        url_form: dict[str, Any] = {"url": self.url, "store_options": self.kwargs,
+                                    "client_options": self.timeouts, **hooks}
+        client, async_client, kwargs = self.client, self.async_client, self.kwargs
+        #: the sync store of this process (again after a fork): on the client given, else the url's
+        self.sync_stores: Stores[DenseStore] | None = None
+        if client is not None:
+            self.sync_stores = Stores(WHO, DenseStore, lambda: DenseStore(client, **kwargs), **hooks)
+        elif self.url:
+            self.sync_stores = Stores(WHO, DenseStore, **url_form)
+        #: the async stores: the async_client's, shared by every loop (docs/django.md: the
+        #: caller's to keep on one), else one per event loop from the url
+        self.async_stores: Stores[AsyncSessionStore] | None = None
+        if async_client is not None:
+            self.async_stores = Stores(WHO, AsyncSessionStore, AsyncSessionStore(async_client, **kwargs),
+                                       any_loop=True, **hooks)
+        elif self.url:
+            self.async_stores = Stores(WHO, AsyncSessionStore, **url_form)
 
     def each_store(self, made: Callable[[Any], Any], gone: Callable[[Any], Any] | None = None) -> None:
         """Call `made` with every store this backend has built and builds from now on (the
         sync store, and the async stores of async views: the async_client's, or one per
-        event loop), and `gone` with a loop's store once that loop has closed."""
+        event loop), and `gone` with a loop's store once that loop has closed (or the sync
+        store of the parent process, in a forked child)."""
         with self._lock:
             self._watchers.append((made, gone))
-            built = [s for s in (self._sync, self._shared_async) if s is not None]
-        for store in (*built, *self._per_loop.alive()):
-            made(store)
+        for stores in (self.sync_stores, self.async_stores):
+            for store in stores.alive() if stores is not None else ():
+                made(store)
 
     def _made(self, store: Any) -> None:
         for made, _ in list(self._watchers):
@@ -149,44 +167,25 @@ class Backend:
                 gone(store)
 
     def sync(self) -> DenseStore:
-        if self._sync is None:
-            made = False
-            with self._lock:
-                if self._sync is None:
-                    client = self.client
-                    if client is None:
-                        if not self.url:
-                            raise ImproperlyConfigured(
-                                "DENSEKV_SESSIONS has only an async_client: sync views and the "
-                                "clearsessions command need a 'url' or a 'client' too")
-                        client = self._owned = from_url(self.url, **self.timeouts)
-                    self._sync = DenseStore(client, **self.kwargs)
-                    made = True
-            if made:
-                self._made(self._sync)
-        return self._sync
+        if self.sync_stores is None:
+            raise ImproperlyConfigured(
+                "DENSEKV_SESSIONS has only an async_client: sync views and the "
+                "clearsessions command need a 'url' or a 'client' too")
+        return self.sync_stores.get()
 
     @property
     def real_async(self) -> bool:
-        return bool(self.async_client is not None or self.url)
+        return self.async_stores is not None
 
     async def for_loop(self) -> AsyncSessionStore:
         """The async store of the running loop (the async_client's, or one per loop)."""
-        if self.async_client is not None:
-            if self._shared_async is None:
-                self._shared_async = AsyncSessionStore(self.async_client, **self.kwargs)
-                self._made(self._shared_async)
-            return self._shared_async
-        return await self._per_loop.current()
-
-    def _loop_store(self) -> AsyncSessionStore:
-        assert self.url
-        return AsyncSessionStore(from_url(self.url, asyncio=True, **self.timeouts), **self.kwargs)
+        assert self.async_stores is not None
+        return await self.async_stores.current()
 
     def close(self) -> None:
         """Close the sync client built from the url (clients passed in are the caller's)."""
-        if self._owned is not None:
-            self._owned.close()
+        if self.sync_stores is not None:
+            self.sync_stores.close()
 
 
 _BACKENDS: OrderedDict[tuple[int, int], Backend] = OrderedDict()
