@@ -53,8 +53,7 @@ from densekv.integrations.flasklike import (
     skip_save,
 )
 from densekv.integrations.movein import RedisKeyReader
-from densekv.integrations.stores import Stores
-from densekv.integrations.urls import check_url
+from densekv.integrations.stores import Stores, url_factory
 from densekv.sessions.model import Session, well_formed
 from densekv.sessions.store import AsyncSessionStore
 
@@ -139,16 +138,9 @@ class SessionInterface(QuartSessionInterface):
         track_devices, max_sessions_per_identity, on_limit, ...). A URL no client can be
         built from, or a device_label without track_devices=True, raises InvalidArgument
         here, at setup."""
-        check_url(url, "SessionInterface.from_url: url")
+        build = url_factory(url, AsyncSessionStore, "SessionInterface.from_url: url",
+                            {"namespace": namespace, **store_options}, client_options)
         check_device_label(device_label, store_options, "SessionInterface.from_url")
-        options = dict(client_options or {})
-
-        def build() -> AsyncSessionStore:
-            from densekv.connect import from_url
-
-            return AsyncSessionStore(from_url(url, asyncio=True, **options), namespace=namespace,
-                                     **store_options)
-
         return cls(build, cookie_name=cookie_name, fallback=fallback, identity_key=identity_key,
                    device_label=device_label)
 
