@@ -25,7 +25,7 @@ from densekv.integrations.devices import DeviceLabel
 from densekv.integrations.drive import Flow, arun
 from densekv.integrations.movein import AsyncMoveInSource as MoveInSource
 from densekv.integrations.tracked import TrackedDict
-from densekv.sessions.model import Identity, Session, well_formed
+from densekv.sessions.model import Identity, Session, new_token, well_formed
 from densekv.sessions.store import AsyncSessionStore
 
 __all__ = ["MAX_AGE_KEY", "CookieChange", "DenseSession", "MoveInSource", "SessionRules",
@@ -55,6 +55,17 @@ class SessionState:
     ended: bool = False  # the session ended during the request: clear the cookie
     failed: BaseException | None = None  # the load raised: raised again on first use
     device_label: DeviceLabel | None = None  # the middleware's hook, called by the shell's login()
+    planned: str | None = None  # a token told to the app before the session is stored: its create's
+
+    def session_id(self) -> str:
+        """The session's token; for a session not stored yet, one drawn now, which its
+        create stores it under (Litestar tells the app `request.get_session_id()` before
+        the handler runs). A login draws its own (a new token at every login)."""
+        if self.token is not None:
+            return self.token
+        if self.planned is None:
+            self.planned = new_token()
+        return self.planned
 
 
 class DenseSession(TrackedDict):
@@ -120,6 +131,7 @@ class DenseSession(TrackedDict):
                 self._remembered()
         state.lifetime_set = state.lifetime_set or held.written
         state.token, state.identity, state.sent = held.token, held.identity, held.stale
+        state.planned = held.planned
         if held.rotated:
             state.new_cookie, state.cleared, state.ended = True, False, False
             self.modified = True
@@ -191,7 +203,7 @@ async def _act(session: DenseSession, flow: Callable[[flows.Rebind], Flow[None]]
     """Run an identity flow on the session now; what it left is the session's, also when a
     call raised (a refused login leaves it as it was)."""
     state = session.state
-    held = flows.Rebind(state.token, state.identity, state.sent)
+    held = flows.Rebind(state.token, state.identity, state.sent, planned=state.planned)
     try:
         await arun(flow(held), state.store)
     finally:
@@ -268,7 +280,8 @@ class SessionRules:
             changed={key: session[key] for key in state.changed}, removed=sorted(state.removed),
             emptied=state.cleared,  # a logout: what was set after the clear starts anew
             rotated=state.new_cookie, lifetime_set=state.lifetime_set, ttl=ttl, life=ttl,
-            touch_due=found is not None and store.due_for_touch(found))
+            touch_due=found is not None and store.due_for_touch(found),
+            new_token=state.planned if creates else None)
         decision = decide(held)
         if decision is NOTHING:  # most requests: read, nothing due
             return None

@@ -91,7 +91,9 @@ class Held:
     lifetime; refresh: the framework sends the cookie again although nothing changed;
     refresh_ttl: ...and the stored lifetime restarts now; touch_due: the idle expiry is due
     to roll (store.due_for_touch); gone: what a write that finds the session ended does;
-    label: the device label a login (or a create for `identity`) gives the session.
+    label: the device label a login (or a create for `identity`) gives the session;
+    new_token: the token a create stores the session under (None: the store draws one),
+    drawn earlier because the app was told it (Litestar's request.get_session_id()).
     """
 
     token: str | None = None
@@ -115,6 +117,7 @@ class Held:
     touch_due: bool = False
     gone: Gone = "delete"
     label: str | None = None
+    new_token: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +199,8 @@ def _labelled(h: Held) -> dict[str, Any]:
 
 
 def _create(h: Held) -> Step:
-    return Step("create", (h.identity, dict(h.data), h.life), _labelled(h))
+    drawn = {"token": h.new_token} if h.new_token is not None else {}
+    return Step("create", (h.identity, dict(h.data), h.life), {**_labelled(h), **drawn})
 
 
 #: the call of each Step.op (create: on no token; the others: on the current one)

@@ -85,7 +85,9 @@ class Rebind:
     as another user: empty; a create: what it stored); written: that data is stored whole
     (nothing left pending; its lifetime written); rotated: a new token the browser lacks
     (the cookie is set); ended: the stored session ended (the session is empty, the cookie
-    cleared)."""
+    cleared); planned: a token the app was told before anything was stored (Litestar's
+    request.get_session_id()), which a login that creates the session stores it under, once
+    (never sent to a browser before, so no one else can hold it)."""
 
     token: str | None
     identity: Identity | None
@@ -94,6 +96,7 @@ class Rebind:
     written: bool = False
     rotated: bool = False
     ended: bool = False
+    planned: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -129,8 +132,8 @@ def login(held: Rebind, identity: Identity, data: dict[str, Any], label: str | N
     if token is None:  # no stored session (or it ended meanwhile): one is created for identity
         yield from _end_stale(held)
         ttl = yield from lifetime(max_age)
-        token = yield Create(identity, dict(data), ttl, label=label)
-        held.data, held.written = dict(data), True
+        token = yield Create(identity, dict(data), ttl, held.planned, label=label)
+        held.data, held.written, held.planned = dict(data), True, None
     held.token, held.identity, held.rotated, held.ended = token, identity, True, False
 
 

@@ -221,11 +221,13 @@ class SessionBackend(BaseSessionBackend["SessionConfig"]):
     when the response starts. Made by SessionConfig.middleware."""
 
     def get_session_id(self, connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
-        """request.get_session_id(): the token of the session loaded, None while none is
-        stored (densekv draws a token at the first write; Litestar's backend before the
-        handler, which two of Litestar's own tests expect: docs/litestar.md)."""
+        """request.get_session_id(): the token of the session loaded; for one not stored yet,
+        the token its first write will store it under (drawn now, as Litestar's server-side
+        backend draws its id before the handler: the cookie then carries this value). A
+        login draws a new token, so the id told before a login in the same request is not
+        the one after it."""
         session = connection.scope.get(_STATE)
-        return session.state.token if isinstance(session, DenseSession) else None
+        return session.state.session_id() if isinstance(session, DenseSession) else None
 
     async def load_from_connection(self, connection: ASGIConnection[Any, Any, Any, Any]) -> dict[str, Any]:
         config = self.config

@@ -52,14 +52,6 @@ _STORE_API = ("calls ServerSideSessionBackend.{}(session_id, data, store) on a L
               "AsyncSessionStore's, read and written by the middleware)")
 #: test id (file::name[params]) -> why it cannot pass with densekv's backend
 EXCLUDED: dict[str, str] = {
-    "test_middleware.py::test_session_id_correctness":
-        "expects request.get_session_id() in the handler of a request without a session to "
-        "be the id the response's cookie will carry (Litestar's backend draws it before the "
-        "handler); densekv draws a token when it first stores the session, at the save, so "
-        "the handler sees None (a request with a session sees its token)",
-    "test_middleware.py::test_keep_session_id":
-        "the same: its first request has no session yet, so get_session_id() is None there "
-        "and the cookie's token after",
     "test_server_side_backend.py::test_non_default_store":
         "asserts the session is in the Litestar MemoryStore given as the app's stores="
         "{'sessions': ...}; densekv's sessions live in its own store on the server",

@@ -420,3 +420,56 @@ def test_litestars_own_redis_sessions_move_in_under_the_same_cookie(
             d.close()
     finally:
         client.close()
+
+
+# -- request.get_session_id() ------------------------------------------------------------------
+@get("/sid")
+async def sid_only(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    return {"sid": request.get_session_id()}
+
+
+@post("/sid/set")
+async def sid_then_set(request: Request[Any, Any, Any]) -> dict[str, Any]:
+    told = request.get_session_id()
+    request.session["a"] = 1
+    return {"sid": told}
+
+
+@post("/sid/login/{uid:int}")
+async def sid_then_login(request: Request[Any, Any, Any], uid: FromPath[int]) -> dict[str, Any]:
+    told = request.get_session_id()
+    await login(request, uid)
+    return {"sid": told, "after": request.get_session_id()}
+
+
+def test_get_session_id_is_the_token_the_cookie_will_carry(server: ServerProcess, ns: str,
+                                                           looker: densekv.SessionStore) -> None:
+    """As Litestar's server-side backend: the id a handler is told before the session is
+    stored is the cookie's after the save; a request that stores nothing writes nothing for
+    it; a cookie that loaded nothing is not reused; a login that creates the session stores
+    it under the told token (never sent to a browser before), a login over a stored session
+    draws a new one (Litestar keeps telling the id it told before the handler)."""
+    d = open_driver(server.url, ns, extra=[sid_only, sid_then_set, sid_then_login])
+    try:
+        status, body, headers = d.exchange("GET", "/sid")
+        assert status == 200 and isinstance(body["sid"], str) and session_cookies(headers) == []
+        assert looker.count() == 0  # told, not stored
+        told = d.request("POST", "/sid/set")[1]["sid"]
+        assert d.cookie() == told and looker.get(told) is not None
+        assert d.request("GET", "/sid") == (200, {"sid": told})  # a stored session: its token
+        stale = secrets.token_urlsafe(16)
+        other = d.new_browser()
+        other.set_cookie(stale)
+        again = other.request("POST", "/sid/set")[1]["sid"]
+        assert again != stale and other.cookie() == again and looker.get(stale) is None
+        fresh = d.new_browser()
+        status, body = fresh.request("POST", "/sid/login/5")
+        assert status == 201 and body["after"] == body["sid"] == fresh.cookie()
+        found = looker.get(body["sid"])
+        assert found is not None and found.identity == 5 and len(looker.sessions_of(5)) == 1
+        status, body = fresh.request("POST", "/sid/login/6")  # another user: a new session
+        assert status == 201 and body["sid"] == body["after"] != fresh.cookie()
+        now = looker.get(str(fresh.cookie()))
+        assert looker.sessions_of(5) == [] and now is not None and now.identity == 6
+    finally:
+        d.close()
