@@ -145,6 +145,7 @@ def test_killed_migrator_reruns_to_the_same_result(server: ServerProcess) -> Non
 def test_migration_and_reverse_on_a_cluster(cluster_client: redis.RedisCluster, ttl_mode: str) -> None:
     data = load_plain(cluster_client, 300)
     ttls = {k: cluster_client.ttl(k) for k in data}
+    started = time.monotonic()  # the remaining lives shrink by the time the moves take
     m = CompactMap(cluster_client, "cmig", expected=1000, ttl_mode=ttl_mode)
     r = m.migrate_from("user:*", batch=40)
     r2 = m.migrate_from("profile:*", batch=40)
@@ -152,9 +153,11 @@ def test_migration_and_reverse_on_a_cluster(cluster_client: redis.RedisCluster, 
     assert dict(m.items()) == expected_items(data)
     assert m.verify("user:*")["ok"]
     moved_ttls = [m.ttl(k.decode()) for k, t in ttls.items() if t > 0]
-    assert moved_ttls and all(990 <= t <= 1000 for t in moved_ttls)
+    took = time.monotonic() - started
+    assert moved_ttls and all(990 - took <= t <= 1000 for t in moved_ttls)
     back = m.migrate_to_plain()
     assert back["moved"] == len(data)
     assert {k: cluster_client.get(k) for k in data} == data
-    assert all(abs(cluster_client.ttl(k) - t) <= 2 if t > 0 else cluster_client.ttl(k) == -1
+    slack = 2 + time.monotonic() - started  # a loaded machine may take seconds over the moves
+    assert all(t - slack <= cluster_client.ttl(k) <= t + 1 if t > 0 else cluster_client.ttl(k) == -1
                for k, t in ttls.items())
