@@ -9,8 +9,9 @@ process and one event loop, these sides:
   rmw    await apply(t, {"n": v}, read=await get(t))  GET + json.loads, SET key json EX ttl
 
 Data: 10,000 sessions of --profile (P1k: a Django login plus one small key "n", what the web
-benchmarks' one-key writes leave; P2 Flask-Login), densekv's store with a dictionary
-trained on 2,000 of them first (train_dictionary), the plain side the same sessions as JSON strings (SET EX).
+benchmarks' one-key writes leave; P2 Flask-Login), densekv's store with a dictionary trained
+on 2,000 of them first (train_dictionary), the plain side the same sessions as JSON strings
+(SET EX).
 
 Timing: for each concurrency C (--concurrency, default 1,4,16), --rounds rounds in which the
 sides take turns (A B, B A, ...); a turn is C tasks on the loop, each awaiting --calls / C
