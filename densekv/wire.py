@@ -384,9 +384,9 @@ _POST_MAX = 1 << 16
 
 def _write_posted(transport: asyncio.WriteTransport, data: bytes) -> None:
     """A posted write, at the event loop's next round: onto the connection unless it closed
-    meanwhile (a round trip cancelled or timed out before it disconnects its connection, and
-    then nothing is sent; a connection the server closed: the read finds it, as it would
-    after a write that went out)."""
+    meanwhile (disconnected, or lost: the round trip's read then finds it closed, as after
+    a write that went out: no reply came, NothingRead, and aroundtrip sends the batch again
+    on a new connection)."""
     if not transport.is_closing():
         transport.write(data)
 
