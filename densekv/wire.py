@@ -13,7 +13,11 @@ What it uses of redis-py beyond the public API (checked on both ends of REDIS_PY
     public `pid` and `connection_kwargs`): the pool checkout `_take` / `_give_back`, on a
     plain `redis.ConnectionPool` only (`_plain_pool` says which);
   * `redis._parsers.base.BaseParser.parse_error`: an error reply's text to redis-py's
-    exception class (MOVED, ASK, NOSCRIPT, NOPERM... as redis-py's own reader makes them).
+    exception class (MOVED, ASK, NOSCRIPT, NOPERM... as redis-py's own reader makes them);
+  * asyncio (`aexchange`, `aroundtrip`): `redis.asyncio.Connection._writer` (its
+    StreamWriter; the write is posted on its transport) and `._parser` (its reply reader,
+    `read_response`), and a plain `redis.asyncio.ConnectionPool`'s `_lock`,
+    `_available_connections`, `_in_use_connections` (the checkout `_atake` / `_agive_back`).
 Public parts it relies on: `send_packed_command`, `pack_commands`, `read_response(
 disable_decoding=True)`, `get_connection()` / `release()`, `should_reconnect()` (when present).
 
@@ -338,7 +342,15 @@ async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     runs each send in a task of its own under asyncio.wait_for, then each read under a
     timeout: about a third of an asyncio round trip's client CPU, issue 30). A connection
     with health checks, or one of a class without redis-py's stream and parser, takes
-    redis-py's send_packed_command and read_response."""
+    redis-py's send_packed_command and read_response.
+
+    The write is posted (`_write_posted`): it goes out at the event loop's next round, with
+    those of every task that ran in this one, not in the middle of this task's step. Tasks
+    of a busy loop (a web worker) then send their commands back to back, so the server's
+    event loop finds several in one wake-up and its replies come back together, instead of
+    a wake-up for each command spread over the other tasks' work (issue 30: with 16 tasks
+    on one loop, benchmarks/async_concurrency.py). The reply could not have come before the
+    next round anyway: this task waits for it there."""
     writer = conn._writer  # noqa: SLF001  # redis-py's StreamWriter (None: disconnected)
     parser = conn._parser  # noqa: SLF001  # redis-py's reader of replies off the same stream
     if writer is None or conn.health_check_interval or not hasattr(parser, "read_response"):
@@ -349,8 +361,13 @@ async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     timeout = conn.socket_timeout
     try:
         async with _NO_TIMEOUT if timeout is None else _atimeout(timeout):
-            writer.writelines(data)
-            await writer.drain()  # at once unless the transport's buffer is full
+            transport = writer.transport
+            if len(data) == 1 and len(data[0]) <= _POST_MAX and not transport.get_write_buffer_size() \
+                    and not transport.is_closing():
+                asyncio.get_running_loop().call_soon(_write_posted, transport, data[0])
+            else:  # a big batch, a busy or closing transport: written now, paced by drain()
+                writer.writelines(data)
+                await writer.drain()  # at once unless the transport's buffer is full
             for _ in commands:
                 replies.append(await read(disable_decoding=True))  # an error reply: its exception, as a value
     except (asyncio.TimeoutError, TimeoutError):
@@ -358,6 +375,20 @@ async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     except (redis.ConnectionError, OSError) as exc:
         _raise_broken(exc, replies)
     return replies
+
+
+#: a posted write's largest payload (asyncio's default high-water mark): bigger ones are
+#: written at once and paced by drain(), as a buffer past it pauses the writer
+_POST_MAX = 1 << 16
+
+
+def _write_posted(transport: asyncio.WriteTransport, data: bytes) -> None:
+    """A posted write, at the event loop's next round: onto the connection unless it closed
+    meanwhile (disconnected, or lost: the round trip's read then finds it closed, as after
+    a write that went out: no reply came, NothingRead, and aroundtrip sends the batch again
+    on a new connection)."""
+    if not transport.is_closing():
+        transport.write(data)
 
 
 def _apacked(conn: Any, commands: list[tuple[Any, ...]]) -> list[bytes]:

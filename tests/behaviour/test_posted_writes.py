@@ -1,0 +1,84 @@
+"""An asyncio round trip posts its write to the event loop's next round (densekv/wire.py,
+aexchange), so that the commands of the tasks that ran in one round go out back to back.
+What must hold whatever the timing: each task reads its own replies, a batch too big to post
+is written at once, and a round trip cancelled just after posting leaves nothing for the next
+one to read. Real servers, no mocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import redis
+import redis.asyncio
+
+from densekv import wire
+from densekv.executors import AsyncExecutor
+from densekv.plan import command
+from densekv.tools.server.process import ServerProcess
+
+
+def test_tasks_of_one_round_each_read_their_own_replies(server: ServerProcess, client: redis.Redis) -> None:
+    """32 tasks on one loop, a connection each: each posts in the same rounds as the others
+    and gets the value of its own key, every time."""
+    client.mset({f"posted:{i}": f"value {i}" for i in range(32)})
+
+    async def main() -> None:
+        aclient = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        ex = AsyncExecutor(aclient)
+
+        async def reader(i: int) -> None:
+            for n in range(20):
+                got = await ex.run_many([command("GET", f"posted:{i}"), command("INCR", f"count:{i}")])
+                assert got == [f"value {i}".encode(), n + 1]
+
+        await asyncio.gather(*(reader(i) for i in range(32)))
+        await aclient.aclose()
+
+    asyncio.run(main())
+    assert [int(client.get(f"count:{i}") or 0) for i in range(32)] == [20] * 32
+
+
+def test_a_batch_bigger_than_a_posted_write_is_written_at_once(server: ServerProcess, client: redis.Redis) -> None:
+    value = b"x" * 1000
+    batch = [command("SET", f"big:{i}", value) for i in range(2 * wire._POST_MAX // len(value))]
+
+    async def main() -> None:
+        aclient = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        ex = AsyncExecutor(aclient)
+        assert await ex.run_many(batch) == [b"OK"] * len(batch)  # raw replies
+        assert await ex.run_many([command("GET", "big:0")]) == [value]
+        await aclient.aclose()
+
+    asyncio.run(main())
+    assert client.dbsize() == len(batch)
+
+
+@pytest.mark.parametrize("rounds", [0, 1, 2], ids=["before-it-starts", "after-it-posted", "after-the-write-round"])
+def test_a_round_trip_cancelled_around_its_posted_write_leaves_no_reply_behind(
+        server: ServerProcess, client: redis.Redis, rounds: int) -> None:
+    """Cancelled before the loop's round that writes, in it, or after: the connection is
+    dropped either way, and the next round trip on the pool reads its own reply."""
+    client.set("mine", b"my session")
+    client.set("theirs", b"their session")
+
+    async def main() -> None:
+        aclient = redis.asyncio.Redis(host="127.0.0.1", port=server.port, max_connections=1)
+        ex = AsyncExecutor(aclient)
+        assert await ex.run_many([command("GET", "mine")]) == [b"my session"]  # one pooled connection
+        for _ in range(5):
+            task = asyncio.ensure_future(ex.run_many([command("GET", "theirs")]))
+            for _ in range(rounds):
+                await asyncio.sleep(0)
+            task.cancel()
+            try:
+                got = await task
+            except asyncio.CancelledError:
+                pass
+            else:  # done before the cancel reached it: its own reply
+                assert got == [b"their session"]
+            assert await ex.run_many([command("GET", "mine")]) == [b"my session"]
+        await aclient.aclose()
+
+    asyncio.run(main())
