@@ -38,6 +38,7 @@ import asyncio
 import contextlib
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, cast
 
@@ -344,13 +345,15 @@ async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     with health checks, or one of a class without redis-py's stream and parser, takes
     redis-py's send_packed_command and read_response.
 
-    The write is posted (`_write_posted`): it goes out at the event loop's next round, with
-    those of every task that ran in this one, not in the middle of this task's step. Tasks
-    of a busy loop (a web worker) then send their commands back to back, so the server's
-    event loop finds several in one wake-up and its replies come back together, instead of
-    a wake-up for each command spread over the other tasks' work (issue 30: with 16 tasks
-    on one loop, benchmarks/async_concurrency.py). The reply could not have come before the
-    next round anyway: this task waits for it there."""
+    While other round trips of this thread's event loop await their replies (a busy loop: a
+    web worker), the write is posted (`_write_posted`): it goes out at the loop's next round,
+    with those of every task that ran in this one, not in the middle of this task's step.
+    Those tasks then send their commands back to back, so the server's event loop finds
+    several in one wake-up and its replies come back together, instead of a wake-up for each
+    command spread over the other tasks' work (issue 30: with 16 tasks on one loop,
+    benchmarks/async_concurrency.py). The reply could not have come before the next round
+    anyway: this task waits for it there. A round trip alone (calls awaited one after the
+    other) writes at once: posting would cost it a loop round and gather nothing."""
     writer = conn._writer  # noqa: SLF001  # redis-py's StreamWriter (None: disconnected)
     parser = conn._parser  # noqa: SLF001  # redis-py's reader of replies off the same stream
     if writer is None or conn.health_check_interval or not hasattr(parser, "read_response"):
@@ -359,13 +362,16 @@ async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     replies: list[Any] = []
     read = parser.read_response
     timeout = conn.socket_timeout
+    waiting = _WAITING
+    others = waiting.round_trips
+    waiting.round_trips = others + 1
     try:
         async with _NO_TIMEOUT if timeout is None else _atimeout(timeout):
             transport = writer.transport
-            if len(data) == 1 and len(data[0]) <= _POST_MAX and not transport.get_write_buffer_size() \
-                    and not transport.is_closing():
+            if others and len(data) == 1 and len(data[0]) <= _POST_MAX \
+                    and not transport.get_write_buffer_size() and not transport.is_closing():
                 asyncio.get_running_loop().call_soon(_write_posted, transport, data[0])
-            else:  # a big batch, a busy or closing transport: written now, paced by drain()
+            else:  # alone, a big batch, a busy or closing transport: written now, paced by drain()
                 writer.writelines(data)
                 await writer.drain()  # at once unless the transport's buffer is full
             for _ in commands:
@@ -374,7 +380,18 @@ async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         raise redis.TimeoutError(f"Timeout reading from {_host_of(conn)}") from None
     except (redis.ConnectionError, OSError) as exc:
         _raise_broken(exc, replies)
+    finally:
+        waiting.round_trips -= 1
     return replies
+
+
+class _Waiting(threading.local):
+    """This thread's (its event loop's) asyncio round trips awaiting their replies."""
+
+    round_trips = 0
+
+
+_WAITING = _Waiting()
 
 
 #: a posted write's largest payload (asyncio's default high-water mark): bigger ones are
