@@ -91,9 +91,10 @@ RANDOM_LEVELS = {"leaderboard:weekly": 0.10}
 #: under libc malloc (valkey-9.1) a key built live holds what its reallocations left, which
 #: depends on the heap's history (how the pipelined commands arrived, what else the server
 #: allocated between them): a CI run beside a CPU hog read `recent:{n}` (300 lists of 5
-#: items, built by RPUSH) at 36,960 B live against 33,600 loaded from its dump (+10%), runs
-#: on the idle machine within 5%. So each pattern gets 12% there; the totals keep 5%.
-LIBC_PATTERN = 0.12
+#: items, built by RPUSH) at 36,960 B live against 33,600 loaded from its dump (+10%), a
+#: fresh-clone CI run at 27b6c09 (two xdist workers) at 38,368 (+14%), runs on the idle
+#: machine within 5%. So each pattern gets 20% there; the totals keep 5%.
+LIBC_PATTERN = 0.20
 
 
 def _close(live: dict[str, Any], offline: dict[str, Any], libc: bool = False) -> None:
