@@ -13,12 +13,12 @@ directory on PYTHONPATH. Loaded before Litestar's test modules, it provides what
   DENSEKV_PEER_NAMESPACE (one store per event loop, built from the URL); the server-side
   backend fixture is densekv's SessionBackend. "litestar" (the control) leaves Litestar's
   own, on the app's default MemoryStore as Litestar's suite runs it;
-* DENSEKV_PEER_REPORT: a file that gets {test id: "passed" | "failed" | "skipped"} as JSON.
+* DENSEKV_PEER_REPORT: a file that gets {test id: "passed" | "failed" | "skipped"} as JSON
+  (tests/peers/peer_report.py, loaded beside this plugin).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Generator
 from datetime import datetime
@@ -130,22 +130,3 @@ def disable_warn_implicit_sync_to_thread() -> Generator[None, None, None]:
 def _patch_openapi_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("litestar.app.DEFAULT_OPENAPI_CONFIG",
                         OpenAPIConfig(title="Litestar API", version="1.0.0"))
-
-
-_OUTCOMES: dict[str, str] = {}
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.failed:
-        _OUTCOMES[report.nodeid] = "failed"
-    elif report.skipped:
-        _OUTCOMES.setdefault(report.nodeid, "skipped")
-    elif report.when == "call":
-        _OUTCOMES.setdefault(report.nodeid, "passed")
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    target = os.environ.get("DENSEKV_PEER_REPORT")
-    if target:
-        with open(target, "w") as fh:
-            json.dump({"backend": BACKEND, "outcomes": _OUTCOMES}, fh)

@@ -11,12 +11,12 @@ test modules are imported, it sets up what the environment asks for:
   `quart.sessions.SecureCookieSession` becomes densekv's DensekvSession (what that
   interface opens and saves), and `Quart.session_interface`, the default every app
   starts with, is a PeerSessionInterface. "quart" (the control) leaves Quart's own.
-* DENSEKV_PEER_REPORT: a file that gets {test id: "passed" | "failed" | "skipped"} as JSON.
+* DENSEKV_PEER_REPORT: a file that gets {test id: "passed" | "failed" | "skipped"} as JSON
+  (tests/peers/peer_report.py, loaded beside this plugin).
 """
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -52,22 +52,3 @@ if BACKEND == "densekv":  # (mypy: Quart's own classes, replaced on purpose)
     quart.app.Quart.session_interface = PeerSessionInterface()  # type: ignore[assignment]
 elif BACKEND != "quart":
     raise pytest.UsageError(f"DENSEKV_PEER_BACKEND is quart or densekv, not {BACKEND!r}")
-
-
-_OUTCOMES: dict[str, str] = {}
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.failed:
-        _OUTCOMES[report.nodeid] = "failed"
-    elif report.skipped:
-        _OUTCOMES.setdefault(report.nodeid, "skipped")
-    elif report.when == "call":
-        _OUTCOMES.setdefault(report.nodeid, "passed")
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    target = os.environ.get("DENSEKV_PEER_REPORT")
-    if target:
-        with open(target, "w") as fh:
-            json.dump({"backend": BACKEND, "outcomes": _OUTCOMES}, fh)

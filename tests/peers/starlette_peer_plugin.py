@@ -11,12 +11,12 @@ conftest and test module, it sets up what the environment asks for:
 * DENSEKV_PEER_CLIENT=with: every TestClient is entered on construction (as `with
   TestClient(app) as client:` does: one event loop for all its requests) and exited after
   the test; "plain" leaves TestClient as the tests use it (a new loop per request).
-* DENSEKV_PEER_REPORT: a file that gets {test id: "passed" | "failed" | "skipped"} as JSON.
+* DENSEKV_PEER_REPORT: a file that gets {test id: "passed" | "failed" | "skipped"} as JSON
+  (tests/peers/peer_report.py, loaded beside this plugin).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -81,22 +81,3 @@ def _exit_entered_clients() -> Iterator[None]:
     yield
     while _ENTERED:
         _ENTERED.pop().__exit__(None, None, None)
-
-
-_OUTCOMES: dict[str, str] = {}
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.failed:
-        _OUTCOMES[report.nodeid] = "failed"
-    elif report.skipped:
-        _OUTCOMES.setdefault(report.nodeid, "skipped")
-    elif report.when == "call":
-        _OUTCOMES.setdefault(report.nodeid, "passed")
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    target = os.environ.get("DENSEKV_PEER_REPORT")
-    if target:
-        with open(target, "w") as fh:
-            json.dump({"backend": BACKEND, "client": CLIENT, "outcomes": _OUTCOMES}, fh)

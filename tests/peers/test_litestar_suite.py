@@ -15,7 +15,6 @@ reason.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import redis
 
 import densekv
 from densekv.tools.server.process import ServerProcess
+from tests.peers.peer_report import outcomes
 from tests.peers.sdist import ROOT, installed
 
 HERE = Path(__file__).resolve().parent
@@ -98,16 +98,9 @@ def run_suite(backend: str, tmp: Path, url: str = "", namespace: str = "") -> di
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", *SUITE, "-c", str(ini), "--rootdir", str(VENDORED),
          "--confcutdir", str(VENDORED / "tests"), "-p", "no:cacheprovider", "-p", "no:xdist",
-         "-p", "no:aiohttp", "-p", "litestar_peer_plugin", "-k", DESELECT, "-q", "-rfE"],
+         "-p", "no:aiohttp", "-p", "litestar_peer_plugin", "-p", "peer_report", "-k", DESELECT, "-q", "-rfE"],
         check=False, cwd=VENDORED, env=env, capture_output=True, text=True, timeout=180)
-    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    outcomes: dict[str, str] = json.loads(report.read_text())["outcomes"]
-    assert outcomes, proc.stdout[-3000:]
-    failed = sorted(k for k, v in outcomes.items() if v == "failed")
-    print(f"{backend}: {len(outcomes) - len(failed)} of {len(outcomes)} passed; failed: {failed}")
-    if failed:
-        print(proc.stdout[-8000:])
-    return outcomes
+    return outcomes(report, proc, backend, tail=8000)
 
 
 @cache

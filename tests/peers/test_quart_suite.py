@@ -22,7 +22,6 @@ The rest of those two files does not touch the session and is not run.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -35,6 +34,7 @@ import redis
 
 import densekv
 from densekv.tools.server.process import ServerProcess
+from tests.peers.peer_report import outcomes
 
 HERE = Path(__file__).resolve().parent
 VENDORED = HERE / "vendored" / "quart-0.22.0"
@@ -81,19 +81,10 @@ def run_suite(backend: str, tmp: Path, url: str = "", namespace: str = "") -> di
     # so test ids are Quart's and only Quart's conftest.py is loaded
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", *SELECTED, "-c", os.devnull, "--rootdir", str(VENDORED),
-         "--confcutdir", str(VENDORED), *QUART_PYTEST, *NOT_THEIRS, "-p", "quart_peer_plugin",
+         "--confcutdir", str(VENDORED), *QUART_PYTEST, *NOT_THEIRS, "-p", "quart_peer_plugin", "-p", "peer_report",
          "-q", "-rfE"],
         check=False, cwd=VENDORED, env=env, capture_output=True, text=True, timeout=120)
-    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    outcomes: dict[str, str] = json.loads(report.read_text())["outcomes"]
-    assert outcomes, proc.stdout[-3000:]
-    failed = sorted(k for k, v in outcomes.items() if v == "failed")
-    passed = len(outcomes) - len(failed)
-    print(f"{backend} (Quart {version('quart')}): {passed} of {len(outcomes)} passed; "
-          f"failed: {failed}")
-    if failed:
-        print(proc.stdout[-6000:])
-    return outcomes
+    return outcomes(report, proc, f"{backend} (Quart {version('quart')})")
 
 
 @cache

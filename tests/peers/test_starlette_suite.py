@@ -10,7 +10,6 @@ is in docs/starlette.md too).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -23,6 +22,7 @@ import redis
 
 import densekv
 from densekv.tools.server.process import ServerProcess
+from tests.peers.peer_report import outcomes
 from tests.peers.sdist import source
 
 HERE = Path(__file__).resolve().parent
@@ -46,18 +46,10 @@ def run_suite(backend: str, client: str, tmp: Path, url: str = "",
            "DENSEKV_PEER_NAMESPACE": namespace, "DENSEKV_PEER_REPORT": str(report)}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", SUITE, "-p", "no:cacheprovider", "-o", "addopts=",
-         "-p", "no:asyncio", "-p", "no:aiohttp", "-p", "no:xdist", "-p", "starlette_peer_plugin",
+         "-p", "no:asyncio", "-p", "no:aiohttp", "-p", "no:xdist", "-p", "starlette_peer_plugin", "-p", "peer_report",
          "-k", DESELECT, "-q", "-rfE"],
         check=False, cwd=root, env=env, capture_output=True, text=True, timeout=120)
-    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    outcomes: dict[str, str] = json.loads(report.read_text())["outcomes"]
-    assert outcomes, proc.stdout[-3000:]
-    failed = sorted(k for k, v in outcomes.items() if v == "failed")
-    passed = len(outcomes) - len(failed)
-    print(f"{backend}/{client}: {passed} of {len(outcomes)} passed; failed: {failed}")
-    if failed:
-        print(proc.stdout[-6000:])
-    return outcomes
+    return outcomes(report, proc, f"{backend}/{client}")
 
 
 @cache
