@@ -106,6 +106,14 @@ class SessionLimitReached(DensekvError):
     logging in stays as it was)."""
 
 
+class LifecycleMismatch(DensekvError):
+    """A session store opened with other lifecycle options (track_devices,
+    max_sessions_per_identity, on_limit, events_stream) than its namespace records: raised
+    when it opens, before any session is touched. The message names both; open the store
+    with the recorded options, or change the record on purpose (`change_lifecycle` of a
+    store that is open: every process adopts it at its next metadata read)."""
+
+
 class SessionIdentityInvalid(InvalidArgument, TypeError):
     """An identity that could not be stored and found again (a float, a bool, an int
     outside 0 .. 2**64-1, a str that is empty, longer than 254 UTF-8 bytes or not UTF-8
@@ -293,7 +301,7 @@ __all__ = ["AliasError", "AnalyzeError", "BadBloomItem", "BadItem", "BinaryMissi
            "BloomMismatch", "BloomModuleMissing", "BloomNotFound", "BloomParameterError",
            "BulkLoadError", "CodecError", "CodecUnavailable", "DecodeError", "DensekvError",
            "FieldTtlUnavailable", "InvalidArgument", "KeyTooLong", "LabError", "LabInterrupted",
-           "LabRefused", "LayoutUnavailable", "MapConfigError", "MapKeyInvalid", "MapValueInvalid",
+           "LabRefused", "LayoutUnavailable", "LifecycleMismatch", "MapConfigError", "MapKeyInvalid", "MapValueInvalid",
            "MeterError", "NotAnInteger", "NotDurable", "NotReplayable", "PlanError", "PlannerError",
            "PortInUse", "ScriptError", "ServerStartFailed", "ServerTooOld", "ServerUnavailable",
            "ServerUnavailableError", "SessionDataInvalid", "SessionDataTooLarge", "SessionExists",

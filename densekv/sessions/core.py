@@ -57,6 +57,7 @@ from densekv.sessions.layouts.base import Layout
 from densekv.sessions.meta import (
     LAYOUTS,
     Choice,
+    Lifecycle,
     Metadata,
     ServerFacts,
     StoreMeta,
@@ -137,15 +138,15 @@ class SessionCore:
             raise InvalidArgument("namespace is a non-empty string without braces")
         self.facts = facts
         self.namespace = namespace
-        self.metadata = Metadata(facts, namespace, layout, expected_sessions, partitions, fill, index_identities, ticks)
+        life = Lifecycle.of(track_devices, max_sessions_per_identity, on_limit, events_stream, index_identities)
+        self.metadata = Metadata(facts, namespace, layout, expected_sessions, partitions, fill, index_identities, ticks, life)
         self.index = (
             IdentityIndex(namespace, partition_count(expected_sessions, facts.limits.hash_max_listpack_entries),
                           self.metadata.layout.index_ref_len)
             if index_identities
             else None
         )
-        # devices and the limit: index values of format 1 (index.py)
-        self.lines = Lines(self.index, track_devices, max_sessions_per_identity, on_limit)
+        self.lines = Lines(self.index, life)  # devices and the limit: index values of format 1 or 2 (index.py)
         self.clock = clock
         self.ticks = ticks
         self.payloads = Payloads(namespace, max_data_bytes, auto_train, self.now)
@@ -153,13 +154,14 @@ class SessionCore:
         from densekv.sessions.events import Recorder
         from densekv.sessions.rotations import Rotations
 
-        self.recorder = Recorder(events_stream, self.now)  # lifecycle events, recorded only while listened to
+        self.recorder = Recorder(life.stream, self.now)  # lifecycle events, recorded only while listened to
         emit_removed = self.recorder.emit_removed
-        self.sweeper = Sweeper(self.metadata, self.index, self.now, emit_removed, events_stream)
+        self.sweeper = Sweeper(self.metadata, self.index, self.now, emit_removed, life.stream)
         self.identities = Identities(self.index, self.metadata, self.payloads, self.run_on, self.now,
-                                     emit_removed, self.lines.track_devices, self.idle_ttl)
+                                     emit_removed, self.lines, self.idle_ttl)
         self.rotations = Rotations(self.metadata, self.index, self.lines, self.identities, self.run_on, self.now,
                                    self.recorder.emit, self.destroy_digest, facts.cluster)
+        self.metadata.follow(self.lines.use, self.recorder.use, self.sweeper.use)  # the namespace's options, as they change
 
     @property
     def ttl(self) -> int:
@@ -217,6 +219,10 @@ class SessionCore:
     def recover(self) -> Flow[None]:
         """Write the metadata and the dictionary again after the server lost them."""
         return self.metadata.recover(self.payloads)
+
+    def change_lifecycle(self, changes: dict[str, Any]) -> Flow[Lifecycle]:
+        """Record new lifecycle options for the namespace and use them (meta.Metadata)."""
+        return self.metadata.change_life(self.payloads, changes)
 
     def name_dictionary(self, dictionary_id: int) -> Flow[None]:
         """Name a stored dictionary in the metadata and write with it (payload training)."""

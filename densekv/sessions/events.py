@@ -43,12 +43,18 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from densekv.errors import InvalidArgument
+import redis
+
+from densekv.errors import DensekvError, InvalidArgument
+from densekv.flows import Flow
 from densekv.keys import tag
 from densekv.plan import Plan, command
 from densekv.sessions.model import Identity, Record
+
+if TYPE_CHECKING:
+    from densekv.sessions.meta import Lifecycle
 
 __all__ = ["CAUSES", "KINDS", "EventBuffer", "Observer", "Recorder", "SessionEvent", "event_from_stream",
            "plan_publish", "stream_key"]
@@ -149,6 +155,15 @@ class Recorder:
             self.outbox = EventBuffer()
         self.now = now
 
+    def use(self, life: Lifecycle) -> None:
+        """The namespace's lifecycle options from now on (meta.Metadata.follow): its event
+        stream's cap, or none (events recorded for a stream turned off are dropped)."""
+        self.stream = life.stream
+        if life.stream is None:
+            self.outbox = None
+        elif self.outbox is None:
+            self.outbox = EventBuffer()
+
     def listen(self, on: bool) -> None:
         """Record events for observers from now on (an EventBuffer the store drains after
         each operation), or stop (`on` False: the last observer left)."""
@@ -202,6 +217,13 @@ class Recorder:
         calls.append(("on_operation", (op, seconds, error)))
         return calls
 
+    def publish(self, namespace: str) -> Flow[None] | None:
+        """A flow of one round trip that XADDs what the operation recorded for the event
+        stream, the outbox drained (None: nothing to send); a failure is logged, never the
+        operation's error (what both store shells drive after each operation)."""
+        plans = self.outbound(namespace)
+        return _published(plans, namespace) if plans else None
+
     def outbound(self, namespace: str) -> list[Plan[Any]]:
         """The XADDs of what the operation recorded for the event stream, the outbox
         drained ([]: no stream, or nothing recorded)."""
@@ -209,6 +231,13 @@ class Recorder:
             return []
         events = self.outbox.take()
         return plan_publish(namespace, self.stream, events) if events else []
+
+
+def _published(plans: list[Plan[Any]], namespace: str) -> Flow[None]:
+    try:
+        yield plans
+    except (DensekvError, redis.RedisError, OSError):
+        log.exception("densekv: %d session events not written to the event stream of %r", len(plans), namespace)
 
 
 def call_sync(observers: list[Any], method: str, *args: Any) -> None:

@@ -18,13 +18,12 @@ from densekv.errors import DensekvError, InvalidArgument, SessionLimitReached
 from densekv.flows import MAX_CAS_TRIES, Flow, cas_pause
 from densekv.sessions.index import (
     LABEL_MAX,
-    LIMIT_POLICIES,
     IdentityIndex,
     pack_device,
     pack_entry,
     unpack_entry,
 )
-from densekv.sessions.meta import Metadata
+from densekv.sessions.meta import Lifecycle, Metadata
 from densekv.sessions.model import Device, Identity, Record, Session, check_identity, digest_of
 from densekv.sessions.payload_flows import Payloads, RunOn
 
@@ -39,7 +38,7 @@ class Identities:
     SessionCore.run_on (the repartition splits first)."""
 
     def __init__(self, index: IdentityIndex | None, metadata: Metadata, payloads: Payloads, run_on: RunOn,
-                 now: Callable[[], int], emit_removed: Callable[..., None], track_devices: bool,
+                 now: Callable[[], int], emit_removed: Callable[..., None], lines: Lines,
                  idle_ttl: int | None) -> None:
         self.index = index
         self.metadata = metadata
@@ -47,7 +46,7 @@ class Identities:
         self.run_on = run_on
         self.now = now
         self.emit_removed = emit_removed
-        self.track_devices = track_devices
+        self.lines = lines  # whether the store tracks devices (lines.track_devices), as it changes
         self.idle_ttl = idle_ttl
 
     def _live_records_of(self, identity: Identity) -> Flow[list[Record]]:
@@ -112,7 +111,7 @@ class Identities:
     def sessions_of(self, identity: Identity) -> Flow[list[Session]]:
         self._need_index()
         identity = check_identity(identity)
-        if not self.track_devices:
+        if not self.lines.track_devices:
             return [r.session("") for r in (yield from self._live_sessions_of(identity))]
         assert self.index is not None
         ref_len = self.index.ref_len
@@ -172,21 +171,22 @@ class Lines:
     max_sessions_per_identity writes (format 1: one "line" per device through its
     rotations) or with track_devices alone (format 2), listed by lua/ix_admit.lua with
     the limit applied. No I/O of its own: its flows yield the index's plans. SessionCore holds one (`core.lines`); `on` is False for a
-    store with neither option, whose index keeps format 0."""
+    store with neither option, whose index keeps format 0. The options are the namespace's
+    (meta.Lifecycle, checked there): `use` takes new ones when the metadata's change
+    (change_lifecycle); entries already written keep their format until their session's next
+    write of its entry (a login, a regenerate, set_ttl, a limited store's touch): every
+    reader takes every format."""
 
-    def __init__(self, index: IdentityIndex | None, track_devices: bool, limit: int | None, on_limit: str) -> None:
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise InvalidArgument("max_sessions_per_identity is a number of sessions from 1, or None")
-        if on_limit not in LIMIT_POLICIES:
-            raise InvalidArgument(f"on_limit is one of {', '.join(LIMIT_POLICIES)}, not {on_limit!r}")
-        if (track_devices or limit is not None) and index is None:
-            raise InvalidArgument("track_devices and max_sessions_per_identity list sessions under their "
-                                  "identity: they need index_identities=True")
+    def __init__(self, index: IdentityIndex | None, life: Lifecycle) -> None:
         self.index = index
-        self.track_devices = bool(track_devices)
-        self.limit = limit
-        self.on_limit = on_limit
-        self.on = self.track_devices or limit is not None
+        self.use(life)
+
+    def use(self, life: Lifecycle) -> None:
+        """The namespace's lifecycle options from now on (meta.Metadata.follow)."""
+        self.track_devices = life.track_devices
+        self.limit = life.limit
+        self.on_limit = life.on_limit
+        self.on = self.track_devices or self.limit is not None
 
     def check_label(self, label: object) -> str | None:
         """A device label (<= LABEL_MAX bytes of UTF-8), refused before anything is written."""

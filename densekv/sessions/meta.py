@@ -11,23 +11,39 @@ densekv/lua/store_meta.lua; every later process adopts its layout, partition cou
 repartition state and dictionary id, whatever it was told). Metadata is the one owner of
 what a store holds of it (the StoreMeta read, when, the layout built from it), with its
 open / refresh / recover flows; SessionCore holds one. No I/O here: plans and flows.
+
+The lifecycle options (Lifecycle: track_devices, max_sessions_per_identity, on_limit,
+events_stream) are the namespace's too, recorded in the same hash as one field `life`, a
+short canonical text (`devices=1 limit=3 on_limit=evict stream=10000`; `on_limit` only with
+a limit, `none` for an option off). One field, not four: the record is present or absent as
+a whole (an HSETNX writes it into a hash made before it was kept; a field per option would
+leave "absent" meaning either "off" or "never recorded"), it is compared as one string, and
+a later option is a new key in the same text, which an older reader refuses (DecodeError)
+rather than half-honours. Stores that disagree would break each other (one enforces a limit
+the other ignores, index values in two formats, events in the stream from some processes
+only), so a store whose options differ from the record refuses to open (LifecycleMismatch),
+and `change_life` rewrites the record (a compare-and-set: store_meta.lua's "life"), which
+every process adopts at its next metadata read (adopt: the owners that hold the options,
+registered with `follow`, take the new ones; logged at INFO).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from densekv.dictionaries import plan_store, plan_stored
-from densekv.errors import DecodeError, DensekvError
+from densekv.errors import DecodeError, DensekvError, InvalidArgument, LifecycleMismatch
 from densekv.errors import LayoutUnavailable as _LayoutUnavailable
 from densekv.errors import moved as _moved
-from densekv.flows import Flow
+from densekv.flows import MAX_CAS_TRIES, Flow
 from densekv.keys import key, partition_count
 from densekv.listpack import int_entry_size, string_entry_size
 from densekv.lua import script
 from densekv.plan import Plan, command, script_call
+from densekv.sessions.index import LIMIT_POLICIES
 from densekv.sessions.layouts.base import Layout, LayoutLimits
 from densekv.sessions.layouts.partitioned import DenseLayout, FieldTtlLayout, ZsetLayout, placement
 from densekv.sessions.layouts.perkey import HashLayout, JsonLayout, PackedLayout
@@ -35,6 +51,8 @@ from densekv.sessions.layouts.perkey import HashLayout, JsonLayout, PackedLayout
 if TYPE_CHECKING:
     from densekv.capabilities import Capabilities
     from densekv.sessions.payload_flows import Payloads
+
+log = logging.getLogger(__name__)
 
 META_RECHECK_S = 5.0  # while a repartition runs, re-read the store metadata this often
 META_REFRESH_S = 60.0  # otherwise this often (a dictionary trained by another process)
@@ -216,6 +234,73 @@ def make_layout(name: str, namespace: str, facts: ServerFacts, expected: int, pa
 
 
 @dataclass(frozen=True)
+class Lifecycle:
+    """A session store's lifecycle options, as its namespace's metadata records them (the
+    field `life`: `text()`); `of` checks them (InvalidArgument). on_limit means nothing
+    without a limit: it is "evict" then, so two stores that differ only there agree."""
+
+    track_devices: bool = False
+    limit: int | None = None  # max_sessions_per_identity
+    on_limit: str = "evict"
+    stream: int | None = None  # events_stream: the event stream's cap
+
+    @classmethod
+    def of(cls, track_devices: bool, limit: int | None, on_limit: str, stream: int | None,
+           indexed: bool) -> Lifecycle:
+        """The options a store was given, checked before anything is sent."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidArgument("max_sessions_per_identity is a number of sessions from 1, or None")
+        if on_limit not in LIMIT_POLICIES:
+            raise InvalidArgument(f"on_limit is one of {', '.join(LIMIT_POLICIES)}, not {on_limit!r}")
+        if (track_devices or limit is not None) and not indexed:
+            raise InvalidArgument("track_devices and max_sessions_per_identity list sessions under their "
+                                  "identity: they need index_identities=True")
+        if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int) or stream < 1):
+            raise InvalidArgument("events_stream is the number of recent events the stream keeps, or None")
+        return cls(bool(track_devices), limit, on_limit if limit is not None else "evict", stream)
+
+    def changed(self, changes: dict[str, Any], indexed: bool) -> Lifecycle:
+        """These options with `changes` (keyword -> value; ... keeps the option), checked."""
+        now: dict[str, Any] = {"track_devices": self.track_devices, "max_sessions_per_identity": self.limit,
+               "on_limit": self.on_limit, "events_stream": self.stream}
+        unknown = sorted(set(changes) - set(now))
+        if unknown:
+            raise InvalidArgument(f"unknown lifecycle options {unknown}: choose from {', '.join(now)}")
+        now.update((k, v) for k, v in changes.items() if v is not ...)
+        return Lifecycle.of(now["track_devices"], now["max_sessions_per_identity"], now["on_limit"],
+                            now["events_stream"], indexed)
+
+    def text(self) -> str:
+        """The record: `devices=1 limit=3 on_limit=evict stream=10000` (none: off)."""
+        limit = "none" if self.limit is None else f"{self.limit} on_limit={self.on_limit}"
+        return f"devices={int(self.track_devices)} limit={limit} stream={'none' if self.stream is None else self.stream}"
+
+    @classmethod
+    def parse(cls, text: str) -> Lifecycle:
+        """The options a record holds (DecodeError: not a record this release writes)."""
+        try:
+            fields = dict(part.split("=", 1) for part in text.split(" "))
+            if set(fields) - {"devices", "limit", "on_limit", "stream"} or fields["devices"] not in ("0", "1") \
+                    or ("on_limit" in fields) != (fields["limit"] != "none"):
+                raise ValueError(text)
+            limit = None if fields["limit"] == "none" else int(fields["limit"])
+            stream = None if fields["stream"] == "none" else int(fields["stream"])
+            life = cls.of(fields["devices"] == "1", limit, fields.get("on_limit", "evict"), stream, True)
+        except (KeyError, ValueError, InvalidArgument) as exc:
+            raise DecodeError(f"the namespace's metadata records lifecycle options {text!r}, which this "
+                              "densekv does not read (written by a later release?)") from exc
+        if life.text() != text:
+            raise DecodeError(f"the namespace's metadata records lifecycle options {text!r} in a form "
+                              "densekv does not write")
+        return life
+
+    def describe(self) -> str:
+        """As the store's keywords: what an error message names."""
+        return (f"track_devices={self.track_devices}, max_sessions_per_identity={self.limit}, "
+                f"on_limit={self.on_limit!r}, events_stream={self.stream}")
+
+
+@dataclass(frozen=True)
 class StoreMeta:
     """The store's metadata hash `{ns}:meta` (densekv/lua/store_meta.lua): every process
     opening the namespace adopts its layout and partition count, whatever it was told."""
@@ -229,6 +314,8 @@ class StoreMeta:
     #: split payloads keep their rest in the partition hash ("cont" = "here": a store made,
     #: or repartitioned, after densekv 0.1.0, its partitions sized for two entries a session)
     here: bool = False
+    #: the stores' lifecycle options (None: not recorded, a hash of an earlier release)
+    life: Lifecycle | None = None
 
     @classmethod
     def from_reply(cls, reply: Any) -> StoreMeta | None:
@@ -240,7 +327,8 @@ class StoreMeta:
                        int(fields["from"]) if "from" in fields else None,
                        int(fields["dict"]) if "dict" in fields else None,
                        fields["index"] == "1" if "index" in fields else None,
-                       fields.get("cont") == "here")
+                       fields.get("cont") == "here",
+                       Lifecycle.parse(fields["life"]) if "life" in fields else None)
         except (KeyError, ValueError, UnicodeDecodeError, AttributeError, IndexError) as exc:
             raise DecodeError("the namespace's metadata hash was not written by densekv: "
                               "use another namespace, or delete that key") from exc
@@ -263,13 +351,16 @@ class Metadata:
     methods they call."""
 
     def __init__(self, facts: ServerFacts, namespace: str, layout: str, expected_sessions: int,
-                 partitions: int | None, fill: int | None, indexed: bool, ticks: Callable[[], float]) -> None:
+                 partitions: int | None, fill: int | None, indexed: bool, ticks: Callable[[], float],
+                 life: Lifecycle = Lifecycle()) -> None:
         self.facts = facts
         self.namespace = namespace
         self.asked_layout = layout
         self.asked_partitions = partitions
         self.expected_sessions = expected_sessions
         self.indexed = indexed  # the store keeps the identity index (checked against the metadata's)
+        self.life = life  # the lifecycle options the store uses: its own, until the metadata's differ
+        self._followers: tuple[Callable[[Lifecycle], None], ...] = ()
         self.ticks = ticks
         self.choice = choose_layout(facts) if layout == "auto" else Choice(layout, "asked for")
         self.layout = make_layout(self.choice.layout, namespace, facts, expected_sessions, partitions, fill=fill)
@@ -293,12 +384,19 @@ class Metadata:
     def plan_open(self) -> Plan[StoreMeta | None]:
         """store_meta.lua's open: the metadata as this store would make it, if missing."""
         layout = self.layout
-        return plan_meta(self.namespace, "open", layout.name, layout.partitions, int(self.indexed))
+        return plan_meta(self.namespace, "open", layout.name, layout.partitions, int(self.indexed),
+                         self.life.text())
+
+    def follow(self, *followers: Callable[[Lifecycle], None]) -> None:
+        """Call each of `followers` with the lifecycle options whenever the store adopts
+        other ones than it uses (the owners that hold them: identities.Lines, ...)."""
+        self._followers = followers
 
     def open(self, payloads: Payloads) -> Flow[None]:
-        """Create the metadata if this is the namespace's first store, then adopt it."""
+        """Create the metadata if this is the namespace's first store, then adopt it
+        (LifecycleMismatch where it records other lifecycle options than the store's)."""
         meta = (yield [self.plan_open()])[0]
-        self.adopt(meta)
+        self.adopt(meta, opening=True)
         self.asked_partitions = None  # checked once, at open: later changes are repartitions
         yield from payloads.use_dictionary(self.dictionary())
 
@@ -339,6 +437,25 @@ class Metadata:
         self.adopt(meta)
         yield from payloads.use_dictionary(self.dictionary())
 
+    def change_life(self, payloads: Payloads, changes: dict[str, Any]) -> Flow[Lifecycle]:
+        """Record lifecycle options `changes` (keyword -> value, ... to keep one) over the
+        namespace's record, and use them here; every other process adopts them at its next
+        metadata read. A compare-and-set on the record as this process holds it: a record
+        changed meanwhile is adopted and the change made over it; metadata the server lost
+        is written again first (recover)."""
+        for _ in range(MAX_CAS_TRIES):
+            new = self.life.changed(changes, self.indexed)  # InvalidArgument before anything is sent
+            expected = self.meta.life if self.meta is not None else None
+            meta = (yield [plan_meta(self.namespace, "life", expected.text() if expected else "", new.text())])[0]
+            if meta is None:
+                yield from self.recover(payloads)
+                continue
+            self.adopt(meta)
+            if meta.life == new:
+                return new
+        raise DensekvError(f"the lifecycle record of namespace {self.namespace!r} kept changing under "
+                           f"{MAX_CAS_TRIES} tries to change it")
+
     def dictionary(self) -> int | None:
         """The id of the dictionary the metadata names (None: none, or no metadata read)."""
         return self.meta.dictionary if self.meta is not None else None
@@ -356,9 +473,11 @@ class Metadata:
             made = self._present = (dictionary_id, tuple(plans))
         return list(made[1])
 
-    def adopt(self, meta: StoreMeta | None) -> None:
-        """Take the metadata as the store's: its layout, partition count and repartition
-        state, whatever this store was told (DensekvError where the two cannot agree)."""
+    def adopt(self, meta: StoreMeta | None, opening: bool = False) -> None:
+        """Take the metadata as the store's: its layout, partition count, repartition
+        state and lifecycle options, whatever this store was told (DensekvError where the
+        two cannot agree; `opening`: LifecycleMismatch where the lifecycle options differ,
+        which a store already open adopts, as another process changed them)."""
         self.read_at = self.ticks()
         if meta is None:
             return
@@ -368,6 +487,13 @@ class Metadata:
                 f"namespace {self.namespace!r} is used by stores that {said} the identity index: "
                 f"open it with index_identities={meta.index} (a store that disagrees would let "
                 "destroy_all miss sessions), or use another namespace"
+            )
+        if meta.life is not None and meta.life != self.life and opening:
+            raise LifecycleMismatch(
+                f"namespace {self.namespace!r} records the lifecycle options {meta.life.describe()}; this "
+                f"store was made with {self.life.describe()}. Open it with the recorded options, or change "
+                "the record with change_lifecycle(...) on a store that is open (every process adopts it "
+                f"within {META_REFRESH_S:.0f} s)"
             )
         if meta.layout != self.layout.name:
             if self.asked_layout != "auto":
@@ -384,6 +510,12 @@ class Metadata:
         self.meta = meta
         self.layout = make_layout(self.choice.layout, self.namespace, self.facts, self.expected_sessions,
                                   None, meta)
+        if meta.life is not None and meta.life != self.life:
+            log.info("densekv: namespace %r: lifecycle options %s adopted from its metadata (were %s)",
+                     self.namespace, meta.life.text(), self.life.text())
+            self.life = meta.life
+            for follower in self._followers:
+                follower(meta.life)
 
 
 def meta_key(namespace: str) -> bytes:
@@ -392,7 +524,7 @@ def meta_key(namespace: str) -> bytes:
 
 
 def plan_meta(namespace: str, op: str, *args: Any) -> Plan[StoreMeta | None]:
-    """One call of densekv/lua/store_meta.lua: open, read, begin, finish, dict."""
+    """One call of densekv/lua/store_meta.lua: open, read, begin, finish, dict, life."""
     k = meta_key(namespace)
     return script_call(script("store_meta"), (k,), (op, *args), StoreMeta.from_reply)
 
@@ -415,7 +547,7 @@ def facts_from_probe(client: Any) -> ServerFacts:
 
 
 __all__ = ["AUTO_LAYOUT", "CAPABILITIES", "LAYOUTS", "META_RECHECK_S", "META_REFRESH_S", "SPECS", "Choice",
-           "LayoutLimits", "LayoutSpec", "Metadata", "ServerFacts", "StoreMeta", "choose_layout",
+           "LayoutLimits", "LayoutSpec", "Lifecycle", "Metadata", "ServerFacts", "StoreMeta", "choose_layout",
            "facts_from_probe", "facts_of", "make_layout", "meta_key", "plan_meta", "spec_of"]
 
 

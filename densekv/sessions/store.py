@@ -22,7 +22,6 @@ from densekv.cluster_executor import executor_for
 from densekv.errors import DensekvError
 from densekv.errors import moved as _moved
 from densekv.flows import Flow, adrive, drive
-from densekv.plan import Plan
 from densekv.sessions.core import (
     AUTO_TRAIN,
     DEFAULT_TTL,
@@ -192,12 +191,9 @@ class SessionStore(OpensOnce[SessionCore], _Options):
             raise
         finally:
             seconds = time.perf_counter() - start
-            plans = core.recorder.outbound(core.namespace)
-            if plans:  # XADDed after the operation; a failure is logged, never the operation's
-                try:
-                    drive(_one_round(plans), self._ex)
-                except (DensekvError, redis.RedisError, OSError):
-                    _unpublished(len(plans), core.namespace)
+            publish = core.recorder.publish(core.namespace)
+            if publish is not None:  # XADDed after the operation; a failure is logged, never the operation's
+                drive(publish, self._ex)
             observers = list(self._observers)
             call_sync = self._call_sync  # events.call_sync, set by observe(): no import per call
             if call_sync is not None and observers:  # else only the stream listens
@@ -278,6 +274,18 @@ class SessionStore(OpensOnce[SessionCore], _Options):
         """Grow a partitioned store to `partitions` online (see SessionCore.repartition)."""
         return self._run(lambda c: c.repartition(partitions, progress), "repartition")
 
+    def change_lifecycle(self, *, track_devices: bool | EllipsisType = ...,
+                         max_sessions_per_identity: int | None | EllipsisType = ...,
+                         on_limit: str | EllipsisType = ..., events_stream: int | None | EllipsisType = ...) -> None:
+        """Record new lifecycle options for the namespace (those given; ... keeps one) and use
+        them here; every process of the namespace adopts them at its next metadata read (within
+        a minute), and a store opened with other ones raises LifecycleMismatch. In a rolling
+        deploy, call it first, then deploy code that opens the store with the new options.
+        Index entries written before keep their format until their session's next login."""
+        self._run(lambda c: c.change_lifecycle(
+            {"track_devices": track_devices, "max_sessions_per_identity": max_sessions_per_identity,
+             "on_limit": on_limit, "events_stream": events_stream}), "change_lifecycle")
+
     def train_dictionary(self, samples: Iterable[Data] | None = None) -> int:
         """Train, store and adopt the namespace's zstd dictionary (from `samples`, or from
         sessions already stored); returns its id."""
@@ -357,11 +365,7 @@ class SessionStore(OpensOnce[SessionCore], _Options):
         if core.layout.partitions:
             counts = self._run(lambda c: c.partition_counts(), "partition_counts")
             split, outside = self._run(lambda c: c.outside_counts(counts), "outside_counts")
-            sizes = [e - c for e, c in counts]
-            out.update(sessions=sum(sizes), fullest_partition=max(sizes, default=0),
-                       fullest_partition_entries=max((e for e, _ in counts), default=0),
-                       split_sessions=split, out_of_line_sessions=outside,
-                       warnings=core.fill_warnings([e for e, _ in counts]))
+            out.update(core.sweeper.summary(counts, split, outside))
         else:
             out.update(sessions=self.count(), warnings=[])
         return out
@@ -445,12 +449,9 @@ class AsyncSessionStore(AsyncOpensOnce[SessionCore], _Options):
             raise
         finally:
             seconds = time.perf_counter() - start
-            plans = core.recorder.outbound(core.namespace) if core is not None else []
-            if plans:  # as SessionStore._run_observed
-                try:
-                    await adrive(_one_round(plans), self._ex)
-                except (DensekvError, redis.RedisError, OSError):
-                    _unpublished(len(plans), core.namespace)  # type: ignore[union-attr]
+            publish = core.recorder.publish(core.namespace) if core is not None else None
+            if publish is not None:  # as SessionStore._run_observed
+                await adrive(publish, self._ex)
             observers = list(self._observers)
             if call_async is not None and observers:  # else only the stream listens
                 owed = (core.recorder.owed(op, seconds, error) if core is not None
@@ -511,6 +512,13 @@ class AsyncSessionStore(AsyncOpensOnce[SessionCore], _Options):
     async def repartition(self, partitions: int, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         return await self._run(lambda c: c.repartition(partitions, progress), "repartition")
 
+    async def change_lifecycle(self, *, track_devices: bool | EllipsisType = ...,
+                               max_sessions_per_identity: int | None | EllipsisType = ...,
+                               on_limit: str | EllipsisType = ..., events_stream: int | None | EllipsisType = ...) -> None:
+        await self._run(lambda c: c.change_lifecycle(
+            {"track_devices": track_devices, "max_sessions_per_identity": max_sessions_per_identity,
+             "on_limit": on_limit, "events_stream": events_stream}), "change_lifecycle")
+
     async def train_dictionary(self, samples: Iterable[Data] | None = None) -> int:
         return await self._run(lambda c: c.train_dictionary(samples), "train_dictionary")
 
@@ -523,11 +531,7 @@ class AsyncSessionStore(AsyncOpensOnce[SessionCore], _Options):
         if core.layout.partitions:
             counts = await self._run(lambda c: c.partition_counts(), "partition_counts")
             split, outside = await self._run(lambda c: c.outside_counts(counts), "outside_counts")
-            sizes = [e - c for e, c in counts]
-            out.update(sessions=sum(sizes), fullest_partition=max(sizes, default=0),
-                       fullest_partition_entries=max((e for e, _ in counts), default=0),
-                       split_sessions=split, out_of_line_sessions=outside,
-                       warnings=core.fill_warnings([e for e, _ in counts]))
+            out.update(core.sweeper.summary(counts, split, outside))
         else:
             out.update(sessions=await self.count(), warnings=[])
         return out
@@ -572,17 +576,6 @@ class AsyncSessionStore(AsyncOpensOnce[SessionCore], _Options):
 
     async def sweep(self, max_items: int | None = None) -> int:
         return await self._run(lambda c: c.sweep(max_items), "sweep")
-
-
-def _unpublished(n: int, namespace: str) -> None:
-    from densekv.sessions.events import log
-
-    log.exception("densekv: %d session events not written to the event stream of %r", n, namespace)
-
-
-def _one_round(plans: list[Plan[Any]]) -> Flow[list[Any]]:
-    """A flow of one round trip: `plans`, their replies."""
-    return (yield plans)
 
 
 share_docstrings(SessionStore, AsyncSessionStore)

@@ -27,7 +27,7 @@ from densekv.lua import script
 from densekv.plan import Plan, command, script_call
 from densekv.sessions.index import IdentityIndex
 from densekv.sessions.layouts.base import Partitioned
-from densekv.sessions.meta import Metadata, plan_meta
+from densekv.sessions.meta import Lifecycle, Metadata, plan_meta
 from densekv.sessions.model import Identity, Record
 
 SWEEP_BATCH = 64  # partitions per round trip
@@ -51,6 +51,11 @@ class Sweeper:
         self.stream = stream
         self.sweep_cursor = 0  # the next sweep unit (partition) a sweep starts from
         self.index_cursor = 0  # ... and the next index partition
+
+    def use(self, life: Lifecycle) -> None:
+        """The namespace's lifecycle options from now on (meta.Metadata.follow): the event
+        stream's cap, which hears of expiries before a sweep removes them."""
+        self.stream = life.stream
 
     def repartition(self, partitions: int, progress: Callable[[int, int], None] | None,
                     refresh: Callable[[], Flow[bool]]) -> Flow[dict[str, Any]]:
@@ -228,6 +233,14 @@ class Sweeper:
         if self.metadata.layout.partitioning() is None:
             return (yield from self.count_keys())
         return sum((yield from self.partition_sizes()))
+
+    def summary(self, counts: list[tuple[int, int]], split: int, outside: int) -> dict[str, Any]:
+        """What stats() says of a partitioned store, from partition_counts and outside_counts."""
+        sizes = [e - c for e, c in counts]
+        return {"sessions": sum(sizes), "fullest_partition": max(sizes, default=0),
+                "fullest_partition_entries": max((e for e, _ in counts), default=0),
+                "split_sessions": split, "out_of_line_sessions": outside,
+                "warnings": self.fill_warnings([e for e, _ in counts])}
 
     def fill_warnings(self, entries: list[int]) -> list[str]:
         """Warnings for partitions near the listpack entry limit (`entries`: each partition's

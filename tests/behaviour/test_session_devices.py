@@ -101,7 +101,9 @@ def test_index_format_follows_the_options(client: Any) -> None:
     assert unpack_entry(values[ns][0]) is None and values[ns][0].isdigit()  # format 0: a day number
     entry = unpack_entry(values[ns + "t"][0])
     assert entry is not None and entry.label == "x"
-    # a tracked store reads a session listed in format 0 (before the option was on)
+    # a tracked store reads a session listed in format 0 (before the option was on: the
+    # namespace's record changed first, or the tracked store would not open)
+    plain.change_lifecycle(track_devices=True)
     mixed = SessionStore(client, ns, layout="dense", track_devices=True)
     assert [s.device for s in mixed.sessions_of(3)] == [None]
     raw = values[ns + "t"][0]
@@ -116,8 +118,9 @@ def test_index_format_follows_the_options(client: Any) -> None:
 @pytest.mark.parametrize("layout", ["dense", "json"])
 def test_a_namespace_whose_options_change_keeps_each_device(client: Any, layout: str) -> None:
     """Devices alone write format 2 and a limit format 1 (index.py); a rotation under the
-    other options carries the device's login time and label into the other format, and
-    the limit counts a format-2 device as a line of its own."""
+    other options (the namespace's record changed: change_lifecycle) carries the device's
+    login time and label into the other format, and the limit counts a format-2 device as a
+    line of its own."""
     clock = Clock()
     t0 = int(clock.now)
     ns = f"devx-{layout}-{time.time_ns()}"
@@ -125,6 +128,7 @@ def test_a_namespace_whose_options_change_keeps_each_device(client: Any, layout:
     phone = devices.create("ada", label="phone")
     laptop = devices.create("ada", label="laptop")
     clock.now += 10
+    devices.change_lifecycle(max_sessions_per_identity=2)
     limited = SessionStore(client, ns, layout=layout, track_devices=True, max_sessions_per_identity=2,
                            clock=clock)
     phone2 = limited.regenerate(phone)  # format 2 -> format 1: a new line, created and label carried
@@ -136,6 +140,8 @@ def test_a_namespace_whose_options_change_keeps_each_device(client: Any, layout:
     assert len(left) == 2 and "tablet" in left
     clock.now += 10
     survivor = next(t for t in (phone2, laptop) if limited.get(t) is not None)
+    limited.change_lifecycle(max_sessions_per_identity=None)
+    devices = SessionStore(client, ns, layout=layout, track_devices=True, clock=clock)
     back = devices.regenerate(survivor)  # format 1 -> format 2: created and label kept
     assert back is not None
     got = {s.device.label: s.device.created_at for s in devices.sessions_of("ada")}  # type: ignore[union-attr]

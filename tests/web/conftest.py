@@ -4,7 +4,8 @@
                   a framework whose module is not written yet is skipped, not failed.
 * `web_factory` - a WebFactory: drivers (browsers) of that framework's app on the `server`
                   fixture, all under one namespace fresh for the test; `.store()` opens a
-                  densekv store on the same namespace to look at what the app wrote.
+                  densekv store on the same namespace to look at what the app wrote (with
+                  the app's lifecycle options: a store with others would not open).
 * `web`         - `web_factory()`: a driver with the default store settings.
 """
 
@@ -35,6 +36,8 @@ from tests.web.driver import Driver
 
 FRAMEWORKS = ["flask", "django", "starlette", "aiohttp", "quart", "litestar"]
 _NAMESPACES = itertools.count()
+#: the store options every process of a namespace shares (densekv/sessions/meta.py Lifecycle)
+LIFECYCLE = ("track_devices", "max_sessions_per_identity", "on_limit", "events_stream")
 
 
 @pytest.fixture(params=FRAMEWORKS)
@@ -54,9 +57,11 @@ class WebFactory:
         self.namespace = f"web{next(_NAMESPACES)}x{uuid.uuid4().hex[:8]}"
         self._drivers: list[Driver] = []
         self._clients: list[redis.Redis] = []
+        self._life: dict[str, Any] = {}  # the lifecycle options the app's stores were given
 
     def __call__(self, *, url: str | None = None, ttl: int = 3600, idle_ttl: int | None = None,
                  clock: Callable[[], float] = time.time, **store_kwargs: Any) -> Driver:
+        self._life = {k: v for k, v in store_kwargs.items() if k in LIFECYCLE}
         driver: Driver = self.app.make_driver(url or self.server.url, self.namespace, ttl=ttl,
                                               idle_ttl=idle_ttl, clock=clock, **store_kwargs)
         self._drivers.append(driver)
@@ -68,8 +73,9 @@ class WebFactory:
         return c
 
     def store(self, **kwargs: Any) -> densekv.SessionStore:
-        """A store on the app's namespace (layout and partitions adopted from it)."""
-        return densekv.SessionStore(self.client(), namespace=self.namespace, **kwargs)
+        """A store on the app's namespace (layout and partitions adopted from it), with the
+        lifecycle options the app was given unless `kwargs` name others."""
+        return densekv.SessionStore(self.client(), namespace=self.namespace, **{**self._life, **kwargs})
 
     def keys(self) -> list[bytes]:
         """Every key of this test's namespace."""
