@@ -21,6 +21,7 @@ from densekv.errors import (
     DecodeError,
     DensekvError,
     InvalidArgument,
+    LifecycleMismatch,
     SessionDataInvalid,
     SessionDataTooLarge,
     SessionExists,
@@ -178,8 +179,14 @@ CASES = [
     Case("destroy-id-not-hex", lambda c: c.destroy_id("zz" * 16), [], False),
     Case("destroy-id-short", lambda c: c.destroy_id("ab" * 15), [], False),
     # the store's metadata
-    Case("open-adopts", lambda c: fresh().open(), [[(("store_meta", (b"s:meta",), "open", "dense", 16, 1), META_REPLY)]],
+    Case("open-adopts", lambda c: fresh().open(),  # the lifecycle record goes in the same call
+         [[(("store_meta", (b"s:meta",), "open", "dense", 16, 1, "devices=0 limit=none stream=none"), META_REPLY)]],
          None),
+    Case("open-other-lifecycle", lambda c: fresh().open(),
+         [[("store_meta", [*META_REPLY, b"life", b"devices=0 limit=3 on_limit=refuse stream=none"])]],
+         Raises(LifecycleMismatch, "max_sessions_per_identity=3, on_limit='refuse'")),
+    Case("open-same-lifecycle", lambda c: fresh().open(),
+         [[("store_meta", [*META_REPLY, b"life", b"devices=0 limit=none stream=none"])]], None),
     Case("open-other-layout", lambda c: fresh().open(),
          [[("store_meta", [b"layout", b"zset", b"partitions", b"16", b"base", b"16", b"index", b"1"])]],
          Raises(DensekvError, "holds a 'zset' session store")),
@@ -194,6 +201,13 @@ CASES = [
     Case("refresh-repartition-began", lambda c: c.refresh(),
          [[("store_meta", [b"layout", b"dense", b"partitions", b"32", b"base", b"16", b"from", b"16", b"index", b"1"])]],
          True),
+    Case("refresh-adopts-lifecycle", lambda c: c.refresh(),  # another process changed it: no refusal
+         [[("store_meta", [*META_REPLY, b"life", b"devices=1 limit=2 on_limit=evict stream=9"])]], True),
+    Case("change-lifecycle", lambda c: c.change_lifecycle({"track_devices": True, "events_stream": ...}),
+         [[(("store_meta", (b"s:meta",), "life", "", "devices=1 limit=none stream=none"),
+            [*META_REPLY, b"life", b"devices=1 limit=none stream=none"])]], ANY),
+    Case("change-lifecycle-checked-first", lambda c: c.change_lifecycle({"on_limit": "later"}), [],
+         Raises(InvalidArgument, "on_limit")),
     Case("refresh-lost-meta-recovers", lambda c: c.refresh(),  # written again as this store would make it
          [[(("store_meta", (b"s:meta",), "read"), [])], [(("store_meta", (b"s:meta",), "open", "dense", 16, 1), [])]],
          False),
@@ -389,3 +403,15 @@ def test_a_split_session_of_a_0_2_store_is_one_hmget() -> None:
     check(core.get(TOKEN), [[(("HMGET", HASH, FIELD, cfield), [old, None])],
                             [(("HGET", HASH, FIELD), old), (("HGET", CONT, FIELD), SPLIT[CONT])]],
           session(BIG, None, NOW + 3600))
+
+
+def test_a_refresh_that_adopts_other_lifecycle_options_rebuilds_what_holds_them() -> None:
+    core = make()
+    assert not core.lines.on and core.recorder.outbox is None and core.sweeper.stream is None
+    run(core.refresh(), Scripted([[("store_meta", [*META_REPLY, b"life", b"devices=1 limit=2 on_limit=refuse stream=9"])]]))
+    assert (core.lines.track_devices, core.lines.limit, core.lines.on_limit) == (True, 2, "refuse")
+    assert core.identities.lines is core.lines and core.rotations.lines is core.lines
+    assert core.recorder.stream == 9 and core.recorder.outbox is not None and core.sweeper.stream == 9
+    assert core.metadata.life.text() == "devices=1 limit=2 on_limit=refuse stream=9"
+    run(core.refresh(), Scripted([[("store_meta", [*META_REPLY, b"life", b"devices=0 limit=none stream=none"])]]))
+    assert not core.lines.on and core.recorder.outbox is None and core.sweeper.stream is None
