@@ -91,8 +91,8 @@ def glob_escape(data: bytes) -> bytes:
 
 CODES: dict[str, str] = {
     # -- sessions (densekv/sessions/) -----------------------------------------------------
-    "meta": "a kind's metadata. Sessions: hash `{ns}:meta` of layout, partitions, repartition "
-            "and dictionary id (sessions/meta.py plan_meta, lua/store_meta.lua). Sets: JSON "
+    "meta": "a kind's metadata. Sessions: hash `{ns}:meta` of layout, partitions, repartition, "
+            "dictionary id and lifecycle options (sessions/meta.py plan_meta, lua/store_meta.lua). Sets: JSON "
             "string `{ns}:meta:{0}` of layout, partitions, item size, spread (sets/compact.py)",
     "sj": "one session as a JSON string, `{ns}:sj:{<first digest byte, hex>}<rest, hex>` "
           "(sessions/layouts/perkey.py JsonLayout)",
