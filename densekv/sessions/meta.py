@@ -294,6 +294,11 @@ class Lifecycle:
                               "densekv does not write")
         return life
 
+    def keywords(self) -> dict[str, Any]:
+        """As SessionStore's keyword arguments (a tool that opens a namespace with its record's)."""
+        return {"track_devices": self.track_devices, "max_sessions_per_identity": self.limit,
+                "on_limit": self.on_limit, "events_stream": self.stream}
+
     def describe(self) -> str:
         """As the store's keywords: what an error message names."""
         return (f"track_devices={self.track_devices}, max_sessions_per_identity={self.limit}, "

@@ -304,9 +304,9 @@ def sweep(url: str | None, server_name: str | None, namespace: str, layout: str,
     from densekv.sessions import SessionStore
 
     with target_client(url, server_name, mine=True) as client:
-        _require_store(client, namespace, url)
+        life = _require_store(client, namespace, url)
         store = SessionStore(client, namespace=namespace, layout=layout,
-                             expected_sessions=expected_sessions, partitions=partitions).open()
+                             expected_sessions=expected_sessions, partitions=partitions, **life).open()
         passes = 0
         while True:
             started = time.monotonic()
@@ -338,8 +338,7 @@ def repartition(url: str | None, server_name: str | None, namespace: str, partit
     from densekv.sessions import SessionStore
 
     with target_client(url, server_name, mine=True) as client:
-        _require_store(client, namespace, url)
-        store = SessionStore(client, namespace=namespace).open()
+        store = SessionStore(client, namespace=namespace, **_require_store(client, namespace, url)).open()
         before = store.explain()["partitions"]
         with Progress(transient=True, disable=as_json) as bar:
             task = bar.add_task(f"splitting {namespace} partitions", total=None)
@@ -352,10 +351,12 @@ def repartition(url: str | None, server_name: str | None, namespace: str, partit
                        f"{result['moved']} sessions moved")
 
 
-def _require_store(client: Any, namespace: str, url: str | None) -> None:
+def _require_store(client: Any, namespace: str, url: str | None) -> dict[str, Any]:
     """A UsageError (exit 2, nothing written) unless the namespace holds a session store:
-    opening a SessionStore on an empty namespace would write its metadata."""
-    from densekv.sessions.meta import meta_key
+    opening a SessionStore on an empty namespace would write its metadata. The lifecycle
+    options the namespace records, as SessionStore keywords: the command's store opens with
+    them (a sweep announces expiries to the event stream the app writes to)."""
+    from densekv.sessions.meta import Lifecycle, meta_key
 
     where = "this server" if url else "a throwaway embedded server (give --url of your server)"
     meta = meta_key(namespace)
@@ -370,6 +371,8 @@ def _require_store(client: Any, namespace: str, url: str | None) -> None:
             f"{meta.decode(errors='replace')} holds a {kind.decode()}, not a densekv session store's "
             "metadata: check --namespace and --url"
         )
+    life = client.hget(meta, "life")
+    return Lifecycle.parse(life.decode(errors="replace")).keywords() if life is not None else {}
 
 
 def _register_lab() -> None:

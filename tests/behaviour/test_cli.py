@@ -105,6 +105,32 @@ def test_sweep_command_removes_expired_sessions(server: ServerProcess) -> None:
     assert store.get(keep) is not None and store.count() == 1
 
 
+def test_sweep_and_repartition_open_the_store_with_the_namespaces_lifecycle_options(server: ServerProcess) -> None:
+    """A namespace that records a limit and an event stream (issue 34): the commands' stores
+    open with them (with the defaults they would be refused: LifecycleMismatch), and the
+    sweep announces what it removes in the app's stream."""
+    import time
+
+    from densekv.sessions import SessionStore
+    from densekv.sessions.events import event_from_stream, stream_key
+
+    client = server.client()
+    client.flushall()
+    ns = "clilife"
+    store = SessionStore(client, ns, layout="dense", ttl=1, partitions=16, max_sessions_per_identity=5,
+                         events_stream=1000)
+    store.create_many(range(20))
+    time.sleep(2.1)
+    out = run("sweep", "--url", server.url, "--namespace", ns, "--layout", "dense")
+    assert out.returncode == 0, out.stderr
+    assert "swept 20 expired sessions" in out.stdout
+    kinds = [event_from_stream(f).kind for _, f in client.xrange(stream_key(ns))]
+    assert kinds.count("created") == 20 and kinds.count("expired") == 20
+    out = run("repartition", "--url", server.url, "--namespace", ns, "--partitions", "32", "--json")
+    assert out.returncode == 0, out.stderr
+    assert client.hget(f"{ns}:meta", "life") == b"devices=0 limit=5 on_limit=evict stream=1000"
+
+
 def test_repartition_command_grows_a_store_and_refuses_a_missing_one(server: ServerProcess) -> None:
     from densekv.sessions import SessionStore
 
