@@ -28,7 +28,9 @@ the last touch and the line; last seen is read off the record, as before):
     byte 0      0xD2        bytes 1-4  absolute_at, u32        bytes 5-8  created_at
     bytes 9-    the device label, 0-32 bytes of UTF-8
 8 bytes less than format 1. Every format is read everywhere: a namespace whose options
-change keeps its entries (a rotation carries created_at and the label to the new format).
+change (change_lifecycle: every process of a namespace uses the options its metadata
+records, meta.Lifecycle) keeps its entries, unmigrated, each in its format until its
+session's next write of it (a rotation carries created_at and the label to the new format).
 Entries are removed when their session is destroyed or swept; sweep also drops entries
 whose expiry day has passed, so a failure between two steps cannot leak an entry for
 more than a day past the session's absolute expiry. Readers never trust the index alone:

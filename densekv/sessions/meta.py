@@ -261,8 +261,7 @@ class Lifecycle:
 
     def changed(self, changes: dict[str, Any], indexed: bool) -> Lifecycle:
         """These options with `changes` (keyword -> value; ... keeps the option), checked."""
-        now: dict[str, Any] = {"track_devices": self.track_devices, "max_sessions_per_identity": self.limit,
-               "on_limit": self.on_limit, "events_stream": self.stream}
+        now = self.keywords()
         unknown = sorted(set(changes) - set(now))
         if unknown:
             raise InvalidArgument(f"unknown lifecycle options {unknown}: choose from {', '.join(now)}")
