@@ -366,11 +366,15 @@ def login_session(profile: str, i: int) -> tuple[int | None, dict[str, Any]]:
     return session(profile, i)
 
 
+#: --fill: the session stores' fill= (None: the store's default)
+FILL: dict[str, int | None] = {}
+
+
 def sessions_store(url: str, namespace: str, profile: str, n: int,
                    expected: int | None = None) -> tuple[Any, list[str], list[dict[str, Any]]]:
     """A store of n sessions of `profile`, sized for `expected` (default n)."""
     store = densekv.SessionStore(redis.Redis.from_url(url), namespace=namespace, ttl=TTL,
-                                 idle_ttl=IDLE_TTL, expected_sessions=expected or n).open()
+                                 idle_ttl=IDLE_TTL, expected_sessions=expected or n, **FILL).open()
     store.train_dictionary([login_session(profile, i)[1] for i in range(TRAIN_N)])
     items = [login_session(profile, i) for i in range(n)]
     tokens = store.create_each(items, batch=1000)
@@ -745,6 +749,7 @@ def record(case: Case, server: str, version: str, facts: dict[str, Any],
         "benchmark": "hot_path", "commit": COMMIT, "server": server, "version": version,
         "op": case.op, "variant": case.variant, "what": case.what, "rounds": args.rounds,
         "calls_per_turn": args.calls, "sessions": args.sessions, "table_row": ["op", "variant"],
+        "fill": ("none" if FILL["fill"] is None else FILL["fill"]) if FILL else "default",
     }
 
     def med(xs: list[float]) -> float:
@@ -865,6 +870,9 @@ def main() -> None:
     ap.add_argument("--probe", type=int, default=200,
                     help="calls per side counting the commands sent")
     ap.add_argument("--sessions", type=int, default=10_000)
+    ap.add_argument("--fill", type=lambda v: None if v == "none" else int(v), default="default",
+                    help="the session stores' fill= (mean sessions per partition at most; 'none': "
+                         "the densest the listpack limit allows; default: the store's default)")
     ap.add_argument("--pin", type=lambda v: tuple(int(x) for x in v.split(",")), default=None,
                     metavar="CLIENT,SERVER", help="pin this process and the server to these CPUs (e.g. 0,1)")
     ap.add_argument("--out", type=Path, default=RESULTS)
@@ -873,6 +881,8 @@ def main() -> None:
     ap.add_argument("--observe", choices=("prometheus", "otel", "otel-no-histograms"), default=None,
                     help="session get / touch / apply with these session metrics against without them")
     args = ap.parse_args()
+    if args.fill != "default":
+        FILL["fill"] = args.fill
     args.rounds = args.rounds or (4 if args.quick else 16)
     args.calls = args.calls or (200 if args.quick else 1000)
     servers = [s for s in args.servers.split(",") if s]

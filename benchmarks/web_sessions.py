@@ -111,18 +111,26 @@ def items(profile: str, start: int, stop: int) -> Iterator[Item]:
 
 
 # -- densekv ---------------------------------------------------------------------------------
+def fill_option(fill: str | None) -> dict[str, Any]:
+    """SessionStore's fill= from --e2e-fill: nothing (the store's default) for None,
+    fill=None (the densest partitions) for "none", else the number."""
+    if fill is None:
+        return {}
+    return {"fill": None if fill == "none" else int(fill)}
+
+
 class DensekvLoader:
     name = "densekv"
     driven = (f"SessionStore(namespace='sess', expected_sessions=N): batches of {BATCH} records "
               "made by the store core's new_records() (one per session, its own data) and "
               "stored by put_records(), the path create_many() runs; verified with store.get()")
 
-    def __init__(self, url: str, n: int, ttl: int, *, train: bool = True, fill: int | None = None) -> None:
+    def __init__(self, url: str, n: int, ttl: int, *, train: bool = True, fill: str | None = None) -> None:
         import densekv
 
         self.client = redis.Redis.from_url(url)
         self.store = densekv.SessionStore(self.client, namespace="sess", expected_sessions=n,
-                                          ttl=ttl, fill=fill)
+                                          ttl=ttl, **fill_option(fill))
         self.train = train and hasattr(self.store, "train_dictionary")
         self.dictionary: int | None = None
         self.trained_on = 0
@@ -434,7 +442,7 @@ def wrk_run(wrk: str, script: Path, port: int, jar: Path, seconds: int, connecti
 
 
 def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
-                connections: int, ttl: int, profile: str = "P1", fill: int | None = None) -> dict[str, Any]:
+                connections: int, ttl: int, profile: str = "P1", fill: str | None = None) -> dict[str, Any]:
     """One framework on one server: both apps up at once, wrk on one at a time, the order
     alternating per round (densekv first in even rounds)."""
     from densekv.tools.lab.containers.components import find_component
@@ -447,7 +455,7 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
         "mix": f"90% GET /get/{E2E_READ_KEY[profile]}, 10% POST /seed {{n}} (a one-key write), random cookie",
         "served": " ".join(web_peers.SERVE[framework.removesuffix("-norefresh")][:-1]),
         "load": f"wrk {wrk.version} -t1 -c{connections} -d{seconds}s", "rounds": rounds,
-        "refresh_each_request": not framework.endswith("-norefresh"), "fill": fill,
+        "refresh_each_request": not framework.endswith("-norefresh"), "fill": fill or "default",
         "table_row": ["framework", "peer"]}
     work = Path(tempfile.mkdtemp(prefix="web_e2e_"))
     (script := work / "mix.lua").write_text(WRK_LUA.replace("READ_KEY", E2E_READ_KEY[profile]))
@@ -592,9 +600,10 @@ def main() -> None:
     ap.add_argument("--e2e-sessions", type=int, default=10_000, help="stored per app (e2e)")
     ap.add_argument("--e2e-profile", default="P1", choices=sorted(E2E_READ_KEY),
                     help="the stored sessions (e2e): P1 Django logins, P2 Flask-Login")
-    ap.add_argument("--e2e-fill", type=int, default=None,
+    ap.add_argument("--e2e-fill", default=None, metavar="F|none",
                     help="densekv's fill (mean sessions per partition at most; e2e): smaller "
-                         "listpacks, shorter server scans, more keys")
+                         "listpacks, shorter server scans, more keys; 'none': the densest "
+                         "partitions; default: the store's default")
     ap.add_argument("--seconds", type=int, default=6, help="wrk run per app per round (e2e)")
     ap.add_argument("--connections", type=int, default=None,
                     help="wrk connections (e2e; default: 4 for gunicorn's sync workers, which take "

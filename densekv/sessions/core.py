@@ -55,6 +55,7 @@ from densekv.sessions.identities import Identities, Lines
 from densekv.sessions.index import IdentityIndex
 from densekv.sessions.layouts.base import Layout
 from densekv.sessions.meta import (
+    DEFAULT_FILL,
     LAYOUTS,
     Choice,
     Lifecycle,
@@ -122,7 +123,7 @@ class SessionCore:
         index_identities: bool,
         partitions: int | None,
         clock: Callable[[], float],
-        fill: int | None = None,
+        fill: int | None = DEFAULT_FILL,
         max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,
         auto_train: int | None = AUTO_TRAIN,
         ticks: Callable[[], float] = time.monotonic,
@@ -572,6 +573,7 @@ class SessionCore:
 
 __all__ = [
     "AUTO_TRAIN",
+    "DEFAULT_FILL",
     "DEFAULT_TTL",
     "LAYOUTS",
     "SAMPLE_SESSIONS",

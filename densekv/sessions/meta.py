@@ -56,6 +56,14 @@ log = logging.getLogger(__name__)
 
 META_RECHECK_S = 5.0  # while a repartition runs, re-read the store metadata this often
 META_REFRESH_S = 60.0  # otherwise this often (a dictionary trained by another process)
+#: A new store's partitions hold this many sessions on average at most (SessionStore's
+#: `fill=`; None: as many as the listpack entry limit allows). A partition hash is a
+#: listpack, read by a scan from its start, and a split session's read scans for two
+#: entries: at the densest count (about 100-250 sessions, 200-500 entries a partition) the
+#: scans were most of the server's time per web request (issue 30; benchmarks/web_sessions.py
+#: --parts e2e --e2e-fill). Each extra partition costs about 74 bytes (a key and a small
+#: listpack: session_memory_partitions.jsonl), shared by the sessions it holds.
+DEFAULT_FILL = 64
 
 
 @dataclass(frozen=True)
@@ -214,10 +222,11 @@ def choose_layout(facts: ServerFacts) -> Choice:
 
 
 def make_layout(name: str, namespace: str, facts: ServerFacts, expected: int, partitions: int | None,
-                meta: StoreMeta | None = None, fill: int | None = None) -> Layout:
+                meta: StoreMeta | None = None, fill: int | None = DEFAULT_FILL) -> Layout:
     """Layout `name` for this server: `partitions`, the metadata's, or enough for
-    `expected` sessions at the spec's partition limit (LayoutUnavailable where the server
-    lacks what it needs, ValueError for a name the registry does not hold)."""
+    `expected` sessions at the spec's partition limit and at most `fill` on average
+    (LayoutUnavailable where the server lacks what it needs, ValueError for a name the
+    registry does not hold)."""
     spec = spec_of(name)
     limit = spec.partition_limit(facts.limits)
     if limit is None:
@@ -550,8 +559,8 @@ def facts_from_probe(client: Any) -> ServerFacts:
     return facts_of(probe(client))
 
 
-__all__ = ["AUTO_LAYOUT", "CAPABILITIES", "LAYOUTS", "META_RECHECK_S", "META_REFRESH_S", "SPECS", "Choice",
-           "LayoutLimits", "LayoutSpec", "Lifecycle", "Metadata", "ServerFacts", "StoreMeta", "choose_layout",
+__all__ = ["AUTO_LAYOUT", "CAPABILITIES", "DEFAULT_FILL", "LAYOUTS", "META_RECHECK_S", "META_REFRESH_S", "SPECS",
+           "Choice", "LayoutLimits", "LayoutSpec", "Lifecycle", "Metadata", "ServerFacts", "StoreMeta", "choose_layout",
            "facts_from_probe", "facts_of", "make_layout", "meta_key", "plan_meta", "spec_of"]
 
 

@@ -24,6 +24,7 @@ from densekv.errors import moved as _moved
 from densekv.flows import Flow, adrive, drive
 from densekv.sessions.core import (
     AUTO_TRAIN,
+    DEFAULT_FILL,
     DEFAULT_TTL,
     LAYOUTS,
     OneCreate,
@@ -113,8 +114,9 @@ class SessionStore(OpensOnce[SessionCore], _Options):
 
     layout: "auto" (dense on every server measured), or json, packed, hash, zset, dense,
     fieldttl. expected_sessions sizes the partitions of a new store; `partitions` forces a
-    count (a power of two); `fill` caps the mean sessions per partition (smaller listpacks
-    make HGET faster at ~70 bytes per extra partition key). A namespace's first store
+    count (a power of two); `fill` caps the mean sessions per partition (DEFAULT_FILL, 64:
+    shorter listpack scans per read and write at ~74 bytes per extra partition key; None:
+    as many as the listpack limit allows, the densest). A namespace's first store
     writes its layout and partition count to `{namespace}:meta`; later stores adopt them,
     and `repartition()` (or `densekv repartition`) grows the count online.
     max_data_bytes bounds the packed session data; auto_train: after this many payloads
@@ -136,7 +138,7 @@ class SessionStore(OpensOnce[SessionCore], _Options):
         index_identities: bool = True,
         *,
         partitions: int | None = None,
-        fill: int | None = None,
+        fill: int | None = DEFAULT_FILL,
         facts: ServerFacts | None = None,
         clock: Callable[[], float] = time.time,
         max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,
@@ -389,7 +391,7 @@ class AsyncSessionStore(AsyncOpensOnce[SessionCore], _Options):
         index_identities: bool = True,
         *,
         partitions: int | None = None,
-        fill: int | None = None,
+        fill: int | None = DEFAULT_FILL,
         facts: ServerFacts | None = None,
         clock: Callable[[], float] = time.time,
         max_data_bytes: int = DEFAULT_MAX_DATA_BYTES,

@@ -107,6 +107,14 @@ def session_specs() -> list[Any]:
     return sorted((s for s in SPECS if not s.baseline), key=lambda s: s.name != AUTO_LAYOUT)
 
 
+def default_fill() -> int | None:
+    """The mean sessions a new store's partition holds at most (meta.DEFAULT_FILL): the
+    planner sizes a store as SessionStore would."""
+    from densekv.sessions.meta import DEFAULT_FILL
+
+    return DEFAULT_FILL
+
+
 class SessionsPlanner:
     kind = "sessions"
 
@@ -166,7 +174,7 @@ class SessionsPlanner:
                      (f"with hash-max-listpack-value {need} every record (up to {longest} bytes) stays inline "
                       "(no continuation entry, no key of its own); a lookup scans longer listpack entries")),
                 ]
-            p = partition_count(wl.items, limit)
+            p = partition_count(wl.items, limit, fill=default_fill())
             shape = {"kind": "sessions", "field": 16 - partition_bits(p) // 8, "ttl": wl.ttl,
                      "record": longest, **pl.shape(wl.items)}
             out += [Candidate(spec.name, p, "poisson", shape, options, note) for options, note in variants]

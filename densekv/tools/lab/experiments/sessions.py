@@ -23,6 +23,7 @@ from typing import Any
 
 from densekv.errors import NotReplayable
 from densekv.keys import partition_count
+from densekv.sessions.meta import DEFAULT_FILL
 from densekv.tools.lab.experiments.base import (
     Context,
     Experiment,
@@ -116,7 +117,7 @@ def plan_variants(n: int, field_ttl: bool, hash_limit: int, zset_limit: int,
         if spec.name != SEED_LAYOUT or limit is None:
             out.append(Variant(spec.name, spec.name))
             continue
-        auto = partition_count(n, limit)
+        auto = partition_count(n, limit, fill=DEFAULT_FILL)
         if auto in seen:
             seen[auto].note += "; also the partition count densekv's rule picks for N"
         else:
