@@ -573,7 +573,6 @@ class SessionCore:
 
 __all__ = [
     "AUTO_TRAIN",
-    "DEFAULT_FILL",
     "DEFAULT_TTL",
     "LAYOUTS",
     "SAMPLE_SESSIONS",

@@ -24,7 +24,6 @@ from densekv.errors import moved as _moved
 from densekv.flows import Flow, adrive, drive
 from densekv.sessions.core import (
     AUTO_TRAIN,
-    DEFAULT_FILL,
     DEFAULT_TTL,
     LAYOUTS,
     OneCreate,
@@ -34,6 +33,7 @@ from densekv.sessions.core import (
     facts_of,
     make_layout,
 )
+from densekv.sessions.meta import DEFAULT_FILL
 from densekv.sessions.model import Identity, Record, Session
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES
 from densekv.twins import AsyncOpensOnce, OpensOnce, share_docstrings
