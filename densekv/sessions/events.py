@@ -41,7 +41,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -203,6 +203,12 @@ class Recorder:
                       "idle" if rec.expires_at < rec.absolute_at else "absolute", found_by=found_by, stream=stream)
 
 
+    def owes_events(self) -> bool:
+        """Whether the operation recorded events or payload sizes for the observers (else it
+        owes them only on_operation, which the store shells then call directly)."""
+        events = self.events
+        return events is not None and bool(events.pending or events.sizes)
+
     def owed(self, op: str, seconds: float, error: str | None) -> list[tuple[str, tuple[Any, ...]]]:
         """The observer calls an operation owes, its buffers drained: each event, the
         payload sizes it encoded, then the operation itself (what both store shells send
@@ -240,7 +246,7 @@ def _published(plans: list[Plan[Any]], namespace: str) -> Flow[None]:
         log.exception("densekv: %d session events not written to the event stream of %r", len(plans), namespace)
 
 
-def call_sync(observers: list[Any], method: str, *args: Any) -> None:
+def call_sync(observers: Sequence[Any], method: str, *args: Any) -> None:
     """Call `method` of every observer that has it; a failure is logged, not raised."""
     for obs in observers:
         fn = getattr(obs, method, None)
@@ -258,7 +264,7 @@ def call_sync(observers: list[Any], method: str, *args: Any) -> None:
             log.exception("densekv: observer %r failed in %s", obs, method)
 
 
-async def call_async(observers: list[Any], method: str, *args: Any) -> None:
+async def call_async(observers: Sequence[Any], method: str, *args: Any) -> None:
     """As call_sync, awaiting what an observer returns."""
     for obs in observers:
         fn = getattr(obs, method, None)

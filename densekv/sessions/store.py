@@ -193,14 +193,19 @@ class SessionStore(OpensOnce[SessionCore], _Options):
             raise
         finally:
             seconds = time.perf_counter() - start
-            publish = core.recorder.publish(core.namespace)
-            if publish is not None:  # XADDed after the operation; a failure is logged, never the operation's
-                drive(publish, self._ex)
-            observers = list(self._observers)
+            recorder = core.recorder
+            if recorder.outbox is not None:  # XADDed after the operation; a failure is logged, never the operation's
+                publish = recorder.publish(core.namespace)
+                if publish is not None:
+                    drive(publish, self._ex)
+            observers = tuple(self._observers)
             call_sync = self._call_sync  # events.call_sync, set by observe(): no import per call
             if call_sync is not None and observers:  # else only the stream listens
-                for method, args in core.recorder.owed(op, seconds, error):
-                    call_sync(observers, method, *args)
+                if recorder.owes_events():
+                    for method, args in recorder.owed(op, seconds, error):
+                        call_sync(observers, method, *args)
+                else:  # the common case: the operation alone (issue 34: the observed path's cost)
+                    call_sync(observers, "on_operation", op, seconds, error)
 
     def observe(self, observer: Observer) -> None:
         """Tell `observer` of every lifecycle event (its `on_event(SessionEvent)`) and every
@@ -451,15 +456,18 @@ class AsyncSessionStore(AsyncOpensOnce[SessionCore], _Options):
             raise
         finally:
             seconds = time.perf_counter() - start
-            publish = core.recorder.publish(core.namespace) if core is not None else None
-            if publish is not None:  # as SessionStore._run_observed
-                await adrive(publish, self._ex)
-            observers = list(self._observers)
+            recorder = core.recorder if core is not None else None
+            if recorder is not None and recorder.outbox is not None:  # as SessionStore._run_observed
+                publish = recorder.publish(core.namespace)  # type: ignore[union-attr]
+                if publish is not None:
+                    await adrive(publish, self._ex)
+            observers = tuple(self._observers)
             if call_async is not None and observers:  # else only the stream listens
-                owed = (core.recorder.owed(op, seconds, error) if core is not None
-                        else [("on_operation", (op, seconds, error))])
-                for method, args in owed:
-                    await call_async(observers, method, *args)
+                if recorder is not None and recorder.owes_events():
+                    for method, args in recorder.owed(op, seconds, error):
+                        await call_async(observers, method, *args)
+                else:
+                    await call_async(observers, "on_operation", op, seconds, error)
 
     def observe(self, observer: Observer) -> None:
         from densekv.sessions.events import call_async
