@@ -870,7 +870,7 @@ def main() -> None:
     ap.add_argument("--probe", type=int, default=200,
                     help="calls per side counting the commands sent")
     ap.add_argument("--sessions", type=int, default=10_000)
-    ap.add_argument("--fill", type=lambda v: None if v == "none" else int(v), default="default",
+    ap.add_argument("--fill", default="default", metavar="F|none",
                     help="the session stores' fill= (mean sessions per partition at most; 'none': "
                          "the densest the listpack limit allows; default: the store's default)")
     ap.add_argument("--pin", type=lambda v: tuple(int(x) for x in v.split(",")), default=None,
@@ -882,7 +882,7 @@ def main() -> None:
                     help="session get / touch / apply with these session metrics against without them")
     args = ap.parse_args()
     if args.fill != "default":
-        FILL["fill"] = args.fill
+        FILL["fill"] = None if args.fill == "none" else int(args.fill)
     args.rounds = args.rounds or (4 if args.quick else 16)
     args.calls = args.calls or (200 if args.quick else 1000)
     servers = [s for s in args.servers.split(",") if s]
