@@ -202,7 +202,6 @@ class Recorder:
             self.emit("expired", rec.digest, rec.identity,
                       "idle" if rec.expires_at < rec.absolute_at else "absolute", found_by=found_by, stream=stream)
 
-
     def owes_events(self) -> bool:
         """Whether the operation recorded events or payload sizes for the observers (else it
         owes them only on_operation, which the store shells then call directly)."""
