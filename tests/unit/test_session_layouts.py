@@ -247,3 +247,21 @@ def test_no_flow_asks_which_class_a_layout_is() -> None:
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith(("densekv.sessions.layouts.partitioned",
                                                    "densekv.sessions.layouts.perkey")), f"{path}:{node.lineno}"
+
+
+def test_a_new_store_and_the_planner_size_partitions_by_the_same_fill() -> None:
+    """On a server's default hash-max-listpack-entries (512: 256 sessions of two entries a
+    partition) the entry limit alone allows ~200 sessions a partition; the fill default caps
+    the mean at 64 (issue 30: shorter listpack scans), fill=None keeps the densest count,
+    and the planner prices the count a store would make."""
+    limits = LayoutLimits(hash_max_listpack_entries=512, hash_max_listpack_value=64, zset_max_listpack_entries=128)
+    facts = ServerFacts(limits, "hsetex", "hashtable")
+    made = make_layout("dense", "ns", facts, 100_000, None)
+    densest = make_layout("dense", "ns", facts, 100_000, None, fill=None)
+    assert densest.partitions == partition_count(100_000, 256) == 512
+    assert made.partitions == partition_count(100_000, 256, fill=meta.DEFAULT_FILL) == 2048
+    assert 100_000 / made.partitions <= meta.DEFAULT_FILL < 100_000 / densest.partitions
+    caps = Capabilities("valkey", "9.1.0", "libc", 512, 64, 128, 64, 128, 64, 512, "hsetex", "hashtable", (),
+                        False, 0, "noeviction", False)
+    cands = SessionsPlanner().candidates(Workload("sessions", 100_000), caps)
+    assert {c.partitions for c in cands if c.layout == "dense"} == {made.partitions}
