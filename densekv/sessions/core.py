@@ -157,12 +157,12 @@ class SessionCore:
 
         self.recorder = Recorder(life.stream, self.now)  # lifecycle events, recorded only while listened to
         emit_removed = self.recorder.emit_removed
-        self.sweeper = Sweeper(self.metadata, self.index, self.now, emit_removed, life.stream)
+        self.sweeper = Sweeper(self.metadata, self.index, self.now, emit_removed)
         self.identities = Identities(self.index, self.metadata, self.payloads, self.run_on, self.now,
                                      emit_removed, self.lines, self.idle_ttl)
         self.rotations = Rotations(self.metadata, self.index, self.lines, self.identities, self.run_on, self.now,
                                    self.recorder.emit, self.destroy_digest, facts.cluster)
-        self.metadata.follow(self.lines.use, self.recorder.use, self.sweeper.use)  # the namespace's options, as they change
+        self.metadata.follow(self.lines.use, self.recorder.use)  # the namespace's options, as they change
 
     @property
     def ttl(self) -> int:

@@ -27,7 +27,7 @@ from densekv.lua import script
 from densekv.plan import Plan, command, script_call
 from densekv.sessions.index import IdentityIndex
 from densekv.sessions.layouts.base import Partitioned
-from densekv.sessions.meta import Lifecycle, Metadata, plan_meta
+from densekv.sessions.meta import Metadata, plan_meta
 from densekv.sessions.model import Identity, Record
 
 SWEEP_BATCH = 64  # partitions per round trip
@@ -41,21 +41,20 @@ class Sweeper:
     finish (adopt), and reports what it removes through `emit_removed` (SessionCore's)."""
 
     def __init__(self, metadata: Metadata, index: IdentityIndex | None, now: Callable[[], int],
-                 emit_removed: Callable[..., None], stream: int | None) -> None:
-        """`now`: the store's clock (unix seconds); `stream`: the event stream's cap, None
-        without one (expiries are announced there before a sweep removes them)."""
+                 emit_removed: Callable[..., None]) -> None:
+        """`now`: the store's clock (unix seconds)."""
         self.metadata = metadata
         self.index = index
         self.now = now
         self.emit_removed = emit_removed
-        self.stream = stream
         self.sweep_cursor = 0  # the next sweep unit (partition) a sweep starts from
         self.index_cursor = 0  # ... and the next index partition
 
-    def use(self, life: Lifecycle) -> None:
-        """The namespace's lifecycle options from now on (meta.Metadata.follow): the event
-        stream's cap, which hears of expiries before a sweep removes them."""
-        self.stream = life.stream
+    @property
+    def stream(self) -> int | None:
+        """The event stream's cap, None without one (expiries are announced there before a
+        sweep removes them): the namespace's lifecycle options as the metadata holds them."""
+        return self.metadata.life.stream
 
     def repartition(self, partitions: int, progress: Callable[[int, int], None] | None,
                     refresh: Callable[[], Flow[bool]]) -> Flow[dict[str, Any]]:
