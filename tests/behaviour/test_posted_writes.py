@@ -70,9 +70,13 @@ def test_a_round_trip_cancelled_around_its_posted_write_leaves_no_reply_behind(
         # others post their writes), the other reused by every round trip of the test
         aclient = redis.asyncio.Redis(host="127.0.0.1", port=server.port, max_connections=2)
         ex = AsyncExecutor(aclient)
-        waiter = asyncio.ensure_future(ex.run_many([command("BLPOP", "never-pushed", 5)]))
-        await asyncio.sleep(0.05)
-        assert wire._WAITING.round_trips == 1
+        waiter = asyncio.ensure_future(ex.run_many([command("BLPOP", "never-pushed", 60)]))
+        # the waiter counts itself once its connection is up: on a busy machine that can take
+        # longer than any fixed sleep, so wait for it (and for the server to hold it blocked)
+        deadline = asyncio.get_running_loop().time() + 30
+        while wire._WAITING.round_trips != 1 or client.info("clients")["blocked_clients"] != 1:
+            assert asyncio.get_running_loop().time() < deadline, "the waiting round trip never started"
+            await asyncio.sleep(0.01)
         assert await ex.run_many([command("GET", "mine")]) == [b"my session"]
         for _ in range(5):
             task = asyncio.ensure_future(ex.run_many([command("GET", "theirs")]))
