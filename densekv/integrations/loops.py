@@ -52,8 +52,7 @@ class StoresPerLoop:
 
     async def current(self) -> AsyncSessionStore:
         loop = asyncio.get_running_loop()
-        with self._lock:
-            entry = self._stores.get(loop)
+        entry = self._stores.get(loop)  # one dict read, atomic: the lock guards the changes below
         if entry is None:
             store = self.factory()
             keeper = closing(store.client)

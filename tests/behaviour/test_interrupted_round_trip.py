@@ -21,6 +21,7 @@ import pytest
 import redis
 import redis.asyncio
 
+from densekv import wire
 from densekv.errors import ServerUnavailable
 from densekv.executors import AsyncExecutor, SyncExecutor
 from densekv.plan import command
@@ -120,6 +121,64 @@ def test_an_asyncio_round_trip_past_its_socket_timeout_is_server_unavailable(sto
         for _ in range(3):
             got = await ex.run_many([command("GET", "user:b") for _ in range(batch)])
             assert got == [b"bob's session"] * batch
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_asyncio_round_trips_under_different_socket_timeouts_each_end_at_their_own(
+        stoppable: ServerProcess) -> None:
+    """One loop's round trips share one timer (wire._Deadlines), armed for the earliest
+    deadline: a round trip under a short socket_timeout that starts after one under a long
+    one still times out at its own deadline, the long one goes on waiting and ends with
+    its reply, and round trips that end in time leave no deadline behind."""
+    async def main() -> None:
+        patient = redis.asyncio.Redis(host="127.0.0.1", port=stoppable.port, socket_timeout=30)
+        hasty = redis.asyncio.Redis(host="127.0.0.1", port=stoppable.port, socket_timeout=0.3)
+        slow, fast = AsyncExecutor(patient), AsyncExecutor(hasty)
+        for _ in range(50):  # in time: entered and left
+            assert await fast.run_many([command("GET", "user:b")]) == [b"bob's session"]
+        assert await slow.run_many([command("GET", "user:b")]) == [b"bob's session"]
+        loop = asyncio.get_running_loop()
+        assert not wire._WAITING.deadlines_of(loop).due
+        assert stoppable.proc is not None
+        stoppable.proc.send_signal(signal.SIGSTOP)
+        waiting = asyncio.ensure_future(slow.run_many([command("GET", "user:a")]))
+        await asyncio.sleep(0.05)
+        started = loop.time()
+        with pytest.raises(ServerUnavailable, match="Timeout reading"):
+            await fast.run_many([command("GET", "user:a")])
+        assert 0.25 <= loop.time() - started < 5  # its own 0.3 s, not the patient one's 30
+        assert not waiting.done()
+        stoppable.proc.send_signal(signal.SIGCONT)
+        assert await waiting == [b"alice's session"]
+        assert await fast.run_many([command("GET", "user:b")]) == [b"bob's session"]
+        assert not wire._WAITING.deadlines_of(loop).due
+        await patient.aclose()
+        await hasty.aclose()
+
+    asyncio.run(main())
+
+
+def test_an_asyncio_round_trip_cancelled_by_its_caller_is_cancelled_not_timed_out(
+        stoppable: ServerProcess) -> None:
+    """A cancellation that is not the deadline's goes on as CancelledError, also when the
+    deadline passes while the cancelled task unwinds."""
+    async def main() -> None:
+        client = redis.asyncio.Redis(host="127.0.0.1", port=stoppable.port, socket_timeout=0.2)
+        ex = AsyncExecutor(client)
+        assert await ex.run_many([command("GET", "user:b")]) == [b"bob's session"]
+        assert stoppable.proc is not None
+        stoppable.proc.send_signal(signal.SIGSTOP)
+        task = asyncio.ensure_future(ex.run_many([command("GET", "user:a")]))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await asyncio.sleep(0.3)  # past the deadline: nothing left to cancel
+        assert not wire._WAITING.deadlines_of(asyncio.get_running_loop()).due
+        stoppable.proc.send_signal(signal.SIGCONT)
+        assert await ex.run_many([command("GET", "user:b")]) == [b"bob's session"]
         await client.aclose()
 
     asyncio.run(main())
