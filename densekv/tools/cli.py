@@ -304,9 +304,9 @@ def sweep(url: str | None, server_name: str | None, namespace: str, layout: str,
     from densekv.sessions import SessionStore
 
     with target_client(url, server_name, mine=True) as client:
-        life = _require_store(client, namespace, url)
+        recorded = _require_store(client, namespace, url)
         store = SessionStore(client, namespace=namespace, layout=layout,
-                             expected_sessions=expected_sessions, partitions=partitions, **life).open()
+                             expected_sessions=expected_sessions, partitions=partitions, **recorded).open()
         passes = 0
         while True:
             started = time.monotonic()
@@ -354,8 +354,9 @@ def repartition(url: str | None, server_name: str | None, namespace: str, partit
 def _require_store(client: Any, namespace: str, url: str | None) -> dict[str, Any]:
     """A UsageError (exit 2, nothing written) unless the namespace holds a session store:
     opening a SessionStore on an empty namespace would write its metadata. The lifecycle
-    options the namespace records, as SessionStore keywords: the command's store opens with
-    them (a sweep announces expiries to the event stream the app writes to)."""
+    options and the identity-index setting the namespace records, as SessionStore keywords:
+    the command's store opens with them (a sweep announces expiries to the event stream the
+    app writes to; a namespace made with index_identities=False opens that way)."""
     from densekv.sessions.meta import Lifecycle, meta_key
 
     where = "this server" if url else "a throwaway embedded server (give --url of your server)"
@@ -371,8 +372,11 @@ def _require_store(client: Any, namespace: str, url: str | None) -> dict[str, An
             f"{meta.decode(errors='replace')} holds a {kind.decode()}, not a densekv session store's "
             "metadata: check --namespace and --url"
         )
-    life = client.hget(meta, "life")
-    return Lifecycle.parse(life.decode(errors="replace")).keywords() if life is not None else {}
+    life, index = client.hmget(meta, "life", "index")
+    options = Lifecycle.parse(life.decode(errors="replace")).keywords() if life is not None else {}
+    if index is not None:  # the stores' identity index, kept or not: a store that disagrees is refused
+        options["index_identities"] = index == b"1"
+    return options
 
 
 def _register_lab() -> None:

@@ -131,6 +131,32 @@ def test_sweep_and_repartition_open_the_store_with_the_namespaces_lifecycle_opti
     assert client.hget(f"{ns}:meta", "life") == b"devices=0 limit=5 on_limit=evict stream=1000"
 
 
+def test_sweep_and_repartition_open_a_namespace_made_without_the_identity_index(server: ServerProcess) -> None:
+    """A namespace whose stores keep no identity index: the commands' stores open it that
+    way (with the default, index_identities=True, they were refused: exit 2, nothing done)."""
+    import time
+
+    from densekv.sessions import SessionStore
+
+    client = server.client()
+    client.flushall()
+    ns = "clinoix"
+    store = SessionStore(client, ns, layout="dense", ttl=1, partitions=16, index_identities=False)
+    store.create_many(range(30))
+    keep = SessionStore(client, ns, layout="dense", ttl=3600, partitions=16, index_identities=False).create(7)
+    time.sleep(2.1)
+    out = run("sweep", "--url", server.url, "--namespace", ns, "--layout", "dense")
+    assert out.returncode == 0, out.stderr
+    assert "swept 30 expired sessions" in out.stdout
+    out = run("repartition", "--url", server.url, "--namespace", ns, "--partitions", "32", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["partitions"] == 32
+    assert client.hget(f"{ns}:meta", "index") == b"0"
+    after = SessionStore(client, ns, layout="dense", ttl=3600, index_identities=False)
+    got = after.get(keep)
+    assert got is not None and got.identity == 7 and after.count() == 1
+
+
 def test_repartition_command_grows_a_store_and_refuses_a_missing_one(server: ServerProcess) -> None:
     from densekv.sessions import SessionStore
 
