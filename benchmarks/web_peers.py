@@ -12,6 +12,9 @@ starsessions 2.2 (RedisStore). Two jobs, one per half of the benchmark:
 What each peer writes for a session (the `data` of a profile, TTL 30 days):
   flask-session  SET session:<token_urlsafe(32)>  msgspec msgpack of {"_permanent": true, **data}
   django-cache   SET :1:django.contrib.sessions.cache<32 [a-z0-9]>  pickle (protocol 5) of data
+  django-redis   the same key, written by django-redis's RedisCache (its pickle of data):
+                 the e2e part's second Django peer (--frameworks django-redis), when
+                 django-redis is installed (`pip install django-redis`)
   starsessions   SET starsessions.<token_hex(16)>  JSON of {**data, "__metadata__": {lifetime,
                  created, last_access}}
 Loading one request at a time costs a round trip (~50 us) per session, so the loaders hand
@@ -120,10 +123,17 @@ class FlaskSessionLoader:
 
 
 # -- Django's cache backend ------------------------------------------------------------------
-def django_configure(url: str, ttl: int, densekv: dict[str, Any] | None = None) -> None:
-    """Configure Django once per process: RedisCache on `url`, the cache session engine,
-    cookie "session", and DENSEKV_SESSIONS for densekv's engine (the timing half switches
-    SESSION_ENGINE per test client)."""
+#: the cache backend under Django's cache session engine, per Django peer
+CACHE_BACKENDS = {"django-cache": "django.core.cache.backends.redis.RedisCache",
+                  "django-redis": "django_redis.cache.RedisCache"}
+
+
+def django_configure(url: str, ttl: int, densekv: dict[str, Any] | None = None,
+                     cache: str = "django-cache") -> None:
+    """Configure Django once per process: the `cache` peer's cache backend on `url` (Django's
+    RedisCache, or django-redis's), the cache session engine, cookie "session", and
+    DENSEKV_SESSIONS for densekv's engine (the timing half switches SESSION_ENGINE per test
+    client)."""
     import django
     from django.conf import settings
 
@@ -132,8 +142,7 @@ def django_configure(url: str, ttl: int, densekv: dict[str, Any] | None = None) 
     settings.configure(
         SECRET_KEY=SECRET, DEBUG=False, ALLOWED_HOSTS=["testserver"], USE_TZ=True,
         INSTALLED_APPS=[], DATABASES={},
-        CACHES={"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
-                            "LOCATION": url}},
+        CACHES={"default": {"BACKEND": CACHE_BACKENDS[cache], "LOCATION": url}},
         SESSION_ENGINE="django.contrib.sessions.backends.cache",
         SESSION_COOKIE_NAME=COOKIE, SESSION_COOKIE_AGE=ttl,
         MIDDLEWARE=["django.contrib.sessions.middleware.SessionMiddleware"],
@@ -337,15 +346,59 @@ class AiohttpSessionLoader:
         self.client.close()
 
 
-LOADERS: dict[str, type[FlaskSessionLoader | DjangoCacheLoader | StarsessionsLoader | AiohttpSessionLoader]] = {
+class DjangoRedisLoader:
+    name = "django-redis"
+    driven = ("django.contrib.sessions.backends.cache.SessionStore() per session on django-redis's "
+              "RedisCache: update(data), save() -> create() (its EXISTS, then django-redis's "
+              "SET NX EX of its pickle), one session at a time; verified with "
+              "SessionStore(key).load()")
+
+    def __init__(self, url: str, ttl: int) -> None:
+        try:
+            import django_redis  # noqa: F401  # the issue's "django-redis if it installs"
+        except ImportError as exc:
+            raise SystemExit("the django-redis peer needs django-redis: pip install django-redis") from exc
+        django_configure(url, ttl, cache="django-redis")
+        self.client = redis.Redis.from_url(url)
+
+    def load(self, items: Iterable[Item], keep: Callable[[int], bool]) -> list[Sample]:
+        from django.contrib.sessions.backends.cache import SessionStore
+
+        samples: list[Sample] = []
+        for n, _identity, data in items:
+            store = SessionStore()
+            store.update(data)
+            store.save()
+            if keep(n):
+                samples.append((store.session_key, dict(data)))  # type: ignore[arg-type]
+        return samples
+
+    def close(self) -> None:
+        from django.core.cache import caches
+
+        caches["default"].close()
+        self.client.close()
+
+
+LOADERS: dict[str, type[FlaskSessionLoader | DjangoCacheLoader | DjangoRedisLoader | StarsessionsLoader
+                        | AiohttpSessionLoader]] = {
     "flask-session": FlaskSessionLoader,
     "django-cache": DjangoCacheLoader,
+    "django-redis": DjangoRedisLoader,
     "starsessions": StarsessionsLoader,
     "aiohttp-session": AiohttpSessionLoader,
 }
 #: the peer each framework's timing compares densekv with
 PEER_OF = {"flask": "flask-session", "flask-norefresh": "flask-session",
-           "django": "django-cache", "starlette": "starsessions", "aiohttp": "aiohttp-session"}
+           "django": "django-cache", "django-redis": "django-redis", "starlette": "starsessions",
+           "aiohttp": "aiohttp-session"}
+#: the app a framework variant serves: Flask without refresh is Flask, Django against
+#: django-redis is Django (the same densekv engine; the peer's cache backend differs)
+BASE = {"flask-norefresh": "flask", "django-redis": "django"}
+
+
+def base(framework: str) -> str:
+    return BASE.get(framework, framework)
 
 
 # -- apps for the request timing ---------------------------------------------------------
@@ -521,13 +574,14 @@ def e2e_flask() -> Any:
 
 
 def e2e_django() -> Any:
-    """gunicorn 'web_peers:e2e_django()': densekv's engine or Django's cache backend."""
+    """gunicorn 'web_peers:e2e_django()': densekv's engine, or Django's cache session engine
+    on Django's RedisCache or (E2E_CACHE=django-redis) on django-redis's."""
     from django.conf import settings
     from django.core.wsgi import get_wsgi_application
 
     url, ours, ttl, n = _e2e()
     django_configure(url, ttl, {"url": url, "namespace": "sess", "expected_sessions": n,
-                                "ttl": ttl})
+                                "ttl": ttl}, cache=os.environ.get("E2E_CACHE", "django-cache"))
     settings.SESSION_ENGINE = ("densekv.integrations.django" if ours
                                else "django.contrib.sessions.backends.cache")
     DjangoUrls.build()
@@ -638,7 +692,7 @@ SERVE = {"flask": ["gunicorn", "-w", "2", "-k", "sync", "web_peers:e2e_flask()"]
 
 def serve(framework: str, ours: bool, url: str, ttl: int, n: int, port: int) -> Any:
     """Start one app server (its own process group) on 127.0.0.1:port."""
-    argv = list(SERVE[framework.removesuffix("-norefresh")])
+    argv = list(SERVE[base(framework)])
     if argv[0] == "uvicorn":  # uvicorn's own --workers path leaves TCP_NODELAY off
         argv = ["-c", f"import web_peers; web_peers.uvicorn_workers({port}, {argv[2]})"]
     else:
@@ -647,6 +701,7 @@ def serve(framework: str, ours: bool, url: str, ttl: int, n: int, port: int) -> 
     env = {**os.environ, "E2E_URL": url, "E2E_BACKEND": "densekv" if ours else "peer",
            "E2E_TTL": str(ttl), "E2E_SESSIONS": str(n),
            "E2E_REFRESH": "0" if framework.endswith("-norefresh") else "1",
+           "E2E_CACHE": PEER_OF[framework] if base(framework) == "django" else "",
            "PYTHONPATH": os.pathsep.join(filter(None, (os.environ.get("PYTHONPATH"), here)))}
     return subprocess.Popen([sys.executable, *argv], env=env,
                             start_new_session=True)

@@ -83,10 +83,13 @@ from densekv.tools.measure import Meter
 from densekv.tools.server.binaries import find_servers
 from densekv.tools.server.process import ServerProcess
 
-STORES = ("densekv", *(s for s in web_peers.LOADERS if s != "aiohttp-session"))  # the memory part's default
-#: the default --frameworks; "aiohttp" (against aiohttp-session's RedisStorage) runs in the
-#: e2e part only (the timing part has no test-client app for it): --frameworks aiohttp
-FRAMEWORKS = tuple(f for f in web_peers.PEER_OF if f != "aiohttp")
+#: the memory part's default (--stores django-redis too, where django-redis is installed)
+STORES = ("densekv", *(s for s in web_peers.LOADERS if s not in ("aiohttp-session", "django-redis")))
+#: the default --frameworks; "aiohttp" (against aiohttp-session's RedisStorage) and
+#: "django-redis" (Django against django-redis's cache backend, `pip install django-redis`)
+#: run in the e2e part only (the timing part has no test-client app for them):
+#: --frameworks aiohttp,django-redis
+FRAMEWORKS = tuple(f for f in web_peers.PEER_OF if f not in ("aiohttp", "django-redis"))
 TTL = 30 * 24 * 3600  # every store keeps a session 30 days
 BATCH = 1000  # densekv sessions per round trip
 TRAIN_N = 2000  # sessions whose data trains the dictionary (the store's own AUTO_TRAIN)
@@ -101,7 +104,7 @@ SCRATCH = {"slowlog-log-slower-than": "-1"}
 #: time, so 4 keep both busy; a uvicorn worker keeps the keep-alive connections the kernel
 #: handed it (SO_REUSEPORT: web_peers.uvicorn_workers), and 16 spread evenly enough that a
 #: round does not measure a 3-to-1 split of 4 connections (req/s moved by 1.5x with it)
-CONNECTIONS = {"flask": 4, "flask-norefresh": 4, "django": 4, "starlette": 16, "aiohttp": 16}  # slowlog entries are not data (see measure.py)
+CONNECTIONS = {"flask": 4, "flask-norefresh": 4, "django": 4, "django-redis": 4, "starlette": 16, "aiohttp": 16}  # slowlog entries are not data (see measure.py)
 
 
 def items(profile: str, start: int, stop: int) -> Iterator[Item]:
@@ -453,7 +456,7 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
         "benchmark": "web_sessions", "part": "e2e", "commit": gitstamp.commit(), "server": server,
         "framework": framework, "peer": peer, "profile": profile, "profile_name": NAMES[profile], "sessions": n,
         "mix": f"90% GET /get/{E2E_READ_KEY[profile]}, 10% POST /seed {{n}} (a one-key write), random cookie",
-        "served": " ".join(web_peers.SERVE[framework.removesuffix("-norefresh")][:-1]),
+        "served": " ".join(web_peers.SERVE[web_peers.base(framework)][:-1]),
         "load": f"wrk {wrk.version} -t1 -c{connections} -d{seconds}s", "rounds": rounds,
         "refresh_each_request": not framework.endswith("-norefresh"), "fill": fill or "default",
         "table_row": ["framework", "peer"]}
