@@ -135,7 +135,8 @@ class Payloads:
                     break
                 key = parts.hash_key(p)
                 _, flat = (yield [Plan((Command(("HSCAN", key, 0, "COUNT", 1000), (key,)),), lambda r: r[0])])[0]
-                recs = [unpack_record(join_digest(p, flat[i], parts.bits), flat[i + 1]) for i in range(0, len(flat), 2)]
+                recs = [unpack_record(join_digest(p, flat[i], parts.bits), flat[i + 1]) for i in range(0, len(flat), 2)
+                        if not parts.is_cont(flat[i])]  # a split session's rest: read with its record
                 recs = yield from self.fill_outside(layout, [r for r in recs if r.payload is not None or r.outside])
                 packed += [pack_data(r.data, self.codec.max_bytes) for r in recs if r.data is not None]
         return (yield from self.store_dictionary(packed, home))

@@ -78,6 +78,24 @@ def test_train_dictionary_samples_the_store_itself(client: redis.Redis) -> None:
     assert store.get(tokens[3]).data == session("P3", 3)[1]  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("partitions", [16, 256], ids=["cont-bit", "cont-suffix"])
+def test_train_dictionary_samples_a_store_of_split_sessions(client: redis.Redis, partitions: int) -> None:
+    """Sampled from the store, a split session is its record and its continuation field
+    (top bit set, or the field and a 0 byte where the partition bits fill whole bytes): the
+    continuation is read with its record, never taken for one (it was: DecodeError)."""
+    store = SessionStore(client, layout="dense", partitions=partitions, auto_train=None).open()
+    store.train_dictionary([d for _, d in sessions("P2", 300, start=5000)])  # P2 sessions split with it
+    tokens = [store.create(i, d) for i, d in sessions("P2", 400)]
+    assert store.stats()["split_sessions"] >= 300
+    first = store.explain()["dictionary"]
+    trained = store.train_dictionary()  # from the stored sessions
+    assert trained == store.explain()["dictionary"] and trained != first
+    for n in (0, 7, 399):
+        assert store.get(tokens[n]).data == session("P2", n)[1]  # type: ignore[union-attr]
+        store.apply(tokens[n], {"n": n})
+        assert store.get(tokens[n]).data == {**session("P2", n)[1], "n": n}  # type: ignore[union-attr]
+
+
 def test_anonymous_sessions_have_no_index_entry_and_log_in_atomically(client: redis.Redis) -> None:
     store = SessionStore(client, layout="dense", expected_sessions=100).open()
     anon = store.create(None, {"csrf_token": "ab" * 20})

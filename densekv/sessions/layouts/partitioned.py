@@ -143,6 +143,11 @@ class PartitionedLayout(Layout):
     def cont_key(self, partition: int) -> bytes:
         return self.key_at("sc", partition, self.bits)
 
+    def is_cont(self, field: bytes) -> bool:
+        """Whether a field of one of this layout's partition hashes is a split session's
+        continuation (not a record): what a scan of a partition must skip."""
+        return is_cont_field(field, self.bits)
+
     def ool_key(self, digest: bytes) -> bytes:
         """The session's out-of-line payload key: same hash tag as its partitions."""
         root = split_digest(digest, self.base_bits)[0]
