@@ -4,8 +4,9 @@ listpack value.
 
 Per profile (P0 anonymous, P1 Django login, P1k = P1 plus the key "n" the e2e mix
 writes (1..10**6), P1w = P1 stored, then that key written into each: the e2e's sessions
-after its writes, the key unseen by the dictionary, P2 Flask-Login, P3 shop), one fresh
-server: a SessionStore(layout="dense",
+after its writes, the key unseen by the dictionary, P1r = P1w after
+`store.train_dictionary()` (trained again on the stored sessions) and one more write of
+each, P2 Flask-Login, P3 shop), one fresh server: a SessionStore(layout="dense",
 ttl 30 days, and idle_ttl 2 days where --idle) sized for --n sessions, its dictionary
 trained on the first 2,000 sessions' data (as web_sessions.py and the store's auto_train
 do), --n sessions stored by create_each; then every partition hash is read back (HGETALL)
@@ -50,12 +51,13 @@ import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted co
 from records import emit
 
 from densekv.sessions import SessionStore
+from densekv.sessions.layouts.partitioned import cont_field, is_cont_field
 from densekv.tools.lab.session_profiles import NAMES, session
 from densekv.tools.server.binaries import find_servers
 from densekv.tools.server.process import ServerProcess
 
 OUT = Path(__file__).parent / "results" / "record_bytes.jsonl"
-PROFILES = ("P0", "P1", "P1k", "P1w", "P2", "P3")
+PROFILES = ("P0", "P1", "P1k", "P1w", "P1r", "P2", "P3")
 TRAIN_N = 2000
 TTL, IDLE = 30 * 86400, 2 * 86400
 SPLIT_HERE, SPLIT_OLD, OUT_OF_LINE = 0x0C, 0x0D, 0x0F
@@ -85,7 +87,7 @@ def element_overhead(size: int) -> int:
     return header + back
 
 
-def taken_apart(field: bytes, raw: bytes, rest: bytes | None) -> tuple[str, dict[str, int], str]:
+def taken_apart(field: bytes, raw: bytes, rest: bytes | None, cont: bytes = b"") -> tuple[str, dict[str, int], str]:
     """(kind, bytes by part, codec) of one stored session: kind inline, split or
     out_of_line; codec plain, zstd, deflate or "" (no payload, or out of line)."""
     flags = raw[0]
@@ -111,8 +113,9 @@ def taken_apart(field: bytes, raw: bytes, rest: bytes | None) -> tuple[str, dict
         if rest is None:
             raise AssertionError("a split record without its continuation")
         kind = "split"
-        parts["split"] = 1 + (len(field) if framed[0] == SPLIT_HERE else 0)
-        parts["listpack"] += element_overhead(len(field)) + element_overhead(len(rest))
+        named = len(field) + (1 if len(cont) > len(field) else 0)  # cont_field: the field, + a 0 byte where bits % 8 == 0
+        parts["split"] = 1 + (named if framed[0] == SPLIT_HERE else 0)
+        parts["listpack"] += element_overhead(named) + element_overhead(len(rest))
         framed = framed[1:] + rest
     parts["codec"] = 1
     if framed[0] & 0xF0 in (0x20, 0x50):
@@ -126,16 +129,21 @@ def measure(server: str, profile: str, n: int, idle: bool) -> dict[str, Any]:
         client = proc.client()
         store = SessionStore(client, namespace="sess", layout="dense", expected_sessions=n, ttl=TTL,
                              idle_ttl=IDLE if idle else None)
-        stored = "P1" if profile == "P1w" else profile
+        stored = "P1" if profile in ("P1w", "P1r") else profile
         store.train_dictionary([profile_session(stored, i)[1] for i in range(min(n, TRAIN_N))])
         made = (profile_session(stored, i) for i in range(n))
         tokens: list[str] = []
         while batch := list(itertools.islice(made, 1000)):
             tokens += store.create_each(batch, batch=len(batch))
-        if profile == "P1w":  # the e2e's sessions after its writes: "n" unseen by the dictionary
+        if profile in ("P1w", "P1r"):  # the e2e's sessions after its writes: "n" unseen by the dictionary
             for i, token in enumerate(tokens):
                 store.apply(token, {"n": profile_session("P1k", i)[1]["n"]})
-        limit = int(store.explain()["hash_max_listpack_value"])
+        if profile == "P1r":  # then a dictionary trained again on the stored sessions, and each written once more
+            store.train_dictionary()
+            for i, token in enumerate(tokens):
+                store.apply(token, {"n": profile_session("P1k", i)[1]["n"] + 1})
+        explained = store.explain()
+        limit, bits = int(explained["hash_max_listpack_value"]), int(explained["partitions"]).bit_length() - 1
         kinds: Counter[str] = Counter()
         sums: dict[str, Counter[str]] = {}
         codecs: Counter[str] = Counter()
@@ -143,10 +151,10 @@ def measure(server: str, profile: str, n: int, idle: bool) -> dict[str, Any]:
         for key in client.scan_iter(match=b"sess:sd:*", count=1000):
             entries = client.hgetall(key)
             for field, raw in entries.items():
-                if field[0] & 0x80:  # a continuation field, read with its record
+                if is_cont_field(field, bits):  # a continuation field, read with its record
                     continue
-                cont = bytes([field[0] | 0x80]) + field[1:]
-                kind, parts, codec = taken_apart(field, raw, entries.get(cont))
+                cont = cont_field(field, bits)
+                kind, parts, codec = taken_apart(field, raw, entries.get(cont), cont)
                 kinds[kind] += 1
                 sums.setdefault(kind, Counter()).update(parts)
                 if codec:
@@ -157,7 +165,8 @@ def measure(server: str, profile: str, n: int, idle: bool) -> dict[str, Any]:
                     fits_ref_1b += 1
         total = sum(kinds.values())
     means = {kind: {p: round(v / kinds[kind], 2) for p, v in sorted(c.items())} for kind, c in sums.items()}
-    return {"profile": profile, "profile_name": NAMES.get(profile, "django_login plus n" if profile == "P1k" else "django_login, n written"), "n": total,
+    return {"profile": profile, "profile_name": NAMES.get(profile, {"P1k": "django_login plus n", "P1w": "django_login, n written"}.get(
+                profile, "django_login, n written, dictionary trained again")), "n": total,
             "idle_ttl": IDLE if idle else None, "hash_max_listpack_value": limit,
             "inline_share": round(kinds["inline"] / total, 4), "split_share": round(kinds["split"] / total, 4),
             "out_of_line_share": round(kinds["out_of_line"] / total, 4),

@@ -9,9 +9,11 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 import redis
 
 from densekv.sessions import SessionStore
+from densekv.sessions.layouts.partitioned import cont_field, is_cont_field
 from densekv.tools.lab.session_profiles import session
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -29,10 +31,12 @@ def record_bytes() -> ModuleType:
         sys.path.remove(str(BENCH))
 
 
-def test_the_parts_add_up_to_the_stored_bytes(client: redis.Redis) -> None:
+@pytest.mark.parametrize("partitions", [16, 256], ids=["cont-bit", "cont-suffix"])
+def test_the_parts_add_up_to_the_stored_bytes(client: redis.Redis, partitions: int) -> None:
     rb = record_bytes()
-    store = SessionStore(client, namespace="rb", layout="dense", expected_sessions=400, ttl=86400,
+    store = SessionStore(client, namespace="rb", layout="dense", partitions=partitions, ttl=86400,
                          idle_ttl=3600)
+    bits = partitions.bit_length() - 1
     store.train_dictionary([session(p, i)[1] for p in ("P1", "P2") for i in range(200)])
     store.create_each([session("P1", i) for i in range(100)] + [session("P2", i) for i in range(100)]
                       + [(7, None), (None, {})], batch=100)
@@ -40,16 +44,17 @@ def test_the_parts_add_up_to_the_stored_bytes(client: redis.Redis) -> None:
     for key in client.scan_iter(match=b"rb:sd:*"):
         entries = client.hgetall(key)
         for field, raw in entries.items():
-            if field[0] & 0x80:
+            if is_cont_field(field, bits):
                 continue
-            rest = entries.get(bytes([field[0] | 0x80]) + field[1:])
-            kind, parts, codec = rb.taken_apart(field, raw, rest)
+            cont = cont_field(field, bits)
+            rest = entries.get(cont)
+            kind, parts, codec = rb.taken_apart(field, raw, rest, cont)
             kinds[kind] = kinds.get(kind, 0) + 1
             value = sum(parts[p] for p in ("flags", "expiry", "absolute", "identity", "codec", "dict_ref", "body"))
             if kind == "split":
                 assert rest is not None
                 assert value + 1 == len(raw) + len(rest)  # the marker is the one byte more
-                assert parts["split"] == 1 + len(field)
+                assert parts["split"] == 1 + len(cont)
             elif kind == "out_of_line":  # the marker ends the record; the payload is in its own key
                 assert rest is None and value + 1 == len(raw) and raw[-1] == 0x0F
             else:
