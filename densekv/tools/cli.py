@@ -351,6 +351,38 @@ def repartition(url: str | None, server_name: str | None, namespace: str, partit
                        f"{result['moved']} sessions moved")
 
 
+@cli.command()
+@url_option
+@server_option
+@click.option("--namespace", default="sess", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="print the result as JSON")
+def train(url: str | None, server_name: str | None, namespace: str, as_json: bool) -> None:
+    """Train a session store's dictionary again, on the sessions it holds.
+
+    For a store whose sessions changed shape since its dictionary was trained (a new key in
+    every session): new payloads are written with the new dictionary, every process adopts
+    it within a minute, and each session moves to it at its next write (payloads written
+    before keep decoding with their own). Nothing else is written."""
+    import json
+
+    from densekv.sessions import SessionStore
+
+    with target_client(url, server_name, mine=True) as client:
+        store = SessionStore(client, namespace=namespace, **_require_store(client, namespace, url)).open()
+        before = store.explain()["dictionary"]
+        stats = store.stats()
+        trained = store.train_dictionary()
+        result = {"namespace": namespace, "dictionary": trained, "previous": before,
+                  "sessions": stats.get("sessions"), "split_sessions": stats.get("split_sessions"),
+                  "out_of_line_sessions": stats.get("out_of_line_sessions")}
+        if as_json:
+            click.echo(json.dumps(result))
+        else:
+            click.echo(f"{namespace}: dictionary {before} -> {trained}; of {result['sessions']} sessions, "
+                       f"{result['split_sessions']} split and {result['out_of_line_sessions']} out of line "
+                       "take the new dictionary at their next write")
+
+
 def _require_store(client: Any, namespace: str, url: str | None) -> dict[str, Any]:
     """A UsageError (exit 2, nothing written) unless the namespace holds a session store:
     opening a SessionStore on an empty namespace would write its metadata. The lifecycle

@@ -157,6 +157,41 @@ def test_sweep_and_repartition_open_a_namespace_made_without_the_identity_index(
     assert got is not None and got.identity == 7 and after.count() == 1
 
 
+def test_train_command_gives_a_store_of_changed_sessions_a_dictionary_that_fits_them(server: ServerProcess) -> None:
+    """Django logins stored, then a key the dictionary never saw written into each (most
+    split over two values): `densekv train` trains again on the stored sessions; at their
+    next write they are back in one value, every session intact. A store without a
+    dictionary (the json layout) is refused cleanly."""
+    from densekv.sessions import SessionStore
+    from densekv.tools.lab.session_profiles import session
+
+    client = server.client()
+    client.flushall()
+    ns = "clitrain"
+    store = SessionStore(client, ns, layout="dense", partitions=16, ttl=3600, auto_train=None)
+    store.train_dictionary([session("P1", i)[1] for i in range(300)])
+    tokens = store.create_each([session("P1", i) for i in range(300)], batch=100)
+    for i, token in enumerate(tokens):
+        store.apply(token, {"n": 1000 + i * 3331})
+    split = store.stats()["split_sessions"]
+    assert split > 150
+    out = run("train", "--url", server.url, "--namespace", ns, "--json")
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["previous"] != result["dictionary"] and result["split_sessions"] == split
+    # the app's next writes, by a process that opens the store now (one already running
+    # adopts the new dictionary at its next metadata read, within a minute)
+    app = SessionStore(client, ns, layout="dense", partitions=16, ttl=3600)
+    for i, token in enumerate(tokens):
+        app.apply(token, {"n": 2000 + i * 3331})
+    assert app.stats()["split_sessions"] < split // 10
+    for i in (0, 150, 299):  # read by the store of before too: each payload names its dictionary
+        assert store.get(tokens[i]).data == {**session("P1", i)[1], "n": 2000 + i * 3331}  # type: ignore[union-attr]
+    SessionStore(client, "clijson", layout="json").create(1, {"a": 1})
+    out = run("train", "--url", server.url, "--namespace", "clijson")
+    assert out.returncode != 0 and "Traceback" not in out.stderr and "dictionary" in out.stderr
+
+
 def test_repartition_command_grows_a_store_and_refuses_a_missing_one(server: ServerProcess) -> None:
     from densekv.sessions import SessionStore
 
