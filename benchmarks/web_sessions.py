@@ -98,7 +98,7 @@ SAMPLES = 25  # sessions read back through each store's own load path
 SEEDED = 256  # sessions per app the timed requests cycle through
 READ_KEY = "_auth_user_id"
 #: the key an e2e GET reads, by --e2e-profile (P1 a Django login, P2 Flask-Login)
-E2E_READ_KEY = {"P1": "_auth_user_id", "P2": "_user_id", "P3": "_auth_user_id"}
+E2E_READ_KEY = {"P1": "_auth_user_id", "P1k": "_auth_user_id", "P2": "_user_id", "P3": "_auth_user_id"}
 SCRATCH = {"slowlog-log-slower-than": "-1"}
 #: wrk's connections per framework (e2e): a sync gunicorn worker serves one request at a
 #: time, so 4 keep both busy; a uvicorn worker keeps the keep-alive connections the kernel
@@ -108,9 +108,17 @@ CONNECTIONS = {"flask": 4, "flask-norefresh": 4, "django": 4, "django-redis": 4,
 
 
 def items(profile: str, start: int, stop: int) -> Iterator[Item]:
+    """Sessions start .. stop-1 of a profile; "P1k" (e2e only) is a Django login that already
+    holds the key "n" the mix writes (1..10**6, as wrk's script draws it): the dictionary,
+    trained on these, knows it (with P1 it does not, and the mix's writes split most records,
+    benchmarks/record_bytes.py P1w)."""
     for n in range(start, stop):
-        identity, data = session(profile, n)
-        yield n, identity, data
+        if profile == "P1k":
+            identity, data = session("P1", n)
+            yield n, identity, {**data, "n": n * 7919 % 1_000_000 + 1}
+        else:
+            identity, data = session(profile, n)
+            yield n, identity, data
 
 
 # -- densekv ---------------------------------------------------------------------------------
@@ -454,7 +462,7 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
     peer = web_peers.PEER_OF[framework]
     record: dict[str, Any] = {
         "benchmark": "web_sessions", "part": "e2e", "commit": gitstamp.commit(), "server": server,
-        "framework": framework, "peer": peer, "profile": profile, "profile_name": NAMES[profile], "sessions": n,
+        "framework": framework, "peer": peer, "profile": profile, "profile_name": NAMES.get(profile, "django_login plus n"), "sessions": n,
         "mix": f"90% GET /get/{E2E_READ_KEY[profile]}, 10% POST /seed {{n}} (a one-key write), random cookie",
         "served": " ".join(web_peers.SERVE[web_peers.base(framework)][:-1]),
         "load": f"wrk {wrk.version} -t1 -c{connections} -d{seconds}s", "rounds": rounds,
@@ -602,7 +610,8 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="also append the records to this JSONL file")
     ap.add_argument("--e2e-sessions", type=int, default=10_000, help="stored per app (e2e)")
     ap.add_argument("--e2e-profile", default="P1", choices=sorted(E2E_READ_KEY),
-                    help="the stored sessions (e2e): P1 Django logins, P2 Flask-Login")
+                    help="the stored sessions (e2e): P1 Django logins, P1k the same with the key "
+                         "the mix writes already in them, P2 Flask-Login")
     ap.add_argument("--e2e-fill", default=None, metavar="F|none",
                     help="densekv's fill (mean sessions per partition at most; e2e): smaller "
                          "listpacks, shorter server scans, more keys; 'none': the densest "
