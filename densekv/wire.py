@@ -27,7 +27,7 @@ pyproject's `redis[hiredis]` requirement. The lower end is tested by scripts/ci-
 tests/unit/test_wire_adapter.py checks that the three agree and that the installed redis-py
 is in range.
 
-RESP encoding: one encoder, `pack` (hiredis.pack_command, or `_resp` without hiredis). One
+RESP encoding of raw batches: densekv/resp.py (`pack`), whose bytes `send_packed` writes. One
 list of the commands that never write: READS (the executors resend a batch of them after a
 broken connection and send no WAIT for it; the analyzer's allow-list is a subset of it).
 """
@@ -36,10 +36,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 import redis
 import redis.asyncio
@@ -47,9 +46,12 @@ from redis.exceptions import ResponseError
 
 from densekv.errors import ServerUnavailable
 
+if TYPE_CHECKING:
+    from densekv.deadlines import Deadlines
+
 __all__ = [
-    "EXEC", "MULTI", "READS", "REDIS_PY_RANGE", "NothingRead", "aexchange", "arg_bytes", "aroundtrip", "exchange", "pack",
-    "roundtrip", "send_packed",
+    "EXEC", "MULTI", "READS", "REDIS_PY_RANGE", "NothingRead", "aexchange", "aroundtrip", "exchange", "roundtrip",
+    "send_packed",
 ]
 
 #: the redis-py releases this module is written and tested against (pyproject's requirement)
@@ -339,7 +341,7 @@ async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     """`exchange` on an asyncio connection: one write, every reply read (error replies as
     ResponseError values). The commands go packed in one write and the replies are read by
     the connection's own parser, under one `socket_timeout` for the whole exchange, kept by
-    the loop's `_Deadlines` (redis-py runs each send in a task of its own under
+    the loop's `Deadlines` (densekv/deadlines.py; redis-py runs each send in a task of its own under
     asyncio.wait_for, then each read under a timeout: about a third of an asyncio round
     trip's client CPU, issue 30). A connection
     with health checks, or one of a class without redis-py's stream and parser, takes
@@ -365,12 +367,13 @@ async def aexchange(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     waiting = _WAITING
     others = waiting.round_trips
     waiting.round_trips = others + 1
-    deadline = None if timeout is None else waiting.deadlines_of(asyncio.get_running_loop()).enter(timeout)
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else waiting.deadlines_of(loop).enter(timeout)
     try:
         transport = writer.transport
         if others and len(data) == 1 and len(data[0]) <= _POST_MAX \
                 and not transport.get_write_buffer_size() and not transport.is_closing():
-            asyncio.get_running_loop().call_soon(_write_posted, transport, data[0])
+            loop.call_soon(_write_posted, transport, data[0])
         else:  # alone, a big batch, a busy or closing transport: written now, paced by drain()
             writer.writelines(data)
             await writer.drain()  # at once unless the transport's buffer is full
@@ -394,92 +397,18 @@ class _Waiting(threading.local):
     the deadlines of those under a socket_timeout."""
 
     round_trips = 0
-    deadlines: _Deadlines | None = None
+    deadlines: Deadlines | None = None
 
-    def deadlines_of(self, loop: asyncio.AbstractEventLoop) -> _Deadlines:
+    def deadlines_of(self, loop: asyncio.AbstractEventLoop) -> Deadlines:
         deadlines = self.deadlines
         if deadlines is None or deadlines.loop is not loop:  # a thread's next loop (asyncio.run again)
-            deadlines = self.deadlines = _Deadlines(loop)
+            from densekv.deadlines import Deadlines  # asyncio only: not loaded by `import densekv`
+
+            deadlines = self.deadlines = Deadlines(loop)
         return deadlines
 
 
-class _Deadlines:
-    """An event loop's asyncio round trips under a socket_timeout, and one timer, armed for
-    the earliest of their deadlines, that cancels each task past its own (the round trip
-    raises redis.TimeoutError) and arms itself again for the next. A round trip that ends
-    in time only enters and leaves a dict: when every one does, the timer fires about once
-    a timeout, whatever the traffic. asyncio.timeout instead armed and cancelled a timer
-    handle per round trip (a Timeout, a TimerHandle on the loop's heap, a cancelled one to
-    pop): ~4.5 us, a tenth of an asyncio round trip's client CPU (issue 30)."""
-
-    __slots__ = ("armed_at", "due", "loop", "timer")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.due: dict[int, _Deadline] = {}
-        self.timer: asyncio.TimerHandle | None = None
-        self.armed_at = _NEVER
-
-    def enter(self, timeout: float) -> _Deadline | None:
-        """The running task's deadline, `timeout` seconds from now (None outside a task:
-        nothing could cancel it, as asyncio.timeout refuses to)."""
-        task = asyncio.current_task(self.loop)
-        if task is None:
-            return None
-        deadline = _Deadline(self, task, self.loop.time() + timeout)
-        self.due[id(deadline)] = deadline
-        if deadline.when < self.armed_at:
-            self._arm(deadline.when)
-        return deadline
-
-    def _arm(self, when: float) -> None:
-        if self.timer is not None:
-            self.timer.cancel()
-        self.timer, self.armed_at = self.loop.call_at(when, self._fire), when
-
-    def _fire(self) -> None:
-        self.timer, self.armed_at = None, _NEVER
-        now = self.loop.time() + _EARLY  # the loop runs a timer up to its clock's resolution early
-        after = _NEVER
-        for key, deadline in list(self.due.items()):
-            if deadline.when <= now:
-                del self.due[key]
-                deadline.expire()
-            elif deadline.when < after:
-                after = deadline.when
-        if after is not _NEVER:
-            self._arm(after)
-
-
-class _Deadline:
-    """One round trip's deadline: `expire` cancels its task; `timed_out`, in the round
-    trip's handler of CancelledError, says whether that cancellation was this deadline's
-    alone (then the task is uncancelled and the round trip raises redis.TimeoutError) or
-    also someone else's (then CancelledError goes on), as asyncio.timeout decides."""
-
-    __slots__ = ("cancelling", "deadlines", "expired", "task", "when")
-
-    def __init__(self, deadlines: _Deadlines, task: asyncio.Task[Any], when: float) -> None:
-        self.deadlines, self.task, self.when, self.expired = deadlines, task, when, False
-        self.cancelling = task.cancelling() if _UNCANCEL else 0  # type: ignore[attr-defined, unused-ignore]  # mypy's target is 3.10
-
-    def expire(self) -> None:
-        self.expired = True
-        self.task.cancel()
-
-    def timed_out(self) -> bool:
-        if not self.expired:
-            return False
-        return not _UNCANCEL or self.task.uncancel() <= self.cancelling  # type: ignore[attr-defined, unused-ignore]
-
-    def leave(self) -> None:
-        self.deadlines.due.pop(id(self), None)
-
-
 _WAITING = _Waiting()
-_NEVER = float("inf")
-_EARLY = 1e-3  # s: a deadline this close counts as passed when the timer runs
-_UNCANCEL = sys.version_info >= (3, 11)  # Task.cancelling() and uncancel(); 3.10 converts every expiry
 
 
 #: a posted write's largest payload (asyncio's default high-water mark): bigger ones are
@@ -617,43 +546,8 @@ def _agive_back(pool: Any, conn: Any) -> None:
 # --- raw batches: bulk loading and the analyzer -------------------------------------------
 
 
-def pack(commands: Sequence[Sequence[Any]]) -> bytes:
-    """The commands in RESP, one buffer: hiredis's packer (bytes, str, int and float
-    arguments), or `_resp`, the same bytes, where hiredis is missing. Any other argument
-    type raises TypeError."""
-    if _hiredis is not None:
-        pack_command = _hiredis.pack_command
-        return b"".join([pack_command(c if type(c) is tuple else tuple(c)) for c in commands])
-    return _resp(commands)
-
-
-def arg_bytes(value: Any) -> bytes:
-    """One command argument as the bytes RESP carries (what hiredis's packer writes)."""
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value).encode()
-    if isinstance(value, float):
-        return repr(value).encode()
-    raise TypeError(f"a command takes bytes, str, int or float arguments, not {type(value).__name__}")
-
-
-def _resp(commands: Sequence[Sequence[Any]]) -> bytes:
-    """RESP without hiredis: *N CRLF, then $len CRLF arg CRLF for each argument."""
-    out: list[bytes] = []
-    append = out.append
-    for cmd in commands:
-        append(b"*%d\r\n" % len(cmd))
-        for value in cmd:
-            data = arg_bytes(value)
-            append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"".join(out)
-
-
 def send_packed(pool: Any, payload: bytes, n: int) -> list[Any]:
-    """`payload` (RESP of `n` commands, from `pack` or a template of its bytes) written on a
+    """`payload` (RESP of `n` commands, from resp.pack or a template of its bytes) written on a
     connection of `pool` (its public get_connection / release), and the `n` raw replies read:
     bytes, ints, lists, None; an error reply is redis-py's ResponseError subclass in its place
     (NoPermissionError for NOPERM...), every reply read, so the connection stays usable. A

@@ -22,13 +22,14 @@ from redis.exceptions import ResponseError
 
 from densekv.errors import BulkLoadError as _BulkLoadError
 from densekv.errors import ServerUnavailable
-from densekv.wire import arg_bytes, pack, send_packed
+from densekv.resp import arg_bytes, pack
+from densekv.wire import send_packed
 
 DEFAULT_BATCH = 2000
 
 
 def encode_commands(commands: Iterable[tuple[Any, ...]]) -> bytes:
-    """RESP-encode commands (densekv.wire.pack: *N CRLF then $len CRLF arg CRLF per argument)."""
+    """RESP-encode commands (densekv.resp.pack: *N CRLF then $len CRLF arg CRLF per argument)."""
     return pack(list(commands))
 
 

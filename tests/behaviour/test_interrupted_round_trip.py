@@ -128,7 +128,7 @@ def test_an_asyncio_round_trip_past_its_socket_timeout_is_server_unavailable(sto
 
 def test_asyncio_round_trips_under_different_socket_timeouts_each_end_at_their_own(
         stoppable: ServerProcess) -> None:
-    """One loop's round trips share one timer (wire._Deadlines), armed for the earliest
+    """One loop's round trips share one timer (densekv.deadlines.Deadlines), armed for the earliest
     deadline: a round trip under a short socket_timeout that starts after one under a long
     one still times out at its own deadline, the long one goes on waiting and ends with
     its reply, and round trips that end in time leave no deadline behind."""

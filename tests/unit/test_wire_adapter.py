@@ -22,7 +22,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from densekv import wire
+from densekv import resp, wire
 from densekv.tools.analyze.wire import READ_COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,16 +145,16 @@ def test_ci_tests_the_low_end_and_the_installed_redis_py_is_in_range() -> None:
 ])
 def test_the_fallback_encoder_makes_hiredis_bytes(commands: list[tuple[object, ...]]) -> None:
     hiredis = pytest.importorskip("hiredis")
-    assert wire._resp(commands) == b"".join(hiredis.pack_command(tuple(c)) for c in commands)
-    assert wire.pack(commands) == wire._resp(commands)
+    assert resp._resp(commands) == b"".join(hiredis.pack_command(tuple(c)) for c in commands)
+    assert resp.pack(commands) == resp._resp(commands)
 
 
 @pytest.mark.parametrize("bad", [None, True, object(), [1]])
 def test_both_encoders_refuse_other_argument_types(bad: object) -> None:
     with pytest.raises(TypeError):
-        wire.pack([("SET", "k", bad)])
+        resp.pack([("SET", "k", bad)])
     with pytest.raises(TypeError):
-        wire._resp([("SET", "k", bad)])
+        resp._resp([("SET", "k", bad)])
 
 
 def test_the_analyzers_allow_list_only_reads() -> None:

@@ -21,7 +21,8 @@ from typing import Any
 import redis
 from redis.exceptions import NoPermissionError, ResponseError
 
-from densekv.wire import pack, send_packed
+from densekv.resp import pack
+from densekv.wire import send_packed
 
 #: Every command name the analyzer may send to the analyzed server (upper case; a
 #: subcommand as "NAME SUB").
