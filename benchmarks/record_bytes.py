@@ -2,8 +2,8 @@
 bytes of a record go ... and cut what is not information"), and how many sessions fit one
 listpack value.
 
-Per profile (P0 anonymous, P1 Django login, P1k = P1 plus the key "n" the e2e mix
-writes (1..10**6), P1w = P1 stored, then that key written into each: the e2e's sessions
+Per profile (P0 anonymous, P1 Django login, P1n = P1 plus the key "n" the e2e mix
+writes (1..10**6, session_profiles.django_login_written), P1w = P1 stored, then that key written into each: the e2e's sessions
 after its writes, the key unseen by the dictionary, P1r = P1w after
 `store.train_dictionary()` (trained again on the stored sessions) and one more write of
 each, P2 Flask-Login, P3 shop), one fresh server: a SessionStore(layout="dense",
@@ -36,7 +36,7 @@ web_sessions.py --parts memory's.
 Records: benchmarks/results/record_bytes.jsonl (records.emit), one per (server, profile).
 
 Usage: python benchmarks/record_bytes.py [--n 20000] [--servers valkey-9.1,redis-7.0]
-       [--profiles P0,P1,P1k,P2,P3] [--idle] [--no-save]
+       [--profiles P0,P1,P1n,P1w,P1r,P2,P3] [--idle] [--no-save]
 """
 
 from __future__ import annotations
@@ -52,23 +52,21 @@ from records import emit
 
 from densekv.sessions import SessionStore
 from densekv.sessions.layouts.partitioned import cont_field, is_cont_field
-from densekv.tools.lab.session_profiles import NAMES, session
+from densekv.tools.lab.session_profiles import NAMES, django_login_written, session
 from densekv.tools.server.binaries import find_servers
 from densekv.tools.server.process import ServerProcess
 
 OUT = Path(__file__).parent / "results" / "record_bytes.jsonl"
-PROFILES = ("P0", "P1", "P1k", "P1w", "P1r", "P2", "P3")
+PROFILES = ("P0", "P1", "P1n", "P1w", "P1r", "P2", "P3")
 TRAIN_N = 2000
 TTL, IDLE = 30 * 86400, 2 * 86400
 SPLIT_HERE, SPLIT_OLD, OUT_OF_LINE = 0x0C, 0x0D, 0x0F
 
 
 def profile_session(profile: str, n: int) -> tuple[int | None, dict[str, Any]]:
-    """Session n of a profile; P1k is P1 after the e2e mix's one-key write ({"n": 1..10**6},
-    web_sessions.py's wrk script)."""
-    if profile == "P1k":
-        identity, data = session("P1", n)
-        return identity, {**data, "n": n * 7919 % 1_000_000 + 1}
+    """Session n of a profile; P1n is P1 after the e2e mix's one-key write."""
+    if profile == "P1n":
+        return django_login_written(n)
     return session(profile, n)
 
 
@@ -137,11 +135,11 @@ def measure(server: str, profile: str, n: int, idle: bool) -> dict[str, Any]:
             tokens += store.create_each(batch, batch=len(batch))
         if profile in ("P1w", "P1r"):  # the e2e's sessions after its writes: "n" unseen by the dictionary
             for i, token in enumerate(tokens):
-                store.apply(token, {"n": profile_session("P1k", i)[1]["n"]})
+                store.apply(token, {"n": profile_session("P1n", i)[1]["n"]})
         if profile == "P1r":  # then a dictionary trained again on the stored sessions, and each written once more
             store.train_dictionary()
             for i, token in enumerate(tokens):
-                store.apply(token, {"n": profile_session("P1k", i)[1]["n"] + 1})
+                store.apply(token, {"n": profile_session("P1n", i)[1]["n"] + 1})
         explained = store.explain()
         limit, bits = int(explained["hash_max_listpack_value"]), int(explained["partitions"]).bit_length() - 1
         kinds: Counter[str] = Counter()
@@ -165,7 +163,7 @@ def measure(server: str, profile: str, n: int, idle: bool) -> dict[str, Any]:
                     fits_ref_1b += 1
         total = sum(kinds.values())
     means = {kind: {p: round(v / kinds[kind], 2) for p, v in sorted(c.items())} for kind, c in sums.items()}
-    return {"profile": profile, "profile_name": NAMES.get(profile, {"P1k": "django_login plus n", "P1w": "django_login, n written"}.get(
+    return {"profile": profile, "profile_name": NAMES.get(profile, {"P1n": "django_login plus n", "P1w": "django_login, n written"}.get(
                 profile, "django_login, n written, dictionary trained again")), "n": total,
             "idle_ttl": IDLE if idle else None, "hash_max_listpack_value": limit,
             "inline_share": round(kinds["inline"] / total, 4), "split_share": round(kinds["split"] / total, 4),

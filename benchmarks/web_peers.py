@@ -217,10 +217,13 @@ class DjangoCacheLoader:
                 store.save()
                 if keep(n):
                     samples.append((store.session_key, dict(data)))  # type: ignore[arg-type]
-                if len(self.pipe) >= PIPELINE_EVERY:
-                    self.pipe.execute()
-            self.pipe.execute()
+                self._written(False)
+            self._written(True)
         return samples
+
+    def _written(self, last: bool) -> None:
+        if last or len(self.pipe) >= PIPELINE_EVERY:
+            self.pipe.execute()
 
     def verify(self, samples: list[Sample]) -> None:
         from django.contrib.sessions.backends.cache import SessionStore
@@ -346,7 +349,9 @@ class AiohttpSessionLoader:
         self.client.close()
 
 
-class DjangoRedisLoader:
+class DjangoRedisLoader(DjangoCacheLoader):
+    """DjangoCacheLoader's load on django-redis's RedisCache, one session at a time."""
+
     name = "django-redis"
     driven = ("django.contrib.sessions.backends.cache.SessionStore() per session on django-redis's "
               "RedisCache: update(data), save() -> create() (its EXISTS, then django-redis's "
@@ -361,17 +366,11 @@ class DjangoRedisLoader:
         django_configure(url, ttl, cache="django-redis")
         self.client = redis.Redis.from_url(url)
 
-    def load(self, items: Iterable[Item], keep: Callable[[int], bool]) -> list[Sample]:
-        from django.contrib.sessions.backends.cache import SessionStore
+    def _writes_pipelined(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # django-redis takes no pipeline: its own client writes
 
-        samples: list[Sample] = []
-        for n, _identity, data in items:
-            store = SessionStore()
-            store.update(data)
-            store.save()
-            if keep(n):
-                samples.append((store.session_key, dict(data)))  # type: ignore[arg-type]
-        return samples
+    def _written(self, last: bool) -> None:
+        pass
 
     def close(self) -> None:
         from django.core.cache import caches
@@ -380,8 +379,7 @@ class DjangoRedisLoader:
         self.client.close()
 
 
-LOADERS: dict[str, type[FlaskSessionLoader | DjangoCacheLoader | DjangoRedisLoader | StarsessionsLoader
-                        | AiohttpSessionLoader]] = {
+LOADERS: dict[str, type[FlaskSessionLoader | DjangoCacheLoader | StarsessionsLoader | AiohttpSessionLoader]] = {
     "flask-session": FlaskSessionLoader,
     "django-cache": DjangoCacheLoader,
     "django-redis": DjangoRedisLoader,

@@ -78,7 +78,7 @@ import web_peers
 from records import emit  # benchmarks/records.py: print and append each record
 from web_peers import Item, Sample
 
-from densekv.tools.lab.session_profiles import NAMES, PROFILES, session
+from densekv.tools.lab.session_profiles import NAMES, PROFILES, django_login_written, session
 from densekv.tools.measure import Meter
 from densekv.tools.server.binaries import find_servers
 from densekv.tools.server.process import ServerProcess
@@ -98,7 +98,7 @@ SAMPLES = 25  # sessions read back through each store's own load path
 SEEDED = 256  # sessions per app the timed requests cycle through
 READ_KEY = "_auth_user_id"
 #: the key an e2e GET reads, by --e2e-profile (P1 a Django login, P2 Flask-Login)
-E2E_READ_KEY = {"P1": "_auth_user_id", "P1k": "_auth_user_id", "P2": "_user_id", "P3": "_auth_user_id"}
+E2E_READ_KEY = {"P1": "_auth_user_id", "P1n": "_auth_user_id", "P2": "_user_id", "P3": "_auth_user_id"}
 SCRATCH = {"slowlog-log-slower-than": "-1"}
 #: wrk's connections per framework (e2e): a sync gunicorn worker serves one request at a
 #: time, so 4 keep both busy; a uvicorn worker keeps the keep-alive connections the kernel
@@ -108,17 +108,13 @@ CONNECTIONS = {"flask": 4, "flask-norefresh": 4, "django": 4, "django-redis": 4,
 
 
 def items(profile: str, start: int, stop: int) -> Iterator[Item]:
-    """Sessions start .. stop-1 of a profile; "P1k" (e2e only) is a Django login that already
-    holds the key "n" the mix writes (1..10**6, as wrk's script draws it): the dictionary,
+    """Sessions start .. stop-1 of a profile; "P1n" (e2e only) is a Django login that already
+    holds the key "n" the mix writes (session_profiles.django_login_written): the dictionary,
     trained on these, knows it (with P1 it does not, and the mix's writes split most records,
     benchmarks/record_bytes.py P1w)."""
     for n in range(start, stop):
-        if profile == "P1k":
-            identity, data = session("P1", n)
-            yield n, identity, {**data, "n": n * 7919 % 1_000_000 + 1}
-        else:
-            identity, data = session(profile, n)
-            yield n, identity, data
+        identity, data = django_login_written(n) if profile == "P1n" else session(profile, n)
+        yield n, identity, data
 
 
 # -- densekv ---------------------------------------------------------------------------------
@@ -610,7 +606,7 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="also append the records to this JSONL file")
     ap.add_argument("--e2e-sessions", type=int, default=10_000, help="stored per app (e2e)")
     ap.add_argument("--e2e-profile", default="P1", choices=sorted(E2E_READ_KEY),
-                    help="the stored sessions (e2e): P1 Django logins, P1k the same with the key "
+                    help="the stored sessions (e2e): P1 Django logins, P1n the same with the key "
                          "the mix writes already in them, P2 Flask-Login")
     ap.add_argument("--e2e-fill", default=None, metavar="F|none",
                     help="densekv's fill (mean sessions per partition at most; e2e): smaller "

@@ -62,6 +62,14 @@ def session(profile: str, n: int, *, seed: int = DEFAULT_SEED, users: int = 1_00
                          f"&page={rng.randrange(1, 40)}&utm_campaign=autumn-sale-{rng.randrange(100)}"}
 
 
+def django_login_written(n: int, *, seed: int = DEFAULT_SEED) -> tuple[int | None, dict[str, Any]]:
+    """Session n of P1 after the end-to-end mix's one-key write (benchmarks/web_sessions.py):
+    the Django login plus `"n"`, 1..10**6 (a fixed stand-in for the value wrk draws), the
+    benchmarks' profile "P1n" (not hot_path.py's "P1k", whose "n" is below 100)."""
+    identity, data = session("P1", n, seed=seed)
+    return identity, {**data, "n": n * 7919 % 1_000_000 + 1}
+
+
 def sessions(profile: str, count: int, *, start: int = 0, seed: int = DEFAULT_SEED,
              users: int = 1_000_000) -> Iterator[tuple[int | None, dict[str, Any]]]:
     """Sessions start .. start+count-1 of a profile (a stream: O(1) memory)."""
