@@ -81,18 +81,30 @@ def test_a_sync_round_trip_interrupted_mid_read_leaves_no_reply_behind(stoppable
     client.close()
 
 
+async def _stopped_after_a_read(srv: ServerProcess, socket_timeout: float) -> tuple[redis.asyncio.Redis, AsyncExecutor]:
+    """A redis.asyncio client (and its executor) with a pooled connection that has read
+    once, and the server then stopped (SIGSTOP): its replies come only after SIGCONT."""
+    client = redis.asyncio.Redis(host="127.0.0.1", port=srv.port, socket_timeout=socket_timeout)
+    ex = AsyncExecutor(client)
+    assert await ex.run_many([command("GET", "user:b")]) == [b"bob's session"]
+    assert srv.proc is not None
+    srv.proc.send_signal(signal.SIGSTOP)
+    return client, ex
+
+
+def _resume(srv: ServerProcess) -> None:
+    assert srv.proc is not None
+    srv.proc.send_signal(signal.SIGCONT)
+
+
 @pytest.mark.parametrize("batch", [1, 2, 4], ids=["one-command", "two-commands", "four-commands"])
 def test_an_asyncio_round_trip_cancelled_mid_read_leaves_no_reply_behind(stoppable: ServerProcess,
                                                                          batch: int) -> None:
     async def main() -> None:
-        client = redis.asyncio.Redis(host="127.0.0.1", port=stoppable.port, socket_timeout=10)
-        ex = AsyncExecutor(client)
-        assert await ex.run_many([command("GET", "user:b")]) == [b"bob's session"]
-        assert stoppable.proc is not None
-        stoppable.proc.send_signal(signal.SIGSTOP)
+        client, ex = await _stopped_after_a_read(stoppable, 10)
         with pytest.raises(asyncio.TimeoutError):
             await asyncio.wait_for(ex.run_many([command("GET", "user:a") for _ in range(batch)]), 0.3)
-        stoppable.proc.send_signal(signal.SIGCONT)
+        _resume(stoppable)
         await asyncio.sleep(0.2)
         for _ in range(3):
             got = await ex.run_many([command("GET", "user:b") for _ in range(batch)])
@@ -109,14 +121,10 @@ def test_an_asyncio_round_trip_past_its_socket_timeout_is_server_unavailable(sto
     as redis-py's own timeout gave (ServerUnavailable, not retried), and the connection
     dropped, so that the late replies never meet another round trip."""
     async def main() -> None:
-        client = redis.asyncio.Redis(host="127.0.0.1", port=stoppable.port, socket_timeout=0.3)
-        ex = AsyncExecutor(client)
-        assert await ex.run_many([command("GET", "user:b")]) == [b"bob's session"]
-        assert stoppable.proc is not None
-        stoppable.proc.send_signal(signal.SIGSTOP)
+        client, ex = await _stopped_after_a_read(stoppable, 0.3)
         with pytest.raises(ServerUnavailable, match="Timeout reading from 127.0.0.1"):
             await ex.run_many([command("GET", "user:a") for _ in range(batch)])
-        stoppable.proc.send_signal(signal.SIGCONT)
+        _resume(stoppable)
         await asyncio.sleep(0.2)
         for _ in range(3):
             got = await ex.run_many([command("GET", "user:b") for _ in range(batch)])
@@ -165,11 +173,7 @@ def test_an_asyncio_round_trip_cancelled_by_its_caller_is_cancelled_not_timed_ou
     """A cancellation that is not the deadline's goes on as CancelledError, also when the
     deadline passes while the cancelled task unwinds."""
     async def main() -> None:
-        client = redis.asyncio.Redis(host="127.0.0.1", port=stoppable.port, socket_timeout=0.2)
-        ex = AsyncExecutor(client)
-        assert await ex.run_many([command("GET", "user:b")]) == [b"bob's session"]
-        assert stoppable.proc is not None
-        stoppable.proc.send_signal(signal.SIGSTOP)
+        client, ex = await _stopped_after_a_read(stoppable, 0.2)
         task = asyncio.ensure_future(ex.run_many([command("GET", "user:a")]))
         await asyncio.sleep(0.05)
         task.cancel()
@@ -177,7 +181,7 @@ def test_an_asyncio_round_trip_cancelled_by_its_caller_is_cancelled_not_timed_ou
             await task
         await asyncio.sleep(0.3)  # past the deadline: nothing left to cancel
         assert not wire._WAITING.deadlines_of(asyncio.get_running_loop()).due
-        stoppable.proc.send_signal(signal.SIGCONT)
+        _resume(stoppable)
         assert await ex.run_many([command("GET", "user:b")]) == [b"bob's session"]
         await client.aclose()
 
