@@ -3,10 +3,12 @@ bytes of a record go ... and cut what is not information"), and how many session
 listpack value.
 
 Per profile (P0 anonymous, P1 Django login, P1n = P1 plus the key "n" the e2e mix
-writes (1..10**6, session_profiles.django_login_written), P1w = P1 stored, then that key written into each: the e2e's sessions
-after its writes, the key unseen by the dictionary, P1r = P1w after
-`store.train_dictionary()` (trained again on the stored sessions) and one more write of
-each, P2 Flask-Login, P3 shop), one fresh server: a SessionStore(layout="dense",
+writes (1..10**6, session_profiles.django_login_written), P1w = P1 stored, then that key
+written into each by a store that never trains its dictionary again (auto_train=None): the
+key unseen by the dictionary, P1a = the same writes by a store as made by default, whose
+look at its dictionary's fit (densekv/sessions/payload_flows.py, refit) trains another
+along the way, P1r = P1w after `store.train_dictionary()` (trained again on the stored
+sessions) and one more write of each, P2 Flask-Login, P3 shop), one fresh server: a SessionStore(layout="dense",
 ttl 30 days, and idle_ttl 2 days where --idle) sized for --n sessions, its dictionary
 trained on the first 2,000 sessions' data (as web_sessions.py and the store's auto_train
 do), --n sessions stored by create_each; then every partition hash is read back (HGETALL)
@@ -36,7 +38,7 @@ web_sessions.py --parts memory's.
 Records: benchmarks/results/record_bytes.jsonl (records.emit), one per (server, profile).
 
 Usage: python benchmarks/record_bytes.py [--n 20000] [--servers valkey-9.1,redis-7.0]
-       [--profiles P0,P1,P1n,P1w,P1r,P2,P3] [--idle] [--no-save]
+       [--profiles P0,P1,P1n,P1w,P1a,P1r,P2,P3] [--idle] [--no-save]
 """
 
 from __future__ import annotations
@@ -50,14 +52,17 @@ from typing import Any
 import gitstamp  # benchmarks/gitstamp.py: the commit, +dirty for uncommitted code
 from records import emit
 
+from densekv.dictionaries import dictionary_key
 from densekv.sessions import SessionStore
 from densekv.sessions.layouts.partitioned import cont_field, is_cont_field
+from densekv.sessions.payload_flows import AUTO_TRAIN
 from densekv.tools.lab.session_profiles import NAMES, django_login_written, session
 from densekv.tools.server.binaries import find_servers
 from densekv.tools.server.process import ServerProcess
 
 OUT = Path(__file__).parent / "results" / "record_bytes.jsonl"
-PROFILES = ("P0", "P1", "P1n", "P1w", "P1r", "P2", "P3")
+PROFILES = ("P0", "P1", "P1n", "P1w", "P1a", "P1r", "P2", "P3")
+WRITTEN = ("P1w", "P1a", "P1r")  # P1 stored, then "n" written into each
 TRAIN_N = 2000
 TTL, IDLE = 30 * 86400, 2 * 86400
 SPLIT_HERE, SPLIT_OLD, OUT_OF_LINE = 0x0C, 0x0D, 0x0F
@@ -126,14 +131,15 @@ def measure(server: str, profile: str, n: int, idle: bool) -> dict[str, Any]:
     with ServerProcess(find_servers()[server]) as proc:
         client = proc.client()
         store = SessionStore(client, namespace="sess", layout="dense", expected_sessions=n, ttl=TTL,
-                             idle_ttl=IDLE if idle else None)
-        stored = "P1" if profile in ("P1w", "P1r") else profile
+                             idle_ttl=IDLE if idle else None,
+                             auto_train=None if profile in ("P1w", "P1r") else AUTO_TRAIN)
+        stored = "P1" if profile in WRITTEN else profile
         store.train_dictionary([profile_session(stored, i)[1] for i in range(min(n, TRAIN_N))])
         made = (profile_session(stored, i) for i in range(n))
         tokens: list[str] = []
         while batch := list(itertools.islice(made, 1000)):
             tokens += store.create_each(batch, batch=len(batch))
-        if profile in ("P1w", "P1r"):  # the e2e's sessions after its writes: "n" unseen by the dictionary
+        if profile in WRITTEN:  # the e2e's sessions after its writes: "n" unseen by the dictionary
             for i, token in enumerate(tokens):
                 store.apply(token, {"n": profile_session("P1n", i)[1]["n"]})
         if profile == "P1r":  # then a dictionary trained again on the stored sessions, and each written once more
@@ -162,9 +168,12 @@ def measure(server: str, profile: str, n: int, idle: bool) -> dict[str, Any]:
                 if kind != "out_of_line" and whole - max(0, parts["dict_ref"] - 1) <= limit:
                     fits_ref_1b += 1
         total = sum(kinds.values())
+        dictionaries = client.hlen(dictionary_key("sess"))  # trained by the store itself beside the first
     means = {kind: {p: round(v / kinds[kind], 2) for p, v in sorted(c.items())} for kind, c in sums.items()}
-    return {"profile": profile, "profile_name": NAMES.get(profile, {"P1n": "django_login plus n", "P1w": "django_login, n written"}.get(
+    return {"profile": profile, "profile_name": NAMES.get(profile, {"P1n": "django_login plus n", "P1w": "django_login, n written",
+                "P1a": "django_login, n written, the store's refit on"}.get(
                 profile, "django_login, n written, dictionary trained again")), "n": total,
+            "dictionaries": dictionaries,
             "idle_ttl": IDLE if idle else None, "hash_max_listpack_value": limit,
             "inline_share": round(kinds["inline"] / total, 4), "split_share": round(kinds["split"] / total, 4),
             "out_of_line_share": round(kinds["out_of_line"] / total, 4),

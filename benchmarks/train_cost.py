@@ -5,7 +5,15 @@ that brings the 2000th, trains a 4 KB zstd dictionary from them and stores it
 (densekv/sessions/payload_flows.py sample). That one request is slower by the training;
 this measures the training itself (zstd.train_dictionary on the packed payloads of each
 session profile, as the store does, no server) over several repeats, and prints one JSON
-record per profile: median and max milliseconds.
+record per profile: median and max milliseconds ("what": "train").
+
+With a dictionary, a store looks at its fit REFIT_FIRST writes after adopting it and then at
+doubling gaps (payload_flows.py refit): it trains a candidate on half of its REFIT_SAMPLES
+recent payloads and frames the other half with both. "what": "refit_look" times that look
+(Payloads.better_fit, no server) on the next REFIT_SAMPLES sessions of the profile, the
+dictionary in use trained on the first AUTO_TRAIN, and says whether the candidate would be
+adopted; P1->P1n is the shape change of the end-to-end benchmark (a Django login that gains
+the key "n"), where it is.
 
 Usage: python benchmarks/train_cost.py [--repeats 5]
 """
@@ -22,10 +30,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.gitstamp import commit
+from densekv.codec import ZstdDictionary
 from densekv.dictionaries import train_dictionary
-from densekv.sessions.payload import pack_data
-from densekv.sessions.payload_flows import AUTO_TRAIN
-from densekv.tools.lab.session_profiles import sessions
+from densekv.sessions.layouts.base import LayoutLimits
+from densekv.sessions.layouts.partitioned import DenseLayout
+from densekv.sessions.model import Record
+from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES, pack_data
+from densekv.sessions.payload_flows import AUTO_TRAIN, REFIT_SAMPLES, Payloads
+from densekv.sessions.record import bare_size
+from densekv.tools.lab.session_profiles import django_login_written, sessions
 
 
 def main() -> None:
@@ -39,9 +52,33 @@ def main() -> None:
             t = time.perf_counter()
             train_dictionary(packed, size=4096)
             times.append((time.perf_counter() - t) * 1000)
-        print(json.dumps({"bench": "train_cost", "profile": profile, "samples": AUTO_TRAIN,
+        print(json.dumps({"bench": "train_cost", "what": "train", "profile": profile, "samples": AUTO_TRAIN,
                           "median_ms": round(statistics.median(times), 1),
                           "max_ms": round(max(times), 1), "commit": commit()}))
+    for profile in ("P0", "P1", "P2", "P3", "P1->P1n"):
+        refit_look(profile, args.repeats)
+
+
+def refit_look(profile: str, repeats: int) -> None:
+    """Time Payloads.better_fit as a dense store of 2,048 partitions runs it, under the
+    default hash-max-listpack-value (64): no server (module docstring)."""
+    first, then = (profile, profile) if "->" not in profile else profile.split("->")
+    layout = DenseLayout("sess", 2048, LayoutLimits())
+    payloads = Payloads("sess", DEFAULT_MAX_DATA_BYTES, AUTO_TRAIN, lambda: 0)
+    trained = train_dictionary([pack_data(d) for _, d in sessions(first, AUTO_TRAIN, start=10_000)], size=4096)
+    payloads.codec.use(ZstdDictionary.of(trained))
+    recent: list[tuple[bytes, int | None]] = []
+    for n in range(20_000, 20_000 + REFIT_SAMPLES):
+        identity, data = django_login_written(n) if then == "P1n" else next(sessions(then, 1, start=n))
+        recent.append((pack_data(data), bare_size(Record(bytes(16), identity, 2**31, 2**31, data, None))))
+    times, adopted = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        adopted = payloads.better_fit(layout, recent) is not None
+        times.append((time.perf_counter() - t) * 1000)
+    print(json.dumps({"bench": "train_cost", "what": "refit_look", "profile": profile, "samples": len(recent),
+                      "adopted": adopted, "median_ms": round(statistics.median(times), 1),
+                      "max_ms": round(max(times), 1), "commit": commit()}))
 
 
 if __name__ == "__main__":

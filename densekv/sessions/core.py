@@ -287,9 +287,9 @@ class SessionCore:
             self.recorder.sized(len(out[1] if out[1] is not None else cast(bytes, out[0])))
         return out
 
-    def sample(self, packed: list[bytes]) -> Flow[None]:
-        """Keep written payloads for the dictionary; train it once there are enough."""
-        return self.payloads.sample(self.layout, packed, self)
+    def sample(self) -> Flow[None]:
+        """Train the dictionary, or look at its fit, when written payloads made it due (Payloads.keep)."""
+        return self.payloads.sample(self.layout, self)
 
     def new_record(self, identity: Any, data: dict[str, Any] | None, ttl: int | None,
                     token: str | None = None) -> tuple[Record, str, bytes | None]:
@@ -355,8 +355,8 @@ class SessionCore:
                 self.recorder.emit("created", rec.digest, rec.identity, "create", label=label)
         if evicted:
             yield from self.identities.evict(evicted)
-        if self.payloads.codec.dictionary is None:  # sample()'s no-op case skipped (a create's hot path)
-            yield from self.sample([p for _, _, p in made if p is not None])
+        if self.payloads.keep(self.layout, [(p, rec.payload or b"", rec) for rec, _, p in made if p is not None]):
+            yield from self.sample()
         return [token for _, token, _ in made]
 
     def get(self, token: str, undecodable: str = "raise") -> Flow[Session | None]:
@@ -453,8 +453,8 @@ class SessionCore:
             return False
         if not self.layout.needs_read:
             (result,) = yield from self.run_on([digest], [self.layout.plan_replace(digest, None, data, framed, self.now())])
-            if result == 1 and packed is not None:
-                yield from self.sample([packed])
+            if result == 1 and packed is not None and self.payloads.keep(self.layout, ((packed, framed or b"", None),)):
+                yield from self.sample()
             return bool(result == 1)
         return (yield from self._change(digest, lambda _: data)) is not None
 
@@ -516,8 +516,8 @@ class SessionCore:
             plan = self.layout.plan_replace(digest, current, data, framed, now, times)  # not migrating: no split first
             (result,) = (yield [plan]) if type(plan) is Plan and not self.migrating else (yield from self.run_on([digest], [plan]))
             if result == 1:
-                if packed is not None and sample and self.payloads.codec.dictionary is None:  # sample()'s no-op case skipped
-                    yield from self.sample([packed])
+                if packed is not None and sample and self.payloads.keep(self.layout, ((packed, framed or b"", current),)):
+                    yield from self.sample()
                 return data if data is not None else {}
             if result == 0:
                 return None

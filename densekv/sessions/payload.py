@@ -249,6 +249,10 @@ class PayloadCodec:
         self._leader = min(range(len(outs)), key=self._lost.__getitem__)
         return min(outs, key=len)
 
+    def sizes(self, packed: list[bytes]) -> list[int]:
+        """The framed size of each payload, as small as any codec makes it (no probe kept)."""
+        return [min(len(c.encode(p)) for c in self._codecs) for p in packed]
+
     def encode(self, data: Mapping[str, Any]) -> tuple[bytes, bytes]:
         """(packed, framed) for session data; raises the typed errors above."""
         packed = pack_data(data, self.max_bytes)

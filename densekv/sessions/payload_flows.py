@@ -3,18 +3,33 @@
 Payloads is the one owner of a store's payload state (SessionCore holds it as
 `core.payloads`; only this class changes its fields): the PayloadCodec (data -> packed ->
 framed bytes, payload.py, with the namespace's zstd dictionary), the samples kept from
-writes until a dictionary is trained (once: AUTO_TRAIN payloads, or SAMPLE_SESSIONS read
-back), stored under an id in `{ns}:zd` and named in the store's metadata so that every
-process adopts it (meta.Metadata.name_dictionary), the count of data refused as too large,
+writes until a dictionary is trained (AUTO_TRAIN payloads, or SAMPLE_SESSIONS read back),
+stored under an id in `{ns}:zd` and named in the store's metadata so that every process
+adopts it (meta.Metadata.name_dictionary), the recent writes that tell whether the
+dictionary still fits the sessions' shape (refit, below), the count of data refused as too large,
 and the moving averages of reads that found their payload split or out of line (which
 decide what a get reads in its first round trip). Its flows turn a read's record into its
 whole payload (the continuation or out-of-line part read as the record names it,
 densekv/sessions/layouts/partitioned.py) and then into data. No I/O: flows, as in core.py.
+
+Refit: a dictionary trained on the first sessions stops fitting when the app changes what it
+keeps in them (a new key, a longer token). The payloads grow, and ones that were inline (one
+HGET a read) split over two values (HMGET, the split write script, ~21 bytes more:
+docs/sessions.md "Where a session's bytes go"). So each process keeps its last REFIT_SAMPLES
+written payloads and, REFIT_FIRST writes after its dictionary was adopted and then at
+doubling gaps, trains a candidate on half of them and frames the other half with both.
+The candidate is stored and named (every process adopts it) only if it puts REFIT_INLINE_GAIN
+more of them inline or frames them in REFIT_BYTES_GAIN fewer bytes, and splits none more:
+a namespace whose sessions keep their shape never gets a second dictionary. Sessions already
+written keep decoding with the dictionary they name (content ids, codec.py) and take the
+new one at their next write. The look costs the write that makes it ~20 ms of training and
+~30 ms of framing (P1, 2-core machine), log2(writes / REFIT_FIRST) times in a process's life.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
@@ -34,13 +49,21 @@ from densekv.plan import Command, Plan
 from densekv.sessions.layouts.base import Layout
 from densekv.sessions.model import Record
 from densekv.sessions.payload import PayloadCodec, pack_data
-from densekv.sessions.record import unpack_record, with_data
+from densekv.sessions.record import bare_size, unpack_record, with_data
 
 log = logging.getLogger("densekv.sessions")
 AUTO_TRAIN = 2000  # payloads written before a store trains the namespace's dictionary
 SAMPLE_SESSIONS = 2000  # sessions read to train a dictionary from the store itself
 OUTSIDE_WEIGHT = 0.05  # moving averages of reads that found a split / out-of-line payload ...
 OUTSIDE_SPECULATE = 0.1  # ... above which a get reads that part in the same round trip (only that one)
+REFIT_SAMPLES = 2000  # recent written payloads a process keeps to see whether its dictionary still fits ...
+REFIT_BYTES = 1 << 20  # ... and at most this many bytes of them
+REFIT_FIRST = 2000  # writes after a dictionary's adoption before the first look; the gap doubles ...
+REFIT_MAX_GAP = 256_000  # ... up to this many writes
+REFIT_INLINE_GAIN = 0.1  # a dictionary trained again is adopted if it puts this share more payloads inline ...
+REFIT_BYTES_GAIN = 0.05  # ... or frames them in this share fewer bytes (and never splits more of them)
+REFIT_EMA = 1 / 256  # weight of a write in the moving average of framed bytes that can bring a look sooner
+REFIT_MIN = 200  # payloads needed for a look (a store whose payloads are mostly over REFIT_BYTES / REFIT_SAMPLES)
 
 #: what a flow over a record runs its plans with: SessionCore.run_on (the repartition splits first)
 RunOn = Callable[[Iterable[bytes], list[Plan[Any]]], Flow[list[Any]]]
@@ -66,6 +89,12 @@ class Payloads:
         self.auto_train = auto_train
         self.samples: list[bytes] = []  # packed payloads written, until a dictionary exists
         self.refused_too_large = 0  # data refused as over max_data_bytes (store.stats())
+        self.recent: deque[tuple[bytes, int | None]] = deque()  # (packed, bare_size of its record) of recent writes
+        self.recent_bytes = 0
+        self.refit_gap = self.refit_in = REFIT_FIRST  # writes between looks at the fit; until the next
+        self.framed_mean = 0.0  # framed bytes of recent writes (moving average, REFIT_EMA) ...
+        self.looked_mean = 0.0  # ... and as the last look found it (0: no look since the dictionary's adoption)
+        self.refits = 0  # dictionaries this process trained again and adopted (explain())
         self.split_rate = 0.0  # recent reads that found their payload split (a continuation entry)
         self.ool_rate = 0.0  # ... or out of line (a key of its own)
         self.now = now
@@ -86,34 +115,104 @@ class Payloads:
     def describe(self) -> dict[str, Any]:
         """What explain() says of the payloads: their limit and the dictionary in use."""
         dictionary = self.codec.dictionary
-        return {"max_data_bytes": self.codec.max_bytes, "dictionary": dictionary.id if dictionary else None}
+        return {"max_data_bytes": self.codec.max_bytes, "dictionary": dictionary.id if dictionary else None,
+                "dictionary_refits": self.refits}
 
     def refused(self) -> None:
         """Count data a layout refused as too large (a record it cannot hold: put_records)."""
         self.refused_too_large += 1
 
-    def sample(self, layout: Layout, packed: list[bytes], home: DictionaryHome) -> Flow[None]:
-        """Keep payloads until the namespace has a dictionary; then train it (once), within
-        the write that brought the AUTO_TRAIN-th payload (that one request pays the training:
-        benchmarks/train_cost.py). Training never fails that write: without zstandard the
-        store keeps writing without a dictionary (one warning), and any other failure is
-        logged and tried again after AUTO_TRAIN more payloads."""
-        if self.auto_train is None or self.codec.dictionary is not None or not layout.framed:
+    def keep(self, layout: Layout, written: Iterable[tuple[bytes, bytes, Record | None]]) -> bool:
+        """Note payloads just written (packed, framed, and their records where known); True
+        when sample() is due: the first dictionary's training, or a look at its fit (refit):
+        at the gap, or sooner once REFIT_SAMPLES / 2 writes since the last look framed
+        REFIT_BYTES_GAIN more bytes on average (REFIT_EMA) than before it."""
+        if self.auto_train is None or not layout.framed:
+            return False
+        if self.codec.dictionary is None:
+            self.samples.extend([p for p, _, _ in written][: self.auto_train - len(self.samples)])
+            return len(self.samples) >= self.auto_train
+        recent = self.recent
+        for packed, framed, rec in written:
+            recent.append((packed, None if rec is None else bare_size(rec)))
+            self.recent_bytes += len(packed)
+            while len(recent) > REFIT_SAMPLES or self.recent_bytes > REFIT_BYTES:
+                self.recent_bytes -= len(recent.popleft()[0])
+            self.framed_mean += REFIT_EMA * (len(framed) - self.framed_mean)
+            self.refit_in -= 1
+        return self.refit_in <= 0 or (self.refit_gap - self.refit_in >= REFIT_SAMPLES // 2 and self.looked_mean > 0
+                                      and self.framed_mean > (1 + REFIT_BYTES_GAIN) * self.looked_mean)
+
+    def sample(self, layout: Layout, home: DictionaryHome) -> Flow[None]:
+        """What keep() found due. Without a dictionary: train one (once), within the write
+        that brought the AUTO_TRAIN-th payload (that one request pays the training:
+        benchmarks/train_cost.py). With one: refit. Neither ever fails that write: without
+        zstandard the store keeps writing without a dictionary (one warning), and any other
+        failure is logged and tried again after AUTO_TRAIN more payloads (or at the next look)."""
+        if self.codec.dictionary is not None:
+            yield from self.refit(layout, home)
             return
-        self.samples.extend(packed[: self.auto_train - len(self.samples)])
-        if len(self.samples) >= self.auto_train:
-            samples, self.samples = self.samples, []
-            try:  # the write that got here is done: training must not turn it into an error
-                yield from home.refresh()  # another process may have trained one meanwhile
-                if self.codec.dictionary is None:
-                    yield from self.store_dictionary(samples, home)
-            except CodecUnavailable as exc:
-                self.auto_train = None
-                log.warning("densekv: namespace %r keeps writing without a zstd dictionary: %s",
-                            self.namespace, exc)
-            except Exception as exc:  # noqa: BLE001  # a server error, a sample zstd cannot train on
-                log.warning("densekv: namespace %r could not train its zstd dictionary (tried again "
-                            "after %d more sessions): %s", self.namespace, self.auto_train, exc)
+        samples, self.samples = self.samples, []
+        try:  # the write that got here is done: training must not turn it into an error
+            yield from home.refresh()  # another process may have trained one meanwhile
+            if self.codec.dictionary is None:
+                yield from self.store_dictionary(samples, home)
+        except CodecUnavailable as exc:
+            self.auto_train = None
+            log.warning("densekv: namespace %r keeps writing without a zstd dictionary: %s",
+                        self.namespace, exc)
+        except Exception as exc:  # noqa: BLE001  # a server error, a sample zstd cannot train on
+            log.warning("densekv: namespace %r could not train its zstd dictionary (tried again "
+                        "after %d more sessions): %s", self.namespace, self.auto_train, exc)
+
+    def refit(self, layout: Layout, home: DictionaryHome) -> Flow[None]:
+        """The look at the dictionary's fit (module docstring): store and name a dictionary
+        trained on the recent writes if it fits them better by the REFIT_* gains."""
+        self.refit_gap = min(2 * self.refit_gap, REFIT_MAX_GAP)
+        self.refit_in = self.refit_gap
+        self.looked_mean = self.framed_mean
+        current = self.codec.dictionary
+        try:  # as sample(): the write that got here is done
+            yield from home.refresh()  # another process may have adopted one meanwhile
+            if self.codec.dictionary is not current:
+                return
+            better = self.better_fit(layout, list(self.recent))
+            if better is None:
+                return
+            stored = (yield [plan_store(self.namespace, better)])[0]
+            self.codec.known[stored.id] = stored.data
+            yield from home.name_dictionary(stored.id)
+            self.refits += 1
+            log.info("densekv: namespace %r writes with zstd dictionary %d, trained again on its recent "
+                     "sessions (they no longer fit dictionary %s)", self.namespace, stored.id,
+                     current.id if current else None)
+        except Exception as exc:  # noqa: BLE001  # a server error, a sample zstd cannot train on
+            log.warning("densekv: namespace %r could not train its zstd dictionary again (tried again "
+                        "after %d more writes): %s", self.namespace, self.refit_in, exc)
+
+    def better_fit(self, layout: Layout, recent: list[tuple[bytes, int | None]]) -> bytes | None:
+        """A dictionary trained on every other recent payload, if it fits the others better
+        than the one in use (module docstring), else None. CPU only, no I/O."""
+        if len(recent) < REFIT_MIN:
+            return None
+        held = recent[1::2]
+        data = train_zstd([p for p, _ in recent[0::2]], size=4096)
+        candidate = PayloadCodec(self.codec.max_bytes)
+        candidate.use(ZstdDictionary.of(data))
+        if candidate.dictionary == self.codec.dictionary:
+            return None
+        packed = [p for p, _ in held]
+        now, then = self.codec.sizes(packed), candidate.sizes(packed)
+        known = [bare for _, bare in held if bare is not None]
+        typical = sorted(known)[len(known) // 2] if known else 9  # a record with an int identity
+        rooms = [layout.payload_room(typical if bare is None else bare) for _, bare in held]
+        split_now = sum(1 for size, room in zip(now, rooms) if room is not None and size > room)
+        split_then = sum(1 for size, room in zip(then, rooms) if room is not None and size > room)
+        if split_then > split_now:
+            return None
+        if split_now - split_then >= REFIT_INLINE_GAIN * len(held) or sum(then) <= (1 - REFIT_BYTES_GAIN) * sum(now):
+            return data
+        return None
 
     def train_dictionary(self, layout: Layout, samples: Iterable[dict[str, Any]] | None,
                          home: DictionaryHome) -> Flow[int]:
@@ -165,6 +264,8 @@ class Payloads:
                 return
             self.codec.known.update(found)
         self.codec.use(ZstdDictionary(want, self.codec.known[want]))
+        self.refit_gap = self.refit_in = REFIT_FIRST  # a fresh look at this one's fit, after as many writes
+        self.looked_mean = 0.0
 
     # -- reads --------------------------------------------------------------------------
     def speculation(self) -> bool | str:
@@ -263,5 +364,5 @@ def no_bytes(value: Any) -> None:
             no_bytes(v)
 
 
-__all__ = ["AUTO_TRAIN", "OUTSIDE_SPECULATE", "OUTSIDE_WEIGHT", "SAMPLE_SESSIONS", "DictionaryHome", "Payloads",
+__all__ = ["AUTO_TRAIN", "OUTSIDE_SPECULATE", "OUTSIDE_WEIGHT", "REFIT_FIRST", "SAMPLE_SESSIONS", "DictionaryHome", "Payloads",
            "no_bytes"]

@@ -119,9 +119,9 @@ class SessionStore(OpensOnce[SessionCore], _Options):
     as many as the listpack limit allows, the densest). A namespace's first store
     writes its layout and partition count to `{namespace}:meta`; later stores adopt them,
     and `repartition()` (or `densekv repartition`) grows the count online.
-    max_data_bytes bounds the packed session data; auto_train: after this many payloads
-    written, a store of a namespace without a zstd dictionary trains one from them (None:
-    only `train_dictionary()`).
+    max_data_bytes bounds the packed session data; auto_train: a store trains the namespace's
+    zstd dictionary after this many payloads, and again when its sessions change shape
+    (docs/sessions.md "Sessions that change shape"); None: only `train_dictionary()`.
 
     The constructor does no I/O: the first operation, or `open()`, probes the server
     (unless `facts` are given) and opens the namespace's metadata, once.

@@ -14,10 +14,12 @@ import redis
 import redis.asyncio
 
 from densekv.codec import CONTENT_ID_MIN
+from densekv.dictionaries import dictionary_key
 from densekv.sessions import LAYOUTS, AsyncSessionStore, SessionStore
 from densekv.sessions.layouts.partitioned import PartitionedLayout
 from densekv.sessions.model import digest_of
-from densekv.tools.lab.session_profiles import PROFILES, session, sessions
+from densekv.sessions.payload_flows import REFIT_FIRST
+from densekv.tools.lab.session_profiles import PROFILES, django_login_written, session, sessions
 from densekv.tools.server.process import ServerProcess
 from tests.behaviour.monitored import continuations
 
@@ -244,3 +246,48 @@ def test_stats_count_the_payloads_that_did_not_fit_inline(client: redis.Redis, s
 
     astats = asyncio.run(main())
     assert (astats["split_sessions"], astats["out_of_line_sessions"]) == (split, outside)
+
+
+def test_a_dictionary_the_sessions_outgrew_is_trained_again_and_their_next_writes_fit_inline(
+        client: redis.Redis) -> None:
+    """Django logins, dictionary trained on them; then the app keeps one more key in each (the
+    end-to-end benchmark's "n"): with the old dictionary most no longer fit one value. The
+    look REFIT_FIRST writes later trains another, every process adopts it, and the next write
+    of each session puts it back in one value; what was written before reads throughout."""
+    store = SessionStore(client, layout="dense", expected_sessions=10_000).open()
+    first = store.train_dictionary(d for _, d in sessions("P1", 2000, start=100_000))
+    count = REFIT_FIRST // 2
+    tokens = [store.create(i, d) for i, d in sessions("P1", count)]
+    assert store.stats()["split_sessions"] == 0
+    other = SessionStore(client, layout="dense", expected_sessions=10_000).open()  # another process
+    for n in range(count - 1):
+        store.apply(tokens[n], {"n": django_login_written(n)[1]["n"]})
+    split = store.stats()["split_sessions"]
+    assert split > count // 2 and store.explain()["dictionary"] == first  # the look is one write away
+    store.apply(tokens[count - 1], {"n": django_login_written(count - 1)[1]["n"]})  # the REFIT_FIRST-th write
+    refit = store.explain()
+    assert refit["dictionary"] not in (first, None) and refit["dictionary_refits"] == 1
+    other._core.metadata.read_at = -1e9  # its next operation re-reads the metadata (within a minute)
+    assert other.get(tokens[0]).data == django_login_written(0)[1]  # type: ignore[union-attr]
+    assert other.explain()["dictionary"] == refit["dictionary"]
+    for n in range(count):  # read with the dictionary each names, then written with the new one
+        assert store.get(tokens[n]).data == django_login_written(n)[1]  # type: ignore[union-attr]
+        other.apply(tokens[n], {"n": n})
+    assert store.stats()["split_sessions"] <= count // 20  # was `split`, over half (35 of 1000 on valkey-9.1)
+    assert client.hlen(dictionary_key(store.namespace)) == 2
+    assert all(store.get(t).data == {**django_login_written(n)[1], "n": n}  # type: ignore[union-attr]
+               for n, t in enumerate(tokens))
+
+
+def test_sessions_that_keep_their_shape_keep_their_dictionary(client: redis.Redis) -> None:
+    """Two looks at the fit (after REFIT_FIRST and 2 * REFIT_FIRST more writes) on sessions of
+    one shape: the dictionary trained again on them is no better, so none is stored."""
+    store = SessionStore(client, layout="dense", expected_sessions=10_000, auto_train=500).open()
+    store.create_many([None] * 500, {"csrf_token": "0" * 40}, None)  # the dictionary, trained on the 500th
+    first = store.explain()["dictionary"]
+    assert first is not None
+    for n in range(3 * REFIT_FIRST):
+        store.create(*session("P0", n))
+    looked = store._core.payloads
+    assert looked.refit_gap == 4 * REFIT_FIRST and looked.refits == 0  # looked twice, kept it
+    assert store.explain()["dictionary"] == first and client.hlen(dictionary_key(store.namespace)) == 1

@@ -77,6 +77,11 @@ class Layout(ABC):
     def __init__(self, namespace: str) -> None:
         self.namespace = namespace
 
+    def payload_room(self, bare: int) -> int | None:
+        """The most bytes a framed payload may take in a record of `bare` other bytes and
+        still be stored in one value (None: no such bound, a key of its own holds it all)."""
+        return None
+
     # -- writes ---------------------------------------------------------------------
     @abstractmethod
     def plan_put(self, rec: Record, now: int) -> Plan[None]:

@@ -124,6 +124,9 @@ class PartitionedLayout(Layout):
         #: plan_get's and plan_replace's key names by partition (_named)
         self._names: dict[int, tuple[bytes, bytes, bytes, tuple[bytes, ...]]] = {}
 
+    def payload_room(self, bare: int) -> int | None:
+        return self.limits.hash_max_listpack_value - bare  # placement()'s INLINE
+
     # -- naming -----------------------------------------------------------------------
     def key_at(self, code: str, partition: int, bits: int) -> bytes:
         if bits == self.base_bits:
