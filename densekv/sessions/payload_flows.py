@@ -17,7 +17,8 @@ keeps in them (a new key, a longer token). The payloads grow, and ones that were
 HGET a read) split over two values (HMGET, the split write script, ~21 bytes more:
 docs/sessions.md "Where a session's bytes go"). So each process keeps its last REFIT_SAMPLES
 written payloads and, REFIT_FIRST writes after its dictionary was adopted and then at
-doubling gaps, trains a candidate on half of them and frames the other half with both.
+doubling gaps (or REFIT_SAMPLES writes after its payloads grew, if sooner), trains a
+candidate on half of them and frames the other half with both.
 The candidate is stored and named (every process adopts it) only if it puts REFIT_INLINE_GAIN
 more of them inline or frames them in REFIT_BYTES_GAIN fewer bytes, and splits none more:
 a namespace whose sessions keep their shape never gets a second dictionary. Sessions already
@@ -125,8 +126,8 @@ class Payloads:
     def keep(self, layout: Layout, written: Iterable[tuple[bytes, bytes, Record | None]]) -> bool:
         """Note payloads just written (packed, framed, and their records where known); True
         when sample() is due: the first dictionary's training, or a look at its fit (refit):
-        at the gap, or sooner once REFIT_SAMPLES / 2 writes since the last look framed
-        REFIT_BYTES_GAIN more bytes on average (REFIT_EMA) than before it."""
+        at the gap, or REFIT_SAMPLES writes after the payloads framed REFIT_BYTES_GAIN more
+        bytes on average (REFIT_EMA) than at the last look, if that is sooner."""
         if self.auto_train is None or not layout.framed:
             return False
         if self.codec.dictionary is None:
@@ -140,8 +141,9 @@ class Payloads:
                 self.recent_bytes -= len(recent.popleft()[0])
             self.framed_mean += REFIT_EMA * (len(framed) - self.framed_mean)
             self.refit_in -= 1
-        return self.refit_in <= 0 or (self.refit_gap - self.refit_in >= REFIT_SAMPLES // 2 and self.looked_mean > 0
-                                      and self.framed_mean > (1 + REFIT_BYTES_GAIN) * self.looked_mean)
+        if self.refit_in > REFIT_SAMPLES and 0 < (1 + REFIT_BYTES_GAIN) * self.looked_mean < self.framed_mean:
+            self.refit_in = REFIT_SAMPLES  # grown: look once the recent payloads are all of the new kind
+        return self.refit_in <= 0
 
     def sample(self, layout: Layout, home: DictionaryHome) -> Flow[None]:
         """What keep() found due. Without a dictionary: train one (once), within the write

@@ -18,7 +18,7 @@ from densekv.dictionaries import dictionary_key
 from densekv.sessions import LAYOUTS, AsyncSessionStore, SessionStore
 from densekv.sessions.layouts.partitioned import PartitionedLayout
 from densekv.sessions.model import digest_of
-from densekv.sessions.payload_flows import REFIT_FIRST
+from densekv.sessions.payload_flows import REFIT_FIRST, REFIT_SAMPLES
 from densekv.tools.lab.session_profiles import PROFILES, django_login_written, session, sessions
 from densekv.tools.server.process import ServerProcess
 from tests.behaviour.monitored import continuations
@@ -277,6 +277,24 @@ def test_a_dictionary_the_sessions_outgrew_is_trained_again_and_their_next_write
     assert client.hlen(dictionary_key(store.namespace)) == 2
     assert all(store.get(t).data == {**django_login_written(n)[1], "n": n}  # type: ignore[union-attr]
                for n, t in enumerate(tokens))
+
+
+def test_payloads_that_grew_are_looked_at_before_the_gap_ends(client: redis.Redis) -> None:
+    """The first look at REFIT_FIRST writes finds nothing better and doubles the gap; the
+    payloads then grow (Django logins gain "n"): the next look comes REFIT_SAMPLES writes
+    later, once the recent payloads are all of the new kind, not at the gap's end."""
+    store = SessionStore(client, layout="dense", expected_sessions=10_000).open()
+    first = store.train_dictionary(d for _, d in sessions("P1", 2000, start=100_000))
+    tokens = [store.create(i, d) for i, d in sessions("P1", REFIT_FIRST)]
+    payloads = store._core.payloads
+    assert payloads.refits == 0 and payloads.refit_gap == 2 * REFIT_FIRST  # looked once, kept it
+    last = {}
+    for n in range(REFIT_SAMPLES + REFIT_SAMPLES // 4):  # fewer writes than the gap
+        last[n % REFIT_FIRST] = django_login_written(n)[1]["n"]
+        store.apply(tokens[n % REFIT_FIRST], {"n": last[n % REFIT_FIRST]})
+    assert payloads.refits == 1 and store.explain()["dictionary"] != first
+    assert all(store.get(t).data == {**session("P1", k)[1], "n": last[k]}  # type: ignore[union-attr]
+               for k, t in enumerate(tokens))
 
 
 def test_sessions_that_keep_their_shape_keep_their_dictionary(client: redis.Redis) -> None:
