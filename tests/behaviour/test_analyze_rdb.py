@@ -142,12 +142,18 @@ def test_a_dump_of_each_server_gives_the_live_figures(name: str, tmp_path: Path)
 CLUSTER_SERVERS = [n for n in ("valkey-8.0", "redis-7.4", "redis-7.0", "redis-8.0") if n in PRESENT]
 
 
-def test_a_clusters_primaries_are_one_keyspace(tmp_path: Path) -> None:
-    """Two primaries' dumps, each in its own throwaway server, analyzed as the live cluster
-    is: the same figures (every key), and the default run, replay included, on the dumps."""
-    if not CLUSTER_SERVERS:
-        pytest.skip("needs a jemalloc server of the matrix (valkey-8.0, redis-7.x or redis-8.0)")
-    with LocalCluster(PRESENT[CLUSTER_SERVERS[0]], masters=2, options=QUIET) as cluster:
+#: a cluster of each line whose cluster nodes price keys differently: Redis 7.0 keeps every
+#: key on its slot's list (16 bytes more a key than standalone), valkey-8.0 the slots' own tables
+CLUSTER_LINES = [n for n in ("valkey-8.0", "redis-7.0") if n in CLUSTER_SERVERS] or CLUSTER_SERVERS[:1]
+
+
+@pytest.mark.parametrize("name", CLUSTER_LINES or [pytest.param("none", marks=pytest.mark.skip(
+    reason="needs a jemalloc server of the matrix (valkey-8.0, redis-7.x or redis-8.0)"))])
+def test_a_clusters_primaries_are_one_keyspace(tmp_path: Path, name: str) -> None:
+    """Two primaries' dumps, each in its own throwaway cluster node, analyzed as the live
+    cluster is: the same figures (every key: in standalone servers a redis-7.0 cluster's
+    small keys read 8-22% low), and the default run, replay included, on the dumps."""
+    with LocalCluster(PRESENT[name], masters=2, options=QUIET) as cluster:
         with cluster.client() as client:
             _write(client, random.Random(SEED))
         live = _json(_cli("--url", cluster.url, "--full", "--no-replay", "--json"))

@@ -36,7 +36,7 @@ SLOTS = 16384
 REPLICATED_NODE_TIMEOUT_MS = 1500
 
 
-def _cluster_port() -> int:
+def cluster_port() -> int:
     """A free port whose cluster-bus port (port + 10000) is free too."""
     for _ in range(100):
         port = free_port()
@@ -117,7 +117,7 @@ class LocalCluster:
             for _ in range(self.size):
                 node = ServerProcess(
                     self.binary,
-                    port=_cluster_port(),
+                    port=cluster_port(),
                     options={
                         "cluster-enabled": "yes",
                         "cluster-config-file": "nodes.conf",
