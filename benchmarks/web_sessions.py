@@ -524,6 +524,8 @@ def e2e_summary(ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> dic
             "p99_ratio": round(p99_ratio, 3), "p99_ratio_paired": round(med(paired_p99), 3),
             "errors": sum(r["errors"] for r in (*ours, *theirs)), **cpu,
             "densekv_commands": ours[-1].get("commands"), "peer_commands": theirs[-1].get("commands"),
+            # a store that trains its dictionary again mid-run (payload_flows.py refit) reads fewer split sessions later on
+            "densekv_hmget_by_round": [(r.get("commands") or {}).get("hmget", 0.0) for r in ours],
             "densekv_server_io": ours[-1].get("server_io"), "peer_server_io": theirs[-1].get("server_io"),
             "densekv_rounds": [(r["rps"], r["p99_us"], r["app_cpu_us"]) for r in ours],
             "peer_rounds": [(r["rps"], r["p99_us"], r["app_cpu_us"]) for r in theirs]}

@@ -62,7 +62,8 @@ REFIT_BYTES = 1 << 20  # ... and at most this many bytes of them
 REFIT_FIRST = 2000  # writes after a dictionary's adoption before the first look; the gap doubles ...
 REFIT_MAX_GAP = 256_000  # ... up to this many writes
 REFIT_INLINE_GAIN = 0.1  # a dictionary trained again is adopted if it puts this share more payloads inline ...
-REFIT_BYTES_GAIN = 0.05  # ... or frames them in this share fewer bytes (and never splits more of them)
+REFIT_BYTES_GAIN = 0.03  # ... or frames them in this share fewer bytes (and never splits more of them)
+REFIT_GROWTH = 0.05  # payloads framed this share larger on average than at the last look bring the next one sooner
 REFIT_EMA = 1 / 256  # weight of a write in the moving average of framed bytes that can bring a look sooner
 REFIT_MIN = 200  # payloads needed for a look (a store whose payloads are mostly over REFIT_BYTES / REFIT_SAMPLES)
 
@@ -126,8 +127,8 @@ class Payloads:
     def keep(self, layout: Layout, written: Iterable[tuple[bytes, bytes, Record | None]]) -> bool:
         """Note payloads just written (packed, framed, and their records where known); True
         when sample() is due: the first dictionary's training, or a look at its fit (refit):
-        at the gap, or REFIT_SAMPLES writes after the payloads framed REFIT_BYTES_GAIN more
-        bytes on average (REFIT_EMA) than at the last look, if that is sooner."""
+        at the gap, or REFIT_SAMPLES writes after the payloads framed REFIT_GROWTH more bytes
+        on average (REFIT_EMA) than at the last look, if that is sooner."""
         if self.auto_train is None or not layout.framed:
             return False
         if self.codec.dictionary is None:
@@ -141,7 +142,7 @@ class Payloads:
                 self.recent_bytes -= len(recent.popleft()[0])
             self.framed_mean += REFIT_EMA * (len(framed) - self.framed_mean)
             self.refit_in -= 1
-        if self.refit_in > REFIT_SAMPLES and 0 < (1 + REFIT_BYTES_GAIN) * self.looked_mean < self.framed_mean:
+        if self.refit_in > REFIT_SAMPLES and 0 < (1 + REFIT_GROWTH) * self.looked_mean < self.framed_mean:
             self.refit_in = REFIT_SAMPLES  # grown: look once the recent payloads are all of the new kind
         return self.refit_in <= 0
 
