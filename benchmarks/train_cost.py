@@ -76,9 +76,15 @@ def refit_look(profile: str, repeats: int) -> None:
         t = time.perf_counter()
         adopted = payloads.better_fit(layout, recent) is not None
         times.append((time.perf_counter() - t) * 1000)
+    fit = payloads.fit(layout, recent)
+    assert fit is not None
     print(json.dumps({"bench": "train_cost", "what": "refit_look", "profile": profile, "samples": len(recent),
                       "adopted": adopted, "median_ms": round(statistics.median(times), 1),
-                      "max_ms": round(max(times), 1), "commit": commit()}))
+                      "max_ms": round(max(times), 1),
+                      # the held half framed with the dictionary in use / the candidate
+                      "framed_bytes": [round(fit.bytes_now / fit.held, 2), round(fit.bytes_then / fit.held, 2)],
+                      "split_share": [round(fit.split_now / fit.held, 3), round(fit.split_then / fit.held, 3)],
+                      "commit": commit()}))
 
 
 if __name__ == "__main__":

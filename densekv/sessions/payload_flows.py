@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from densekv.codec import ZstdDictionary
@@ -78,6 +79,19 @@ class DictionaryHome(Protocol):
     def refresh(self) -> Flow[bool]: ...
 
     def name_dictionary(self, dictionary_id: int) -> Flow[None]: ...
+
+
+@dataclass(frozen=True)
+class Fit:
+    """What Payloads.fit found: a dictionary trained on half the recent payloads (`data`),
+    and the `held` others' framed bytes and splits with the one in use (now) and it (then)."""
+
+    data: bytes
+    held: int
+    bytes_now: int
+    bytes_then: int
+    split_now: int
+    split_then: int
 
 
 class Payloads:
@@ -195,27 +209,32 @@ class Payloads:
 
     def better_fit(self, layout: Layout, recent: list[tuple[bytes, int | None]]) -> bytes | None:
         """A dictionary trained on every other recent payload, if it fits the others better
-        than the one in use (module docstring), else None. CPU only, no I/O."""
-        if len(recent) < REFIT_MIN:
+        than the one in use by the REFIT_* gains (module docstring), else None."""
+        fit = self.fit(layout, recent)
+        if fit is None or fit.split_then > fit.split_now:
+            return None
+        if (fit.split_now - fit.split_then >= REFIT_INLINE_GAIN * fit.held
+                or fit.bytes_then <= (1 - REFIT_BYTES_GAIN) * fit.bytes_now):
+            return fit.data
+        return None
+
+    def fit(self, layout: Layout, recent: list[tuple[bytes, int | None]]) -> Fit | None:
+        """A dictionary trained on every other recent payload, and how it and the one in use
+        frame the others (None: too few payloads, or no dictionary in use). CPU only, no I/O."""
+        if len(recent) < REFIT_MIN or self.codec.dictionary is None:
             return None
         held = recent[1::2]
         data = train_zstd([p for p, _ in recent[0::2]], size=4096)
         candidate = PayloadCodec(self.codec.max_bytes)
         candidate.use(ZstdDictionary.of(data))
-        if candidate.dictionary == self.codec.dictionary:
-            return None
         packed = [p for p, _ in held]
         now, then = self.codec.sizes(packed), candidate.sizes(packed)
         known = [bare for _, bare in held if bare is not None]
         typical = sorted(known)[len(known) // 2] if known else 9  # a record with an int identity
         rooms = [layout.payload_room(typical if bare is None else bare) for _, bare in held]
-        split_now = sum(1 for size, room in zip(now, rooms) if room is not None and size > room)
-        split_then = sum(1 for size, room in zip(then, rooms) if room is not None and size > room)
-        if split_then > split_now:
-            return None
-        if split_now - split_then >= REFIT_INLINE_GAIN * len(held) or sum(then) <= (1 - REFIT_BYTES_GAIN) * sum(now):
-            return data
-        return None
+        return Fit(data, len(held), sum(now), sum(then),
+                   sum(1 for size, room in zip(now, rooms) if room is not None and size > room),
+                   sum(1 for size, room in zip(then, rooms) if room is not None and size > room))
 
     def train_dictionary(self, layout: Layout, samples: Iterable[dict[str, Any]] | None,
                          home: DictionaryHome) -> Flow[int]:
@@ -367,5 +386,5 @@ def no_bytes(value: Any) -> None:
             no_bytes(v)
 
 
-__all__ = ["AUTO_TRAIN", "OUTSIDE_SPECULATE", "OUTSIDE_WEIGHT", "REFIT_FIRST", "SAMPLE_SESSIONS", "DictionaryHome", "Payloads",
+__all__ = ["AUTO_TRAIN", "OUTSIDE_SPECULATE", "OUTSIDE_WEIGHT", "REFIT_FIRST", "SAMPLE_SESSIONS", "DictionaryHome", "Fit", "Payloads",
            "no_bytes"]
