@@ -15,10 +15,11 @@ densekv/sessions/layouts/partitioned.py) and then into data. No I/O: flows, as i
 Refit: a dictionary trained on the first sessions stops fitting when the app changes what it
 keeps in them (a new key, a longer token). The payloads grow, and ones that were inline (one
 HGET a read) split over two values (HMGET, the split write script, ~21 bytes more:
-docs/sessions.md "Where a session's bytes go"). So each process keeps its last REFIT_SAMPLES
-written payloads and, REFIT_FIRST writes after its dictionary was adopted and then at
-doubling gaps (or REFIT_SAMPLES writes after its payloads grew, if sooner), trains a
-candidate on half of them and frames the other half with both.
+docs/sessions.md "Where a session's bytes go"). So each process looks at the fit REFIT_FIRST
+writes after its dictionary was adopted and then at doubling gaps (or REFIT_SAMPLES writes
+after its payloads grew, if sooner): it keeps the REFIT_SAMPLES payloads written just before
+a look (the writes between cost a moving average), trains a candidate on half of them and
+frames the other half with both.
 The candidate is stored and named (every process adopts it) only if it puts REFIT_INLINE_GAIN
 more of them inline or frames them in REFIT_BYTES_GAIN fewer bytes, and splits none more:
 a namespace whose sessions keep their shape never gets a second dictionary. Sessions already
@@ -58,7 +59,7 @@ AUTO_TRAIN = 2000  # payloads written before a store trains the namespace's dict
 SAMPLE_SESSIONS = 2000  # sessions read to train a dictionary from the store itself
 OUTSIDE_WEIGHT = 0.05  # moving averages of reads that found a split / out-of-line payload ...
 OUTSIDE_SPECULATE = 0.1  # ... above which a get reads that part in the same round trip (only that one)
-REFIT_SAMPLES = 2000  # recent written payloads a process keeps to see whether its dictionary still fits ...
+REFIT_SAMPLES = 2000  # payloads written before a look that it reads to see whether the dictionary still fits ...
 REFIT_BYTES = 1 << 20  # ... and at most this many bytes of them
 REFIT_FIRST = 2000  # writes after a dictionary's adoption before the first look; the gap doubles ...
 REFIT_MAX_GAP = 256_000  # ... up to this many writes
@@ -150,12 +151,13 @@ class Payloads:
             return len(self.samples) >= self.auto_train
         recent = self.recent
         for packed, framed, rec in written:
-            recent.append((packed, None if rec is None else bare_size(rec)))
-            self.recent_bytes += len(packed)
-            while len(recent) > REFIT_SAMPLES or self.recent_bytes > REFIT_BYTES:
-                self.recent_bytes -= len(recent.popleft()[0])
             self.framed_mean += REFIT_EMA * (len(framed) - self.framed_mean)
             self.refit_in -= 1
+            if self.refit_in < REFIT_SAMPLES:  # among the writes the next look reads (the others cost nothing more)
+                recent.append((packed, None if rec is None else bare_size(rec)))
+                self.recent_bytes += len(packed)
+                while len(recent) > REFIT_SAMPLES or self.recent_bytes > REFIT_BYTES:
+                    self.recent_bytes -= len(recent.popleft()[0])
         if self.refit_in > REFIT_SAMPLES and 0 < (1 + REFIT_GROWTH) * self.looked_mean < self.framed_mean:
             self.refit_in = REFIT_SAMPLES  # grown: look once the recent payloads are all of the new kind
         return self.refit_in <= 0
@@ -193,7 +195,10 @@ class Payloads:
             yield from home.refresh()  # another process may have adopted one meanwhile
             if self.codec.dictionary is not current:
                 return
-            better = self.better_fit(layout, list(self.recent))
+            recent = list(self.recent)
+            self.recent.clear()  # the next look reads the writes just before it
+            self.recent_bytes = 0
+            better = self.better_fit(layout, recent)
             if better is None:
                 return
             stored = (yield [plan_store(self.namespace, better)])[0]
