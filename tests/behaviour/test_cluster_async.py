@@ -27,8 +27,11 @@ from densekv import (
     AsyncCompactMap,
     AsyncCompactSet,
     AsyncSessionStore,
+    SessionStore,
 )
 from densekv.cluster_executor import RECOVERY_SECONDS, AsyncClusterExecutor
+from densekv.sessions.payload_flows import REFIT_FIRST
+from densekv.tools.lab.session_profiles import django_login_written, sessions
 from densekv.tools.server.cluster import LocalCluster, call
 from tests.behaviour import test_sessions, test_sets
 from tests.behaviour.cluster_writers import busiest_master
@@ -105,6 +108,29 @@ def test_the_async_session_store_matches_the_model_on_a_cluster(
         loop.run(store.ready())
         assert isinstance(store._ex, AsyncClusterExecutor)
         test_sessions.run_against_model(Blocking(store, loop), clock, seed=17, steps=150)  # type: ignore[arg-type]
+
+
+def test_the_async_store_trains_its_dictionary_again_on_a_cluster(
+        aio: tuple[Loop, redis.asyncio.RedisCluster], cluster_client: redis.RedisCluster) -> None:
+    """payload_flows.py refit through the asyncio cluster executor: Django logins, then the
+    key "n" in each; the look REFIT_FIRST writes after the dictionary's adoption names
+    another, a sync store on the same cluster adopts it, and every session reads back."""
+    loop, client = aio
+    store = AsyncSessionStore(client, namespace="refit", layout="dense", expected_sessions=5000)
+    count = REFIT_FIRST // 2
+
+    async def main() -> tuple[int, int, list[str]]:
+        first = await store.train_dictionary(d for _, d in sessions("P1", 2000, start=100_000))
+        tokens = [await store.create(i, d) for i, d in sessions("P1", count)]
+        for n, token in enumerate(tokens):
+            await store.apply(token, {"n": django_login_written(n)[1]["n"]})
+        return first, (await store.explain())["dictionary"], tokens
+
+    first, now, tokens = loop.run(main())
+    assert now not in (first, None)
+    reader = SessionStore(cluster_client, namespace="refit", layout="dense", expected_sessions=5000).open()
+    assert reader.explain()["dictionary"] == now
+    assert all(reader.get(t).data == django_login_written(n)[1] for n, t in enumerate(tokens))  # type: ignore[union-attr]
 
 
 def test_the_async_set_matches_the_model_on_a_cluster(
