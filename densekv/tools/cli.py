@@ -362,7 +362,9 @@ def train(url: str | None, server_name: str | None, namespace: str, as_json: boo
     For a store whose sessions changed shape since its dictionary was trained (a new key in
     every session): new payloads are written with the new dictionary, every process adopts
     it within a minute, and each session moves to it at its next write (payloads written
-    before keep decoding with their own). Nothing else is written."""
+    before keep decoding with their own). Nothing else is written. A running store also
+    does this itself, some thousand writes after the change (docs/sessions.md, "Sessions
+    that change shape"): this is for doing it now."""
     import json
 
     from densekv.sessions import SessionStore
