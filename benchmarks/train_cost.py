@@ -10,7 +10,7 @@ record per profile: median and max milliseconds ("what": "train").
 With a dictionary, a store looks at its fit REFIT_FIRST writes after adopting it and then at
 doubling gaps (payload_flows.py refit): it trains a candidate on half of its REFIT_SAMPLES
 recent payloads and frames the other half with both. "what": "refit_look" times that look
-(Payloads.better_fit, no server) on the next REFIT_SAMPLES sessions of the profile, the
+(Payloads.fit and Fit.adopt, no server) on the next REFIT_SAMPLES sessions of the profile, the
 dictionary in use trained on the first AUTO_TRAIN, and says whether the candidate would be
 adopted; P1->P1n is the shape change of the end-to-end benchmark (a Django login that gains
 the key "n"), where it is.
@@ -37,7 +37,7 @@ from densekv.sessions.layouts.partitioned import DenseLayout
 from densekv.sessions.model import Record
 from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES, pack_data
 from densekv.sessions.payload_flows import AUTO_TRAIN, REFIT_SAMPLES, Payloads
-from densekv.sessions.record import bare_size
+from densekv.sessions.record import pack_record
 from densekv.tools.lab.session_profiles import django_login_written, sessions
 
 
@@ -60,7 +60,7 @@ def main() -> None:
 
 
 def refit_look(profile: str, repeats: int) -> None:
-    """Time Payloads.better_fit as a dense store of 2,048 partitions runs it, under the
+    """Time Payloads.fit as a dense store of 2,048 partitions runs it, under the
     default hash-max-listpack-value (64): no server (module docstring)."""
     first, then = (profile, profile) if "->" not in profile else profile.split("->")
     layout = DenseLayout("sess", 2048, LayoutLimits())
@@ -70,13 +70,13 @@ def refit_look(profile: str, repeats: int) -> None:
     recent: list[tuple[bytes, int | None]] = []
     for n in range(20_000, 20_000 + REFIT_SAMPLES):
         identity, data = django_login_written(n) if then == "P1n" else next(sessions(then, 1, start=n))
-        recent.append((pack_data(data), bare_size(Record(bytes(16), identity, 2**31, 2**31, data, None))))
-    times, adopted = [], None
+        recent.append((pack_data(data), len(pack_record(Record(bytes(16), identity, 2**31, 2**31, data, None)))))
+    times, fit = [], None
     for _ in range(repeats):
         t = time.perf_counter()
-        adopted = payloads.better_fit(layout, recent) is not None
+        fit = payloads.fit(layout, recent)
+        adopted = fit is not None and fit.adopt()
         times.append((time.perf_counter() - t) * 1000)
-    fit = payloads.fit(layout, recent)
     assert fit is not None
     print(json.dumps({"bench": "train_cost", "what": "refit_look", "profile": profile, "samples": len(recent),
                       "adopted": adopted, "median_ms": round(statistics.median(times), 1),

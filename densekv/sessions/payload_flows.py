@@ -52,7 +52,7 @@ from densekv.plan import Command, Plan
 from densekv.sessions.layouts.base import Layout
 from densekv.sessions.model import Record
 from densekv.sessions.payload import PayloadCodec, pack_data
-from densekv.sessions.record import bare_size, unpack_record, with_data
+from densekv.sessions.record import pack_record, unpack_record, with_data
 
 log = logging.getLogger("densekv.sessions")
 AUTO_TRAIN = 2000  # payloads written before a store trains the namespace's dictionary
@@ -94,6 +94,13 @@ class Fit:
     split_now: int
     split_then: int
 
+    def adopt(self) -> bool:
+        """Whether `data` fits the held payloads better by the REFIT_* gains (module docstring)."""
+        if self.split_then > self.split_now:
+            return False
+        return (self.split_now - self.split_then >= REFIT_INLINE_GAIN * self.held
+                or self.bytes_then <= (1 - REFIT_BYTES_GAIN) * self.bytes_now)
+
 
 class Payloads:
     """A store's payload codec and what it learns from writes and reads (module docstring)."""
@@ -106,7 +113,7 @@ class Payloads:
         self.auto_train = auto_train
         self.samples: list[bytes] = []  # packed payloads written, until a dictionary exists
         self.refused_too_large = 0  # data refused as over max_data_bytes (store.stats())
-        self.recent: deque[tuple[bytes, int | None]] = deque()  # (packed, bare_size of its record) of recent writes
+        self.recent: deque[tuple[bytes, int | None]] = deque()  # (packed, its record's bytes without it) of recent writes
         self.recent_bytes = 0
         self.refit_gap = self.refit_in = REFIT_FIRST  # writes between looks at the fit; until the next
         self.framed_mean = 0.0  # framed bytes of recent writes (moving average, REFIT_EMA) ...
@@ -154,7 +161,7 @@ class Payloads:
             self.framed_mean += REFIT_EMA * (len(framed) - self.framed_mean)
             self.refit_in -= 1
             if self.refit_in < REFIT_SAMPLES:  # among the writes the next look reads (the others cost nothing more)
-                recent.append((packed, None if rec is None else bare_size(rec)))
+                recent.append((packed, None if rec is None else len(pack_record(rec))))
                 self.recent_bytes += len(packed)
                 while len(recent) > REFIT_SAMPLES or self.recent_bytes > REFIT_BYTES:
                     self.recent_bytes -= len(recent.popleft()[0])
@@ -198,10 +205,10 @@ class Payloads:
             recent = list(self.recent)
             self.recent.clear()  # the next look reads the writes just before it
             self.recent_bytes = 0
-            better = self.better_fit(layout, recent)
-            if better is None:
+            fit = self.fit(layout, recent)
+            if fit is None or not fit.adopt():
                 return
-            stored = (yield [plan_store(self.namespace, better)])[0]
+            stored = (yield [plan_store(self.namespace, fit.data)])[0]
             self.codec.known[stored.id] = stored.data
             yield from home.name_dictionary(stored.id)
             self.refits += 1
@@ -211,17 +218,6 @@ class Payloads:
         except Exception as exc:  # noqa: BLE001  # a server error, a sample zstd cannot train on
             log.warning("densekv: namespace %r could not train its zstd dictionary again (tried again "
                         "after %d more writes): %s", self.namespace, self.refit_in, exc)
-
-    def better_fit(self, layout: Layout, recent: list[tuple[bytes, int | None]]) -> bytes | None:
-        """A dictionary trained on every other recent payload, if it fits the others better
-        than the one in use by the REFIT_* gains (module docstring), else None."""
-        fit = self.fit(layout, recent)
-        if fit is None or fit.split_then > fit.split_now:
-            return None
-        if (fit.split_now - fit.split_then >= REFIT_INLINE_GAIN * fit.held
-                or fit.bytes_then <= (1 - REFIT_BYTES_GAIN) * fit.bytes_now):
-            return fit.data
-        return None
 
     def fit(self, layout: Layout, recent: list[tuple[bytes, int | None]]) -> Fit | None:
         """A dictionary trained on every other recent payload, and how it and the one in use

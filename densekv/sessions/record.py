@@ -71,12 +71,6 @@ def pack_record(rec: Record, payload: bytes | None = None) -> bytes:
     return b"".join(parts)
 
 
-def bare_size(rec: Record) -> int:
-    """len(pack_record(rec, b"")), without building it: the bytes a record spends besides
-    its payload (what is left of hash-max-listpack-value for the payload to stay inline)."""
-    return 5 + (4 if rec.absolute_at != rec.expires_at else 0) + len(identity_section(rec.identity)[1])
-
-
 def unpack_record(digest: bytes, raw: bytes, *, where: str = "", key: bytes | None = None) -> Record:
     """The record `raw` holds (DecodeError if it does not decode; its message names `where`,
     or the hash `key` it was read from: formatted only then, not on every read)."""
