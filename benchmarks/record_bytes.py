@@ -18,7 +18,7 @@ and the payload framing (densekv/sessions/payload.py, densekv/codec.py):
   field        the record's field name (the digest's bytes the partition number leaves)
   flags        1                     expiry      4 (expires_at)
   absolute     4 with an idle ttl    identity    its bytes and a length byte if > 14
-  codec        1 (the framing byte: 0x01 plain, 0x21 zstd, 0x51 deflate)
+  codec        1 (the framing byte: 0x01 plain, 0x21 zstd, 0x51 deflate, 0x61 the key table)
   dict_ref     the dictionary id's varint (a content id: 4 bytes; 0 without one)
   body         the packed or compressed payload itself
   split        1 (the marker 0x0C) + the continuation field's name, when split
@@ -92,7 +92,7 @@ def element_overhead(size: int) -> int:
 
 def taken_apart(field: bytes, raw: bytes, rest: bytes | None, cont: bytes = b"") -> tuple[str, dict[str, int], str]:
     """(kind, bytes by part, codec) of one stored session: kind inline, split or
-    out_of_line; codec plain, zstd, deflate or "" (no payload, or out of line)."""
+    out_of_line; codec plain, zstd, deflate, table or "" (no payload, or out of line)."""
     flags = raw[0]
     pos = 5
     parts = {"field": len(field), "flags": 1, "expiry": 4, "absolute": 0, "identity": 0,
@@ -121,10 +121,10 @@ def taken_apart(field: bytes, raw: bytes, rest: bytes | None, cont: bytes = b"")
         parts["listpack"] += element_overhead(named) + element_overhead(len(rest))
         framed = framed[1:] + rest
     parts["codec"] = 1
-    if framed[0] & 0xF0 in (0x20, 0x50):
+    if framed[0] & 0xF0 in (0x20, 0x50, 0x60):
         parts["dict_ref"] = varint_len(framed, 1)
     parts["body"] = len(framed) - 1 - parts["dict_ref"]
-    return kind, parts, {0x20: "zstd", 0x50: "deflate"}.get(framed[0] & 0xF0, "plain")
+    return kind, parts, {0x20: "zstd", 0x50: "deflate", 0x60: "table"}.get(framed[0] & 0xF0, "plain")
 
 
 def measure(server: str, profile: str, n: int, idle: bool) -> dict[str, Any]:

@@ -1,10 +1,10 @@
-"""What the write that trains a session store's zstd dictionary pays for it.
+"""What the write that trains a session store's dictionary pays for it.
 
 A store keeps the packed payloads of its first AUTO_TRAIN (2000) writes and, on the write
-that brings the 2000th, trains a 4 KB zstd dictionary from them and stores it
-(densekv/sessions/payload_flows.py sample). That one request is slower by the training;
-this measures the training itself (zstd.train_dictionary on the packed payloads of each
-session profile, as the store does, no server) over several repeats, and prints one JSON
+that brings the 2000th, trains a 4 KB zstd dictionary and the key table from them and
+stores them as one (densekv/sessions/payload_flows.py sample). That one request is slower
+by the training; this measures the training itself (payload.train_payloads on the packed
+payloads of each session profile, as the store does, no server) over several repeats, and prints one JSON
 record per profile: median and max milliseconds ("what": "train").
 
 With a dictionary, a store looks at its fit REFIT_FIRST writes after adopting it and then at
@@ -31,11 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.gitstamp import commit
 from densekv.codec import ZstdDictionary
-from densekv.dictionaries import train_dictionary
 from densekv.sessions.layouts.base import LayoutLimits
 from densekv.sessions.layouts.partitioned import DenseLayout
 from densekv.sessions.model import Record
-from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES, pack_data
+from densekv.sessions.payload import DEFAULT_MAX_DATA_BYTES, pack_data, train_payloads
 from densekv.sessions.payload_flows import AUTO_TRAIN, REFIT_SAMPLES, Payloads
 from densekv.sessions.record import pack_record
 from densekv.tools.lab.session_profiles import django_login_written, sessions
@@ -50,7 +49,7 @@ def main() -> None:
         times = []
         for _ in range(args.repeats):
             t = time.perf_counter()
-            train_dictionary(packed, size=4096)
+            train_payloads(packed)
             times.append((time.perf_counter() - t) * 1000)
         print(json.dumps({"bench": "train_cost", "what": "train", "profile": profile, "samples": AUTO_TRAIN,
                           "median_ms": round(statistics.median(times), 1),
@@ -65,12 +64,12 @@ def refit_look(profile: str, repeats: int) -> None:
     first, then = (profile, profile) if "->" not in profile else profile.split("->")
     layout = DenseLayout("sess", 2048, LayoutLimits())
     payloads = Payloads("sess", DEFAULT_MAX_DATA_BYTES, AUTO_TRAIN, lambda: 0)
-    trained = train_dictionary([pack_data(d) for _, d in sessions(first, AUTO_TRAIN, start=10_000)], size=4096)
+    trained = train_payloads([pack_data(d) for _, d in sessions(first, AUTO_TRAIN, start=10_000)])
     payloads.codec.use(ZstdDictionary.of(trained))
-    recent: list[tuple[bytes, int | None]] = []
+    recent: list[tuple[bytes | None, bytes, int | None]] = []
     for n in range(20_000, 20_000 + REFIT_SAMPLES):
         identity, data = django_login_written(n) if then == "P1n" else next(sessions(then, 1, start=n))
-        recent.append((pack_data(data), len(pack_record(Record(bytes(16), identity, 2**31, 2**31, data, None)))))
+        recent.append((pack_data(data), b"", len(pack_record(Record(bytes(16), identity, 2**31, 2**31, data, None)))))
     times, fit = [], None
     for _ in range(repeats):
         t = time.perf_counter()

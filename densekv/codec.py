@@ -32,6 +32,9 @@ Header bytes (a retired number is never reused):
                 No frame header at all: for payloads under ~100 bytes it is 5-8 bytes
                 smaller than a zstd frame with the same dictionary (a Django login: 46 vs
                 54 bytes), so codecs that can pick per value try both.
+  0x61          sessions only: a session's data coded with the key table its dictionary
+                carries: one varint dictionary id (>= 1), then the table-coded body
+                (densekv/sessions/payload_table.py); never a map value's header
 
 Compression is kept only when it makes that value's framed bytes smaller. zstandard and
 lz4 are optional (`pip install 'densekv[codecs]'`) and imported on first use.
@@ -70,6 +73,7 @@ LZ4_BYTES = 0x41  # lz4 block of BYTES payload
 LZ4_STR = 0x42  # ... of STR payload
 LZ4_MSGPACK = 0x43  # ... of MSGPACK payload
 DEFLATE_DICT_BASE = 0x50  # 0x51-0x53: varint dict id + raw deflate with that preset dictionary
+TABLE_CODED = 0x61  # sessions only: varint dict id + a body coded with that dictionary's key table
 INTEGER_FIRST = frozenset(b"-0123456789")  # INTEGER: canonical decimal int64 text
 
 KINDS = (BYTES, STR, MSGPACK)
@@ -355,7 +359,7 @@ def needed_dictionary(data: bytes) -> int | None:
     """The dictionary id a framed value needs (None if it needs none)."""
     if data[:1] == _EXPIRES_HEAD:
         data = data[5:]
-    if len(data) >= 2 and (data[0] in _ZSTD_HEADS or data[0] & 0xF0 == DEFLATE_DICT_BASE):
+    if len(data) >= 2 and (data[0] in _ZSTD_HEADS or data[0] & 0xF0 == DEFLATE_DICT_BASE or data[0] == TABLE_CODED):
         if data[1] < 0x80:  # a one-byte id (read_varint's first case, without the call)
             return data[1] or None
         try:
@@ -442,8 +446,9 @@ def _decode(data: bytes, dictionaries: Mapping[int, bytes]) -> Any:
 
 
 __all__ = [
-    "COMPRESSION_BASE", "DEFAULT", "SERIALIZERS", "Codec", "ZstdDictionary", "content_id", "decode",
-    "encode_int", "is_canonical_int", "needed_dictionary", "split_expiry", "with_expiry"
+    "COMPRESSION_BASE", "DEFAULT", "SERIALIZERS", "TABLE_CODED", "Codec", "ZstdDictionary", "content_id", "decode",
+    "encode_int", "is_canonical_int", "needed_dictionary", "read_varint", "split_expiry", "varint",
+    "with_expiry"
 ]
 
 

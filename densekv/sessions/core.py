@@ -355,7 +355,7 @@ class SessionCore:
                 self.recorder.emit("created", rec.digest, rec.identity, "create", label=label)
         if evicted:
             yield from self.identities.evict(evicted)
-        if self.payloads.keep(self.layout, [(p, rec.payload or b"", rec) for rec, _, p in made if p is not None]):
+        if self.payloads.keep(self.layout, [(p, rec.payload or b"", rec) for rec, _, p in made if rec.data is not None]):
             yield from self.sample()
         return [token for _, token, _ in made]
 
@@ -453,7 +453,7 @@ class SessionCore:
             return False
         if not self.layout.needs_read:
             (result,) = yield from self.run_on([digest], [self.layout.plan_replace(digest, None, data, framed, self.now())])
-            if result == 1 and packed is not None and self.payloads.keep(self.layout, ((packed, framed or b"", None),)):
+            if result == 1 and data is not None and self.payloads.keep(self.layout, ((packed, framed or b"", None),)):
                 yield from self.sample()
             return bool(result == 1)
         return (yield from self._change(digest, lambda _: data)) is not None
@@ -516,7 +516,7 @@ class SessionCore:
             plan = self.layout.plan_replace(digest, current, data, framed, now, times)  # not migrating: no split first
             (result,) = (yield [plan]) if type(plan) is Plan and not self.migrating else (yield from self.run_on([digest], [plan]))
             if result == 1:
-                if packed is not None and sample and self.payloads.keep(self.layout, ((packed, framed or b"", current),)):
+                if data is not None and sample and self.payloads.keep(self.layout, ((packed, framed or b"", current),)):
                     yield from self.sample()
                 return data if data is not None else {}
             if result == 0:

@@ -48,15 +48,27 @@ import math
 import re
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from densekv.codec import OUT_OF_LINE, Codec, ZstdDictionary, decode, needed_dictionary
+from densekv.codec import (
+    OUT_OF_LINE,
+    TABLE_CODED,
+    Codec,
+    ZstdDictionary,
+    decode,
+    needed_dictionary,
+    read_varint,
+    varint,
+)
 from densekv.errors import DensekvError
 from densekv.errors import SessionDataInvalid as _SessionDataInvalid
 from densekv.errors import SessionDataTooLarge as _SessionDataTooLarge
 from densekv.errors import moved as _moved
+
+if TYPE_CHECKING:  # loaded by the first store with a dictionary, not by `import densekv`
+    from densekv.sessions.payload_table import Table
 
 EXT_HEX = 1
 EXT_HEX_UPPER = 2
@@ -207,8 +219,10 @@ PROBE_DECAY = 0.95  # weight of older probes in the bytes each codec lost
 
 
 class PayloadCodec:
-    """Frames packed payloads with the namespace's current zstd dictionary (if any), and
-    decodes framed payloads with whatever dictionary they name."""
+    """Frames session data with the namespace's current dictionary (if any), and decodes
+    framed payloads with whatever dictionary they name. With a dictionary there are three
+    ways to frame: the key table the dictionary carries (payload_table.py: no compression
+    to run), or the packed msgpack deflated or zstd-compressed with the dictionary."""
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_DATA_BYTES) -> None:
         if max_bytes < 1:
@@ -216,12 +230,17 @@ class PayloadCodec:
         self.max_bytes = max_bytes
         self.dictionary: ZstdDictionary | None = None
         self.known: dict[int, bytes] = {}  # every dictionary loaded, by id
+        self.table: Table | None = None  # the key table of the dictionary in use, if it has one
+        self._tables: dict[int, Table | None] = {}  # key tables by dictionary id (None: that dictionary has none)
         self._codecs = [Codec("raw")]
-        self._lost = [0.0]  # bytes each codec lost to the best on the probed writes (decaying)
+        self._lost = [0.0]  # bytes each way lost to the best on the probed writes (decaying); the table's last
         self._leader = self._writes = 0
+        self._table_head = b""  # 0x61 and the varint id of the dictionary in use
 
     def use(self, dictionary: ZstdDictionary | None) -> None:
         self.dictionary = dictionary
+        self.table = None
+        self._table_head = b""
         self._codecs = [Codec("raw")]
         self._lost = [0.0]
         self._leader = self._writes = 0
@@ -229,34 +248,85 @@ class PayloadCodec:
             self.known[dictionary.id] = dictionary.data
             self._codecs = [Codec("raw", "zlib", level=9, dictionary=dictionary),
                             Codec("raw", "zstd", level=9, dictionary=dictionary)]
-            self._lost = [0.0, 0.0]
+            self.table = self.table_of(dictionary.id)
+            self._lost = [0.0, 0.0, 0.0] if self.table is not None else [0.0, 0.0]
+            self._table_head = bytes([TABLE_CODED]) + varint(dictionary.id)
+
+    def table_of(self, dictionary_id: int) -> Table | None:
+        """The key table dictionary `dictionary_id` carries (None: it has none, or is not
+        loaded), parsed once."""
+        if dictionary_id not in self._tables:
+            blob = self.known.get(dictionary_id)
+            if blob is None:
+                return None
+            # loaded by the first store with a dictionary, not by `import densekv`
+            from densekv.sessions import payload_table
+            entries = payload_table.parse(blob)
+            self._tables[dictionary_id] = None if entries is None else payload_table.Table(entries, _convert, _unpack_ext)
+        return self._tables[dictionary_id]
 
     def frame(self, packed: bytes) -> bytes:
-        """A small framing of a packed payload (each codec keeps plain if smaller). With a
-        dictionary, deflate and zstd are both tried on the first PROBE_FIRST writes and on
-        every PROBE_EVERY-th after; the others use the one that lost the fewest bytes on
-        those (decaying): compressing twice cost 20-30 us a write, and the leader is within
-        0.04 B of the best on average (P3; 0 on P0-P2: deflate always wins there)."""
+        """A small framing of a packed payload with deflate or zstd, the one of them that
+        lost the fewest bytes on the probed writes (each codec keeps plain if smaller)."""
         codecs = self._codecs
         if len(codecs) == 1:
             return codecs[0].encode(packed)
-        self._writes += 1
-        if self._writes > PROBE_FIRST and self._writes % PROBE_EVERY:
-            return codecs[self._leader].encode(packed)
+        return codecs[0 if self._lost[0] <= self._lost[1] else 1].encode(packed)
+
+    def _coded(self, table: Table, data: Mapping[str, Any]) -> bytes | None:
+        """The table-coded framing of data (checked to come back equal), or None if the
+        table cannot code it or its msgpack form could be over max_bytes (pack_data then
+        decides, with its typed error)."""
+        body = table.encode(data)
+        if body is None or len(body) + len(data) * table.slack > self.max_bytes:
+            return None
+        if table.decode(body) != data:  # belt and braces, as pack_data
+            raise _SessionDataInvalid("session data does not come back equal after encoding")
+        return self._table_head + body
+
+    def encode(self, data: Mapping[str, Any]) -> tuple[bytes | None, bytes]:
+        """(packed, framed) for session data; raises the typed errors above. packed is the
+        msgpack form, or None when the key table framed the data (no msgpack was made).
+
+        With a dictionary, every way is tried on the first PROBE_FIRST writes and on every
+        PROBE_EVERY-th after; the others use the one that lost the fewest bytes on those
+        (decaying): trying all cost 20-30 us a write. The table leads on login sessions
+        (P0-P2, benchmarks/record_bytes.py), deflate where values repeat text (P3's cart)."""
+        codecs = self._codecs
+        if len(codecs) == 1:  # no dictionary
+            packed = pack_data(data, self.max_bytes)
+            return packed, codecs[0].encode(packed)
+        table = self.table if isinstance(data, dict) else None  # pack_data refuses the others
+        writes = self._writes + 1  # counted once encoded: data refused is no write
+        if writes > PROBE_FIRST and writes % PROBE_EVERY:
+            if self._leader == 2 and table is not None:
+                coded = self._coded(table, data)
+                if coded is not None:
+                    self._writes = writes
+                    return None, coded
+            packed = pack_data(data, self.max_bytes)
+            self._writes = writes
+            return packed, self.frame(packed)
+        coded = self._coded(table, data) if table is not None else None
+        packed = pack_data(data, self.max_bytes)
+        self._writes = writes
         outs = [c.encode(packed) for c in codecs]
+        if self.table is not None:
+            outs.append(coded if coded is not None else outs[0] + b"\x00")  # could not code it: lost a byte more
         best = min(map(len, outs))
         self._lost = [lost * PROBE_DECAY + len(o) - best for lost, o in zip(self._lost, outs)]
         self._leader = min(range(len(outs)), key=self._lost.__getitem__)
-        return min(outs, key=len)
+        return packed, min(outs, key=len)
 
     def sizes(self, packed: list[bytes]) -> list[int]:
-        """The framed size of each payload, as small as any codec makes it (no probe kept)."""
-        return [min(len(c.encode(p)) for c in self._codecs) for p in packed]
-
-    def encode(self, data: Mapping[str, Any]) -> tuple[bytes, bytes]:
-        """(packed, framed) for session data; raises the typed errors above."""
-        packed = pack_data(data, self.max_bytes)
-        return packed, self.frame(packed)
+        """The framed size of each payload, as small as any way makes it (no probe kept)."""
+        sizes = [min(len(c.encode(p)) for c in self._codecs) for p in packed]
+        if self.table is not None:
+            for i, p in enumerate(packed):
+                body = self.table.encode(unpack_data(p))
+                if body is not None:
+                    sizes[i] = min(sizes[i], len(self._table_head) + len(body))
+        return sizes
 
     def missing(self, framed: bytes) -> int | None:
         """The dictionary a framed payload needs and this codec has not loaded."""
@@ -264,15 +334,33 @@ class PayloadCodec:
         return need if need is not None and need not in self.known else None
 
     def decode(self, framed: bytes, *, key: Any) -> dict[str, Any]:
+        if framed and framed[0] == TABLE_CODED:
+            head = self._table_head
+            if self.table is not None and framed.startswith(head):  # the dictionary in use: most reads
+                return self.table.decode(framed, len(head))
+            dictionary_id, pos = read_varint(framed, 1)
+            table = self.table_of(dictionary_id)
+            if table is None:
+                raise ValueError(f"needs the key table of dictionary {dictionary_id}, which is not stored")
+            return table.decode(framed, pos)
         raw = decode(framed, key=key, dictionaries=self.known)
         if not isinstance(raw, bytes):
             raise ValueError("a framed session payload holds bytes")  # noqa: TRY004  # as above
         return unpack_data(raw)
 
 
+def train_payloads(packed: list[bytes]) -> bytes:
+    """A session dictionary's bytes, trained on packed payloads: a 4 KiB zstd dictionary
+    (deflate's preset dictionary too) with the key table appended (payload_table.py)."""
+    from densekv.dictionaries import train_dictionary
+    from densekv.sessions import payload_table
+    zdict = train_dictionary(packed, size=4096)
+    return payload_table.bundle(zdict, payload_table.train(unpack_data(p) for p in packed))
+
+
 __all__ = [
     "CONTINUED", "CONTINUED_HERE", "DEFAULT_MAX_DATA_BYTES", "MAX_NESTING", "PayloadCodec",
-    "pack_data", "unpack_data"
+    "pack_data", "train_payloads", "unpack_data"
 ]
 
 

@@ -38,7 +38,6 @@ from typing import Any, Protocol
 
 from densekv.codec import ZstdDictionary
 from densekv.dictionaries import plan_load, plan_store
-from densekv.dictionaries import train_dictionary as train_zstd
 from densekv.errors import (
     CodecUnavailable,
     DecodeError,
@@ -51,7 +50,7 @@ from densekv.keys import join_digest
 from densekv.plan import Command, Plan
 from densekv.sessions.layouts.base import Layout
 from densekv.sessions.model import Record
-from densekv.sessions.payload import PayloadCodec, pack_data
+from densekv.sessions.payload import PayloadCodec, pack_data, train_payloads
 from densekv.sessions.record import pack_record, unpack_record, with_data
 
 log = logging.getLogger("densekv.sessions")
@@ -113,7 +112,9 @@ class Payloads:
         self.auto_train = auto_train
         self.samples: list[bytes] = []  # packed payloads written, until a dictionary exists
         self.refused_too_large = 0  # data refused as over max_data_bytes (store.stats())
-        self.recent: deque[tuple[bytes, int | None]] = deque()  # (packed, its record's bytes without it) of recent writes
+        # (packed or None, framed, its record's bytes without it) of recent writes (packed is
+        # None when the key table framed it: fit() packs those, at the look)
+        self.recent: deque[tuple[bytes | None, bytes, int | None]] = deque()
         self.recent_bytes = 0
         self.refit_gap = self.refit_in = REFIT_FIRST  # writes between looks at the fit; until the next
         self.framed_mean = 0.0  # framed bytes of recent writes (moving average, REFIT_EMA) ...
@@ -137,34 +138,37 @@ class Payloads:
             raise
 
     def describe(self) -> dict[str, Any]:
-        """What explain() says of the payloads: their limit and the dictionary in use."""
+        """What explain() says of the payloads: their limit, the dictionary in use and the
+        entries of its key table (payload_table.py; None: a dictionary from before tables)."""
         dictionary = self.codec.dictionary
+        table = self.codec.table
         return {"max_data_bytes": self.codec.max_bytes, "dictionary": dictionary.id if dictionary else None,
-                "dictionary_refits": self.refits}
+                "dictionary_refits": self.refits, "key_table_entries": len(table.entries) if table is not None else None}
 
     def refused(self) -> None:
         """Count data a layout refused as too large (a record it cannot hold: put_records)."""
         self.refused_too_large += 1
 
-    def keep(self, layout: Layout, written: Iterable[tuple[bytes, bytes, Record | None]]) -> bool:
-        """Note payloads just written (packed, framed, and their records where known); True
+    def keep(self, layout: Layout, written: Iterable[tuple[bytes | None, bytes, Record | None]]) -> bool:
+        """Note payloads just written (packed or None, framed, and their records where known); True
         when sample() is due: the first dictionary's training, or a look at its fit (refit):
         at the gap, or REFIT_SAMPLES writes after the payloads framed REFIT_GROWTH more bytes
         on average (REFIT_EMA) than at the last look, if that is sooner."""
         if self.auto_train is None or not layout.framed:
             return False
         if self.codec.dictionary is None:
-            self.samples.extend([p for p, _, _ in written][: self.auto_train - len(self.samples)])
+            self.samples.extend([p for p, _, _ in written if p is not None][: self.auto_train - len(self.samples)])
             return len(self.samples) >= self.auto_train
         recent = self.recent
         for packed, framed, rec in written:
             self.framed_mean += REFIT_EMA * (len(framed) - self.framed_mean)
             self.refit_in -= 1
             if self.refit_in < REFIT_SAMPLES:  # among the writes the next look reads (the others cost nothing more)
-                recent.append((packed, None if rec is None else len(pack_record(rec))))
-                self.recent_bytes += len(packed)
+                recent.append((packed, framed, None if rec is None else len(pack_record(rec))))
+                self.recent_bytes += len(framed if packed is None else packed)
                 while len(recent) > REFIT_SAMPLES or self.recent_bytes > REFIT_BYTES:
-                    self.recent_bytes -= len(recent.popleft()[0])
+                    old, old_framed, _ = recent.popleft()
+                    self.recent_bytes -= len(old_framed if old is None else old)
         if self.refit_in > REFIT_SAMPLES and 0 < (1 + REFIT_GROWTH) * self.looked_mean < self.framed_mean:
             self.refit_in = REFIT_SAMPLES  # grown: look once the recent payloads are all of the new kind
         return self.refit_in <= 0
@@ -219,13 +223,16 @@ class Payloads:
             log.warning("densekv: namespace %r could not train its zstd dictionary again (tried again "
                         "after %d more writes): %s", self.namespace, self.refit_in, exc)
 
-    def fit(self, layout: Layout, recent: list[tuple[bytes, int | None]]) -> Fit | None:
+    def fit(self, layout: Layout, recent: list[tuple[bytes | None, bytes, int | None]]) -> Fit | None:
         """A dictionary trained on every other recent payload, and how it and the one in use
         frame the others (None: too few payloads, or no dictionary in use). CPU only, no I/O."""
         if len(recent) < REFIT_MIN or self.codec.dictionary is None:
             return None
-        held = recent[1::2]
-        data = train_zstd([p for p, _ in recent[0::2]], size=4096)
+        codec = self.codec
+        every = [(p if p is not None else pack_data(codec.decode(f, key=b"recent write"), codec.max_bytes), bare)
+                 for p, f, bare in recent]
+        held = every[1::2]
+        data = train_payloads([p for p, _ in every[0::2]])
         candidate = PayloadCodec(self.codec.max_bytes)
         candidate.use(ZstdDictionary.of(data))
         packed = [p for p, _ in held]
@@ -265,7 +272,7 @@ class Payloads:
 
     def store_dictionary(self, packed: list[bytes], home: DictionaryHome) -> Flow[int]:
         """Train a dictionary on packed payloads, store it and name it in the metadata."""
-        data = train_zstd(packed, size=4096)
+        data = train_payloads(packed)
         stored = (yield [plan_store(self.namespace, data)])[0]
         self.codec.known[stored.id] = stored.data
         yield from home.name_dictionary(stored.id)

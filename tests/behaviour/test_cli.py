@@ -159,9 +159,9 @@ def test_sweep_and_repartition_open_a_namespace_made_without_the_identity_index(
 
 def test_train_command_gives_a_store_of_changed_sessions_a_dictionary_that_fits_them(server: ServerProcess) -> None:
     """Django logins stored, then a key the dictionary never saw written into each (most
-    split over two values): `densekv train` trains again on the stored sessions; at their
-    next write they are back in one value, every session intact. A store without a
-    dictionary (the json layout) is refused cleanly."""
+    split over two values: the key table names it in each payload): `densekv train` trains
+    again on the stored sessions; at their next write they are back in one value, every
+    session intact. A store without a dictionary (the json layout) is refused cleanly."""
     from densekv.sessions import SessionStore
     from densekv.tools.lab.session_profiles import session
 
@@ -171,8 +171,9 @@ def test_train_command_gives_a_store_of_changed_sessions_a_dictionary_that_fits_
     store = SessionStore(client, ns, layout="dense", partitions=16, ttl=3600, auto_train=None)
     store.train_dictionary([session("P1", i)[1] for i in range(300)])
     tokens = store.create_each([session("P1", i) for i in range(300)], batch=100)
+    schemes = ("dark", "light", "auto")
     for i, token in enumerate(tokens):
-        store.apply(token, {"n": 1000 + i * 3331})
+        store.apply(token, {"preferred_color_scheme": schemes[i % 3]})
     split = store.stats()["split_sessions"]
     assert split > 150
     out = run("train", "--url", server.url, "--namespace", ns, "--json")
@@ -183,10 +184,10 @@ def test_train_command_gives_a_store_of_changed_sessions_a_dictionary_that_fits_
     # adopts the new dictionary at its next metadata read, within a minute)
     app = SessionStore(client, ns, layout="dense", partitions=16, ttl=3600)
     for i, token in enumerate(tokens):
-        app.apply(token, {"n": 2000 + i * 3331})
+        app.apply(token, {"preferred_color_scheme": schemes[(i + 1) % 3]})
     assert app.stats()["split_sessions"] < split // 10
     for i in (0, 150, 299):  # read by the store of before too: each payload names its dictionary
-        assert store.get(tokens[i]).data == {**session("P1", i)[1], "n": 2000 + i * 3331}  # type: ignore[union-attr]
+        assert store.get(tokens[i]).data == {**session("P1", i)[1], "preferred_color_scheme": schemes[(i + 1) % 3]}  # type: ignore[union-attr]
     SessionStore(client, "clijson", layout="json").create(1, {"a": 1})
     out = run("train", "--url", server.url, "--namespace", "clijson")
     assert out.returncode != 0 and "Traceback" not in out.stderr and "dictionary" in out.stderr

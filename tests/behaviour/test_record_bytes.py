@@ -60,8 +60,8 @@ def test_the_parts_add_up_to_the_stored_bytes(client: redis.Redis, partitions: i
             else:
                 assert rest is None and value == len(raw)
             assert parts["field"] == len(field) and parts["absolute"] == 4  # an idle ttl: absolute_at
-            assert codec in (("deflate", "zstd", "plain") if parts["body"] else ("",))
+            assert codec in (("table", "deflate", "zstd", "plain") if parts["body"] else ("",))
             assert codec or kind == "out_of_line" or not parts["codec"]
-            assert parts["dict_ref"] in ((4,) if codec in ("deflate", "zstd") else (0,))
+            assert parts["dict_ref"] in ((4,) if codec in ("table", "deflate", "zstd") else (0,))
     # every session taken apart once: P1 and the two without data inline, most of P2 split
     assert sum(kinds.values()) == 202 and kinds["inline"] >= 102 and kinds["split"] >= 50

@@ -19,7 +19,7 @@ from densekv.sessions import LAYOUTS, AsyncSessionStore, SessionStore
 from densekv.sessions.layouts.partitioned import PartitionedLayout
 from densekv.sessions.model import digest_of
 from densekv.sessions.payload_flows import REFIT_FIRST, REFIT_SAMPLES
-from densekv.tools.lab.session_profiles import PROFILES, django_login_written, session, sessions
+from densekv.tools.lab.session_profiles import PROFILES, session, sessions
 from densekv.tools.server.process import ServerProcess
 from tests.behaviour.monitored import continuations
 
@@ -248,12 +248,22 @@ def test_stats_count_the_payloads_that_did_not_fit_inline(client: redis.Redis, s
     assert (astats["split_sessions"], astats["out_of_line_sessions"]) == (split, outside)
 
 
+#: a key a Django app starts keeping in its sessions after launch, with a few values: unseen
+#: by the dictionary, its name and value go into each payload (the key table's ESC), and a
+#: Django login no longer fits one value; a table that names it codes it in one byte
+SCHEMES = ("dark", "light", "auto")
+
+
+def scheme(n: int) -> dict[str, str]:
+    return {"preferred_color_scheme": SCHEMES[n % 3]}
+
+
 def test_a_dictionary_the_sessions_outgrew_is_trained_again_and_their_next_writes_fit_inline(
         client: redis.Redis) -> None:
-    """Django logins, dictionary trained on them; then the app keeps one more key in each (the
-    end-to-end benchmark's "n"): with the old dictionary most no longer fit one value. The
-    look REFIT_FIRST writes later trains another, every process adopts it, and the next write
-    of each session puts it back in one value; what was written before reads throughout."""
+    """Django logins, dictionary trained on them; then the app keeps one more key in each:
+    with the old dictionary most no longer fit one value. The look REFIT_FIRST writes later
+    trains another, every process adopts it, and the next write of each session puts it back
+    in one value; what was written before reads throughout."""
     store = SessionStore(client, layout="dense", expected_sessions=10_000).open()
     first = store.train_dictionary(d for _, d in sessions("P1", 2000, start=100_000))
     count = REFIT_FIRST // 2
@@ -261,27 +271,27 @@ def test_a_dictionary_the_sessions_outgrew_is_trained_again_and_their_next_write
     assert store.stats()["split_sessions"] == 0
     other = SessionStore(client, layout="dense", expected_sessions=10_000).open()  # another process
     for n in range(count - 1):
-        store.apply(tokens[n], {"n": django_login_written(n)[1]["n"]})
+        store.apply(tokens[n], scheme(n))
     split = store.stats()["split_sessions"]
     assert split > count // 2 and store.explain()["dictionary"] == first  # the look is one write away
-    store.apply(tokens[count - 1], {"n": django_login_written(count - 1)[1]["n"]})  # the REFIT_FIRST-th write
+    store.apply(tokens[count - 1], scheme(count - 1))  # the REFIT_FIRST-th write
     refit = store.explain()
     assert refit["dictionary"] not in (first, None) and refit["dictionary_refits"] == 1
     other._core.metadata.read_at = -1e9  # its next operation re-reads the metadata (within a minute)
-    assert other.get(tokens[0]).data == django_login_written(0)[1]  # type: ignore[union-attr]
+    assert other.get(tokens[0]).data == {**session("P1", 0)[1], **scheme(0)}  # type: ignore[union-attr]
     assert other.explain()["dictionary"] == refit["dictionary"]
     for n in range(count):  # read with the dictionary each names, then written with the new one
-        assert store.get(tokens[n]).data == django_login_written(n)[1]  # type: ignore[union-attr]
-        other.apply(tokens[n], {"n": n})
+        assert store.get(tokens[n]).data == {**session("P1", n)[1], **scheme(n)}  # type: ignore[union-attr]
+        other.apply(tokens[n], scheme(n + 1))
     assert store.stats()["split_sessions"] <= count // 20  # was `split`, over half (35 of 1000 on valkey-9.1)
     assert client.hlen(dictionary_key(store.namespace)) == 2
-    assert all(store.get(t).data == {**django_login_written(n)[1], "n": n}  # type: ignore[union-attr]
+    assert all(store.get(t).data == {**session("P1", n)[1], **scheme(n + 1)}  # type: ignore[union-attr]
                for n, t in enumerate(tokens))
 
 
 def test_payloads_that_grew_are_looked_at_before_the_gap_ends(client: redis.Redis) -> None:
     """The first look at REFIT_FIRST writes finds nothing better and doubles the gap; the
-    payloads then grow (Django logins gain "n"): the next look comes REFIT_SAMPLES writes
+    payloads then grow (Django logins gain a key): the next look comes REFIT_SAMPLES writes
     later, once the recent payloads are all of the new kind, not at the gap's end."""
     store = SessionStore(client, layout="dense", expected_sessions=10_000).open()
     first = store.train_dictionary(d for _, d in sessions("P1", 2000, start=100_000))
@@ -290,10 +300,10 @@ def test_payloads_that_grew_are_looked_at_before_the_gap_ends(client: redis.Redi
     assert payloads.refits == 0 and payloads.refit_gap == 2 * REFIT_FIRST  # looked once, kept it
     last = {}
     for n in range(REFIT_SAMPLES + REFIT_SAMPLES // 4):  # fewer writes than the gap
-        last[n % REFIT_FIRST] = django_login_written(n)[1]["n"]
-        store.apply(tokens[n % REFIT_FIRST], {"n": last[n % REFIT_FIRST]})
+        last[n % REFIT_FIRST] = scheme(n)
+        store.apply(tokens[n % REFIT_FIRST], last[n % REFIT_FIRST])
     assert payloads.refits == 1 and store.explain()["dictionary"] != first
-    assert all(store.get(t).data == {**session("P1", k)[1], "n": last[k]}  # type: ignore[union-attr]
+    assert all(store.get(t).data == {**session("P1", k)[1], **last[k]}  # type: ignore[union-attr]
                for k, t in enumerate(tokens))
 
 

@@ -15,7 +15,7 @@ from densekv.capabilities import Capabilities
 from densekv.codec import ZstdDictionary
 from densekv.dictionaries import train_dictionary
 from densekv.errors import PlannerError
-from densekv.sessions.payload import PayloadCodec, pack_data
+from densekv.sessions.payload import PayloadCodec, pack_data, train_payloads
 from densekv.tools.lab.session_profiles import session, write_sample
 from densekv.tools.planner.core import check_input
 from densekv.tools.planner.kinds import SessionsPlanner, Workload
@@ -82,7 +82,7 @@ def test_the_dictionary_prices_sessions_it_was_not_trained_on(tmp_path: Path) ->
     assert s.dictionary_trained
     packed = [pack_data(d or {}) for _, d in (s.session(RAW, k) for k in range(AUTO_TRAIN))]
     codec = PayloadCodec()
-    codec.use(ZstdDictionary.of(train_dictionary(packed, size=4096)))  # what the store trains, as it trains it
+    codec.use(ZstdDictionary.of(train_payloads(packed)))  # what the store trains, as it trains it
     assert [len(codec.encode(d or {})[1]) for _, d in s.priced[:50]] == [len(s.framed(DICT, k)[1] or b"") for k in range(50)]
     info = s.to_dict(20_000)
     assert info["dictionary"] and info["framed_mean"] < 0.5 * info["packed_mean"]  # a Django login: 135 -> ~50
@@ -168,6 +168,6 @@ def test_candidates_place_records_as_the_store_frames_them(tmp_path: Path) -> No
     p1 = [c for c in planner.candidates(wl, _caps()) if c.layout == "dense"]
     assert p1[0].shape["sample"] == wl.sessions.fingerprint  # type: ignore[union-attr]
     assert [c.layout for c in planner.candidates(wl, _caps(256))].count("dense") == 1  # all inline: no raise offered
-    mixed = next(c for c in planner.candidates(wl, _caps(56)) if c.layout == "dense").note
+    mixed = next(c for c in planner.candidates(wl, _caps(51)) if c.layout == "dense").note  # records of 50-52 B
     assert "% inline" in mixed and "% split" in mixed
     assert planner.payloads(wl)["source"] == "sample"  # type: ignore[index]

@@ -6,9 +6,10 @@ field or goes out of line (LayoutSpec.placement) depends on the framed length. S
 planner frames payloads as a store does (densekv/sessions/payload_flows.py):
   * a new store writes its first AUTO_TRAIN payloads (2000) framed plain: 0x01 + the
     packed msgpack (PayloadCodec without a dictionary);
-  * it then trains a zstd dictionary on those packed payloads (train_dictionary, 4 KiB)
-    and frames every later payload with it: deflate or zstd with the dictionary,
-    whichever is smaller, or plain where neither shrinks it (PayloadCodec.use).
+  * it then trains a dictionary on those packed payloads (train_payloads: a 4 KiB zstd
+    dictionary and the key table, densekv/sessions/payload_table.py) and frames every
+    later payload with it: the key table, or deflate or zstd with the dictionary,
+    whichever is smallest, or plain where none shrinks it (PayloadCodec.encode).
 Session i of a load (in write order) is therefore plain for i < min(N, AUTO_TRAIN) and
 framed with the dictionary after; `era_of` spreads the same share of plain sessions
 evenly over a calibration sample, so a sample of any size holds the workload's mix.
@@ -182,14 +183,14 @@ class Sampled:
         payloads, as the store does; then frame the priced part with it, in order."""
         if self._raw is not None:
             return
-        from densekv.dictionaries import train_dictionary
         from densekv.errors import CodecUnavailable
+        from densekv.sessions.payload import train_payloads
 
         plain = _codec(None)
         self._raw = [None if d is None else plain.encode(d)[1] for _, d in self.train]
         packed = [p for p in (self._packed(self.session(RAW, k)[1]) for k in range(AUTO_TRAIN)) if p is not None]
         try:
-            self._dictionary = train_dictionary(packed, size=DICTIONARY_BYTES) if packed else None
+            self._dictionary = train_payloads(packed) if packed else None
         except CodecUnavailable as exc:
             self.dictionary_note = f"no zstd here ({exc}): priced without a dictionary, as a store without it writes"
         except DensekvError as exc:  # zstd could not train on these payloads: the store retries, writing plain
