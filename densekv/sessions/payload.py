@@ -352,11 +352,24 @@ class PayloadCodec:
 
 def train_payloads(packed: list[bytes]) -> bytes:
     """A session dictionary's bytes, trained on packed payloads: a 4 KiB zstd dictionary
-    (deflate's preset dictionary too) with the key table appended (payload_table.py)."""
+    (deflate's preset dictionary too) with the key table in it (payload_table.bundle)."""
+    import zstandard  # train_dictionary below needs it too (CodecUnavailable without)
+
     from densekv.dictionaries import train_dictionary
     from densekv.sessions import payload_table
     zdict = train_dictionary(packed, size=4096)
-    return payload_table.bundle(zdict, payload_table.train(unpack_data(p) for p in packed))
+    probe = max(packed, key=len)
+
+    def zstd_reads(blob: bytes) -> bool:
+        """zstd loads `blob` as a dictionary and round-trips a payload with it."""
+        try:
+            d = zstandard.ZstdCompressionDict(blob)
+            frame = zstandard.ZstdCompressor(level=9, dict_data=d).compress(probe)
+            return bool(zstandard.ZstdDecompressor(dict_data=d).decompress(frame) == probe)
+        except zstandard.ZstdError:
+            return False
+
+    return payload_table.bundle(zdict, payload_table.train(unpack_data(p) for p in packed), zstd_reads)
 
 
 __all__ = [

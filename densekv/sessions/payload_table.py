@@ -29,11 +29,13 @@ digits, no leading zero, at most 19), INT (an int 0 .. 2**64-1), ANY (any value)
 keeps an ANY entry beside its others, so any value of a named key codes.
 
 The table travels inside the namespace's dictionary, so one content id names both (no new
-reference in a payload, no new metadata field): a bundle is the zstd dictionary's bytes,
-then the table (msgpack of its entries), its length (2 bytes, big-endian) and b"DKT1".
-Deflate and zstd use the whole bundle as their dictionary (the table's key names are good
-dictionary content), so a bundle also reads and writes right for a process of a release
-before tables, which only lacks the 0x61 payloads (it reads them as undecodable).
+reference in a payload, no new metadata field): a bundle is the zstd dictionary's header
+(up to its repeat offsets 1, 4, 8), then b"DKT1", the table's length (2 bytes, big-endian)
+and the table (msgpack of its entries), then the zstd dictionary's content. Deflate and zstd
+use the whole bundle as their dictionary; the table sits at the far end of their window, so
+they frame what they framed with the trained dictionary alone, and a bundle reads and writes
+right for a process of a release before tables, which only lacks the 0x61 payloads (it
+reads them as undecodable).
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ CONST, HEX, DEC, ANY, INT = 0, 1, 2, 3, 4
 ESC = 255  # a key the table does not name: it and its value go to the tail
 MAX_ENTRIES = 255  # codes 0..254
 MAGIC = b"DKT1"
+#: zstd's default repeat offsets (1, 4, 8 as 4-byte little-endian), the last bytes of a trained
+#: dictionary's header: the table goes right after them, behind this signature
+_REPCODES = bytes.fromhex("010000000400000008000000")
+_SIGNATURE = _REPCODES + MAGIC
 MIN_KEY_SHARE = 0.01  # a key is named if this share of the samples holds it (and two do) ...
 CONST_SHARE = 0.05  # ... a value is a constant of its key if this share of the key's values are it ...
 MAX_CONSTS = 4  # ... (the most common ones, up to this many) ...
@@ -118,24 +124,37 @@ def train(samples: Iterable[dict[str, Any]]) -> list[tuple[str, int, Any]]:
     return entries
 
 
-def bundle(zdict: bytes, entries: list[tuple[str, int, Any]]) -> bytes:
-    """A dictionary's bytes with the table appended (module docstring)."""
+def bundle(zdict: bytes, entries: list[tuple[str, int, Any]], check: Callable[[bytes], bool]) -> bytes:
+    """A dictionary's bytes with the table in them (module docstring): at the head of the
+    zstd dictionary's content, where neither zstd nor deflate reaches for recent bytes, so
+    their output is what the trained dictionary alone gives (P1, P3: the same mean bytes);
+    at its end if `check` (zstd loads the bundle and round-trips a payload with it) fails
+    there, or the header's end is not found."""
     table: bytes = msgpack.packb([list(e) for e in entries], use_bin_type=True)
     if len(table) >= 1 << 16:
         raise ValueError("a key table is under 64 KiB")
-    return zdict + table + len(table).to_bytes(2, "big") + MAGIC
+    mark = _SIGNATURE + len(table).to_bytes(2, "big") + table
+    head = zdict.find(_REPCODES, 8)  # the zstd header's last 12 bytes: its repeat offsets
+    if head >= 0:
+        front = zdict[:head] + mark + zdict[head + len(_REPCODES):]
+        if check(front):
+            return front
+    return zdict + mark
 
 
 def parse(blob: bytes) -> list[tuple[str, int, Any]] | None:
     """The table a dictionary's bytes carry, or None (a dictionary of a release before
     tables, or bytes that are no table: never an error)."""
-    if len(blob) < 6 or blob[-4:] != MAGIC:
+    at = blob.find(_SIGNATURE)
+    if at < 0:
         return None
-    n = int.from_bytes(blob[-6:-4], "big")
-    if n > len(blob) - 6:
+    pos = at + len(_SIGNATURE)
+    n = int.from_bytes(blob[pos:pos + 2], "big")
+    raw_table = blob[pos + 2:pos + 2 + n]
+    if len(raw_table) != n or pos + 2 > len(blob):
         return None
     try:
-        raw = msgpack.unpackb(blob[-6 - n:-6], raw=False, strict_map_key=True)
+        raw = msgpack.unpackb(raw_table, raw=False, strict_map_key=True)
     except Exception:  # noqa: BLE001  # any bytes that are not a table
         return None
     if not isinstance(raw, list) or len(raw) > MAX_ENTRIES:

@@ -120,6 +120,24 @@ def test_a_payload_names_the_dictionary_whose_table_wrote_it() -> None:
     assert reader.decode(framed, key=b"k") == session("P1", 1)[1]
 
 
+@pytest.mark.parametrize("profile", ["P1", "P3"])
+def test_the_table_costs_deflate_and_zstd_nothing(profile: str) -> None:
+    """The table sits at the head of the zstd dictionary's content, where neither codec
+    reaches for recent bytes: they frame held-out sessions in as many bytes with the bundle
+    as with the trained dictionary alone (P3 is zstd's profile). Where zstd would not load
+    the bundle so, the table goes at the end, and still parses."""
+    packed = [pack_data(d) for _, d in sessions(profile, 2000, start=10_000)]
+    plain = ZstdDictionary.of(train_dictionary(packed, size=4096))
+    bundle = ZstdDictionary.of(train_payloads(packed))
+    held = [pack_data(d) for _, d in sessions(profile, 500)]
+    for codec in ("zlib", "zstd"):
+        alone, with_table = (Codec("raw", codec, level=9, dictionary=d) for d in (plain, bundle))
+        assert sum(len(with_table.encode(p)) for p in held) == sum(len(alone.encode(p)) for p in held)
+    entries = payload_table.parse(bundle.data)
+    at_end = payload_table.bundle(plain.data, entries, lambda blob: False)
+    assert at_end.startswith(plain.data) and payload_table.parse(at_end) == entries
+
+
 def test_a_dictionary_without_a_table_still_frames_and_reads() -> None:
     """A store's dictionary from before tables: deflate or zstd, as before; and a bundle
     used whole as deflate's dictionary (what a process of that release does with it) reads."""
@@ -138,10 +156,13 @@ def test_a_dictionary_without_a_table_still_frames_and_reads() -> None:
     assert new.decode(earlier_release.encode(pack_data(data)), key=b"k") == data
 
 
-@pytest.mark.parametrize("blob", [b"", b"DKT1", b"\x00\x05DKT1", b"xx\x00\x02\x91\x01\x00\x02DKT1",
-                                  msgpack.packb([["k", 9, None]]) + b"\x00\x07DKT1",
-                                  msgpack.packb([["k", 1, 2]]) + b"\x00\x08DKT1",  # HEX of 2 bytes
-                                  msgpack.packb([[1, 3, None]]) + b"\x00\x07DKT1"])
+SIG = payload_table._SIGNATURE
+
+
+@pytest.mark.parametrize("blob", [b"", b"DKT1", SIG, SIG + b"\x00\x05", b"xx" + SIG + b"\x00\x02\x91",
+                                  SIG + b"\x00\x07" + msgpack.packb([["k", 9, None]]),
+                                  SIG + b"\x00\x08" + msgpack.packb([["k", 1, 2]]),  # HEX of 2 bytes
+                                  SIG + b"\x00\x07" + msgpack.packb([[1, 3, None]])])
 def test_bytes_that_are_no_table_parse_as_none(blob: bytes) -> None:
     assert payload_table.parse(blob) is None
 
