@@ -11,8 +11,9 @@ With a dictionary, a store looks at its fit REFIT_FIRST writes after adopting it
 doubling gaps (payload_flows.py refit): it trains a candidate on half of its REFIT_SAMPLES
 recent payloads and frames the other half with both. "what": "refit_look" times that look
 (Payloads.fit and Fit.adopt, no server) on the next REFIT_SAMPLES sessions of the profile, the
-dictionary in use trained on the first AUTO_TRAIN, and says whether the candidate would be
-adopted; P1->P1n is the shape change of the end-to-end benchmark (a Django login that gains
+dictionary in use trained on the first AUTO_TRAIN (and 100 writes made with it, which probe
+the ways: while the key table leads, a look trains only the table again), and says whether
+the candidate would be adopted; P1->P1n is the shape change of the end-to-end benchmark (a Django login that gains
 the key "n"), where it is.
 
 Usage: python benchmarks/train_cost.py [--repeats 5]
@@ -66,6 +67,8 @@ def refit_look(profile: str, repeats: int) -> None:
     payloads = Payloads("sess", DEFAULT_MAX_DATA_BYTES, AUTO_TRAIN, lambda: 0)
     trained = train_payloads([pack_data(d) for _, d in sessions(first, AUTO_TRAIN, start=10_000)])
     payloads.codec.use(ZstdDictionary.of(trained))
+    for _, data in sessions(first, 100, start=15_000):  # writes probe the ways, as a store's do before a look
+        payloads.codec.encode(data)
     recent: list[tuple[bytes | None, bytes, int | None]] = []
     for n in range(20_000, 20_000 + REFIT_SAMPLES):
         identity, data = django_login_written(n) if then == "P1n" else next(sessions(then, 1, start=n))

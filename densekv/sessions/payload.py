@@ -319,23 +319,43 @@ class PayloadCodec:
         self._leader = min(range(len(outs)), key=self._lost.__getitem__)
         return packed, min(outs, key=len)
 
-    def sizes(self, packed: list[bytes]) -> list[int]:
-        """The framed size of each payload, as small as any way makes it (no probe kept).
-        The table is tried on all of them only if it wins one of the first PROBE_FIRST, as
-        writes probe it (a shop session's cart costs the table's coding 90 us and never wins:
-        a look at P3 took 148 ms with the table tried on every payload, benchmarks/train_cost.py)."""
-        sizes = [min(len(c.encode(p)) for c in self._codecs) for p in packed]
-        table = self.table
-        if table is not None:
-            won = False
-            for i, p in enumerate(packed):
-                if i == PROBE_FIRST and not won:
-                    break
-                body = table.encode(unpack_data(p))
-                if body is not None and len(self._table_head) + len(body) < sizes[i]:
-                    sizes[i] = len(self._table_head) + len(body)
-                    won = True
-        return sizes
+    def leads_with_table(self) -> bool:
+        """Whether the key table is the way writes take (the probes' leader)."""
+        return self.table is not None and self._leader == 2
+
+    def sizes(self, datas: list[dict[str, Any]], packed: list[bytes | None] | None = None) -> list[int]:
+        """The framed size of each session's data, as small as any way makes it (no probe
+        kept). As writes probe: every way is tried on the first PROBE_FIRST, and on the
+        rest only the ways that were smallest on one of those (a look framed 2,000 shop
+        sessions with the table too, which never wins them, in 148 ms against 105; login
+        sessions with deflate and zstd too, which never win them, in 60 ms against 25:
+        benchmarks/train_cost.py). `packed`: their msgpack forms where the caller has them."""
+        table, codecs = self.table, self._codecs
+        use_table, use_codecs = table is not None, True
+        won_table = won_codecs = False
+        out = []
+        for i, data in enumerate(datas):
+            if i == PROBE_FIRST:
+                use_table, use_codecs = won_table, won_codecs or not won_table
+            best = None
+            if use_table:
+                assert table is not None
+                body = table.encode(data)
+                if body is not None:
+                    best = len(self._table_head) + len(body)
+            if use_codecs or best is None:
+                form = packed[i] if packed is not None else None
+                if form is None:
+                    form = pack_data(data, self.max_bytes)
+                framed = min(len(c.encode(form)) for c in codecs)
+                if best is None or framed < best:
+                    best, won_codecs = framed, True
+                else:
+                    won_table = True
+            else:
+                won_table = True
+            out.append(best)
+        return out
 
     def missing(self, framed: bytes) -> int | None:
         """The dictionary a framed payload needs and this codec has not loaded."""
@@ -358,31 +378,42 @@ class PayloadCodec:
         return unpack_data(raw)
 
 
-def train_payloads(packed: list[bytes]) -> bytes:
-    """A session dictionary's bytes, trained on packed payloads: a 4 KiB zstd dictionary
-    (deflate's preset dictionary too) with the key table in it (payload_table.bundle)."""
-    import zstandard  # train_dictionary below needs it too (CodecUnavailable without)
+def retrain_table(blob: bytes, datas: list[dict[str, Any]]) -> bytes:
+    """A session dictionary's bytes with the zstd dictionary of `blob` (a trained bundle or
+    a dictionary from before tables) and a key table trained on `datas`."""
+    from densekv.sessions import payload_table
+    probe = pack_data(max(datas, key=len), 1 << 62)
+    return payload_table.bundle(payload_table.zstd_part(blob), payload_table.train(datas),
+                                lambda bundle: _zstd_loads(bundle, probe))
 
+
+def train_payloads(packed: list[bytes], datas: list[dict[str, Any]] | None = None) -> bytes:
+    """A session dictionary's bytes, trained on packed payloads (`datas`: the same, as
+    data, if the caller has them): a 4 KiB zstd dictionary (deflate's preset dictionary
+    too) with the key table in it (payload_table.bundle)."""
     from densekv.dictionaries import train_dictionary
     from densekv.sessions import payload_table
-    zdict = train_dictionary(packed, size=4096)
+    zdict = train_dictionary(packed, size=4096)  # CodecUnavailable without zstandard
     probe = max(packed, key=len)
+    table = payload_table.train(datas if datas is not None else (unpack_data(p) for p in packed))
+    return payload_table.bundle(zdict, table, lambda bundle: _zstd_loads(bundle, probe))
 
-    def zstd_reads(blob: bytes) -> bool:
-        """zstd loads `blob` as a dictionary and round-trips a payload with it."""
-        try:
-            d = zstandard.ZstdCompressionDict(blob)
-            frame = zstandard.ZstdCompressor(level=9, dict_data=d).compress(probe)
-            return bool(zstandard.ZstdDecompressor(dict_data=d).decompress(frame) == probe)
-        except zstandard.ZstdError:
-            return False
 
-    return payload_table.bundle(zdict, payload_table.train(unpack_data(p) for p in packed), zstd_reads)
+def _zstd_loads(blob: bytes, probe: bytes) -> bool:
+    """zstd loads `blob` as a dictionary and round-trips a payload with it (where a bundle
+    puts its table, payload_table.bundle)."""
+    import zstandard
+    try:
+        d = zstandard.ZstdCompressionDict(blob)
+        frame = zstandard.ZstdCompressor(level=1, dict_data=d).compress(probe)  # loading it is the test
+        return bool(zstandard.ZstdDecompressor(dict_data=d).decompress(frame) == probe)
+    except zstandard.ZstdError:
+        return False
 
 
 __all__ = [
     "CONTINUED", "CONTINUED_HERE", "DEFAULT_MAX_DATA_BYTES", "MAX_NESTING", "PayloadCodec",
-    "pack_data", "train_payloads", "unpack_data"
+    "pack_data", "retrain_table", "train_payloads", "unpack_data"
 ]
 
 

@@ -50,7 +50,13 @@ from densekv.keys import join_digest
 from densekv.plan import Command, Plan
 from densekv.sessions.layouts.base import Layout
 from densekv.sessions.model import Record
-from densekv.sessions.payload import PayloadCodec, pack_data, train_payloads
+from densekv.sessions.payload import (
+    PayloadCodec,
+    pack_data,
+    retrain_table,
+    train_payloads,
+    unpack_data,
+)
 from densekv.sessions.record import pack_record, unpack_record, with_data
 
 log = logging.getLogger("densekv.sessions")
@@ -225,21 +231,29 @@ class Payloads:
 
     def fit(self, layout: Layout, recent: list[tuple[bytes | None, bytes, int | None]]) -> Fit | None:
         """A dictionary trained on every other recent payload, and how it and the one in use
-        frame the others (None: too few payloads, or no dictionary in use). CPU only, no I/O."""
-        if len(recent) < REFIT_MIN or self.codec.dictionary is None:
+        frame the others (None: too few payloads, or no dictionary in use). CPU only, no I/O.
+        While the key table leads the writes, only the table is trained again (the zstd
+        dictionary in use is kept in the candidate): the look is then ~25 ms instead of ~60
+        (P1, benchmarks/train_cost.py), and on an asyncio worker it holds the event loop
+        that long."""
+        codec, dictionary = self.codec, self.codec.dictionary
+        if len(recent) < REFIT_MIN or dictionary is None:
             return None
-        codec = self.codec
-        every = [(p if p is not None else pack_data(codec.decode(f, key=b"recent write"), codec.max_bytes), bare)
-                 for p, f, bare in recent]
-        held = every[1::2]
-        data = train_payloads([p for p, _ in every[0::2]])
+        datas = [unpack_data(p) if p is not None else codec.decode(f, key=b"recent write") for p, f, _ in recent]
+        train, held = datas[0::2], datas[1::2]
+        held_bare = [bare for _, _, bare in recent[1::2]]
+        if codec.leads_with_table():
+            data = retrain_table(dictionary.data, train)
+        else:
+            data = train_payloads([p if p is not None else pack_data(d, codec.max_bytes)
+                                   for (p, _, _), d in zip(recent[0::2], train)], train)
         candidate = PayloadCodec(self.codec.max_bytes)
         candidate.use(ZstdDictionary.of(data))
-        packed = [p for p, _ in held]
-        now, then = self.codec.sizes(packed), candidate.sizes(packed)
-        known = [bare for _, bare in held if bare is not None]
+        held_packed = [p for p, _, _ in recent[1::2]]
+        now, then = codec.sizes(held, held_packed), candidate.sizes(held, held_packed)
+        known = [bare for bare in held_bare if bare is not None]
         typical = sorted(known)[len(known) // 2] if known else 9  # a record with an int identity
-        rooms = [layout.payload_room(typical if bare is None else bare) for _, bare in held]
+        rooms = [layout.payload_room(typical if bare is None else bare) for bare in held_bare]
         return Fit(data, len(held), sum(now), sum(then),
                    sum(1 for size, room in zip(now, rooms) if room is not None and size > room),
                    sum(1 for size, room in zip(then, rooms) if room is not None and size > room))

@@ -142,6 +142,20 @@ def bundle(zdict: bytes, entries: list[tuple[str, int, Any]], check: Callable[[b
     return zdict + mark
 
 
+def zstd_part(blob: bytes) -> bytes:
+    """The zstd dictionary a bundle was made of (bundle's inverse); a dictionary of a
+    release before tables as it is."""
+    at = blob.find(_SIGNATURE)
+    if at < 0:
+        return blob
+    pos = at + len(_SIGNATURE)
+    end = pos + 2 + int.from_bytes(blob[pos:pos + 2], "big")
+    rest = blob[end:]
+    if not rest:  # the table was at the end: the dictionary is all before it
+        return blob[:at]
+    return blob[:at] + _REPCODES + rest
+
+
 def parse(blob: bytes) -> list[tuple[str, int, Any]] | None:
     """The table a dictionary's bytes carry, or None (a dictionary of a release before
     tables, or bytes that are no table: never an error)."""
@@ -369,4 +383,4 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
             return n, pos
 
 
-__all__ = ["ANY", "CONST", "DEC", "ESC", "HEX", "INT", "MAGIC", "Table", "bundle", "parse", "train"]
+__all__ = ["ANY", "CONST", "DEC", "ESC", "HEX", "INT", "MAGIC", "Table", "bundle", "parse", "train", "zstd_part"]

@@ -14,7 +14,7 @@ from densekv.codec import Codec, ZstdDictionary, needed_dictionary
 from densekv.dictionaries import train_dictionary
 from densekv.errors import SessionDataInvalid, SessionDataTooLarge
 from densekv.sessions import payload_table
-from densekv.sessions.payload import PayloadCodec, pack_data, train_payloads
+from densekv.sessions.payload import PayloadCodec, pack_data, retrain_table, train_payloads
 from densekv.tools.lab.session_profiles import session, sessions
 
 KEYS = ["_auth_user_id", "_auth_user_hash", "_fresh", "n", "csrf_token", "cart"]
@@ -192,3 +192,22 @@ def test_data_over_max_data_bytes_is_refused_though_the_table_codes_it_small() -
     roomy.use(trained)
     with pytest.raises(SessionDataInvalid, match="NaN"):
         roomy.encode({**data, "x": float("nan")})
+
+
+def test_a_look_while_the_table_leads_keeps_the_zstd_dictionary_and_trains_the_table() -> None:
+    """payload_flows.fit's cheap path: the zstd dictionary a bundle was made of comes back
+    whole (table at the head or at the end), and a table trained again goes in with it."""
+    packed = [pack_data(d) for _, d in sessions("P1", 2000, start=10_000)]
+    zdict = train_dictionary(packed, size=4096)
+    bundle = train_payloads(packed)
+    entries = payload_table.parse(bundle)
+    assert payload_table.zstd_part(bundle) == zdict and payload_table.zstd_part(zdict) == zdict
+    assert payload_table.zstd_part(payload_table.bundle(zdict, entries, lambda blob: False)) == zdict
+    grown = [{**d, "theme": "dark"} for _, d in sessions("P1", 500)]
+    again = retrain_table(bundle, grown)
+    assert payload_table.zstd_part(again) == zdict
+    assert ("theme", payload_table.CONST) in {(k, kind) for k, kind, _ in payload_table.parse(again)}
+    codec = PayloadCodec()
+    codec.use(ZstdDictionary.of(again))
+    assert all(codec.decode(codec.encode(d)[1], key=b"k") == d for d in grown[:50])
+    assert codec.sizes(grown[:100]) == [len(codec.encode(d)[1]) for d in grown[:100]]
