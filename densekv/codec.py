@@ -112,12 +112,13 @@ def varint(n: int) -> bytes:
             return bytes(out)
 
 
-def read_varint(data: bytes, pos: int) -> tuple[int, int]:
+def read_varint(data: bytes, pos: int, max_shift: int = 35) -> tuple[int, int]:
+    """(value, position after it); `max_shift`: 35 for dictionary ids, 63 for 64-bit values."""
     if pos < len(data) and data[pos] < 0x80:  # one byte: every dictionary id below 128
         return data[pos], pos + 1
     n = shift = 0
     while True:
-        if pos >= len(data) or shift > 35:
+        if pos >= len(data) or shift > max_shift:
             raise ValueError("truncated dictionary id")
         byte = data[pos]
         pos += 1

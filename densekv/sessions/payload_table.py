@@ -47,6 +47,8 @@ from typing import Any
 
 import msgpack
 
+from densekv.codec import read_varint, varint
+
 CONST, HEX, DEC, ANY, INT = 0, 1, 2, 3, 4
 ESC = 255  # a key the table does not name: it and its value go to the tail
 MAX_ENTRIES = 255  # codes 0..254
@@ -253,7 +255,7 @@ class Table:
                     continue
                 if e[3] is not None and _decimal(v):
                     codes.append(e[3])
-                    fixed += _varint(int(v))
+                    fixed += varint(int(v))
                     continue
             elif t is int:
                 c = e[0].get((t, v))
@@ -262,7 +264,7 @@ class Table:
                     continue
                 if e[5] is not None and 0 <= v < _INT_END:
                     codes.append(e[5])
-                    fixed += _varint(v)
+                    fixed += varint(v)
                     continue
             elif t is bool or v is None:
                 c = e[0].get((t, v))
@@ -310,10 +312,10 @@ class Table:
                 values.append(data[pos:pos + arg].hex())
                 pos += arg
             elif kind == DEC:
-                n, pos = _read_varint(data, pos)
+                n, pos = read_varint(data, pos, 63)
                 values.append(str(n))
             elif kind == INT:
-                n, pos = _read_varint(data, pos)
+                n, pos = read_varint(data, pos, 63)
                 values.append(n)
             else:
                 later = True
@@ -359,28 +361,6 @@ def _expansion(key: str, kind: int, arg: Any) -> int:
     its code and fixed bytes in the body (a key, plus a constant, an ext header or digits)."""
     extra = {CONST: len(msgpack.packb(arg, use_bin_type=True)), HEX: 3, DEC: 20, ANY: 0, INT: 9}[kind]
     return len(msgpack.packb(key, use_bin_type=True)) + extra
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    n = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise ValueError("truncated key table payload")
-        byte = data[pos]
-        pos += 1
-        n |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return n, pos
 
 
 __all__ = ["ANY", "CONST", "DEC", "ESC", "HEX", "INT", "MAGIC", "Table", "bundle", "parse", "train", "zstd_part"]
