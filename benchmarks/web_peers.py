@@ -607,7 +607,7 @@ def e2e_starlette() -> Any:
 
 
 def e2e_aiohttp() -> Any:
-    """gunicorn -k aiohttp.GunicornWebWorker 'web_peers:e2e_aiohttp()': densekv's Storage (a
+    """aiohttp_workers() serves 'web_peers:e2e_aiohttp()': densekv's Storage (a
     store per worker's event loop, from the url) or aiohttp-session's RedisStorage, both with
     the cookie `session` and max_age ttl; GET /get/{key}, POST /seed."""
     import aiohttp_session
@@ -648,33 +648,31 @@ def e2e_aiohttp() -> Any:
     return app
 
 
-def uvicorn_workers(port: int, workers: int = 2) -> None:
-    """`uvicorn --workers 2 --factory web_peers:e2e_starlette`, as `workers` processes that
-    each bind their own listening socket to the port with SO_REUSEPORT, so the kernel spreads
-    wrk's connections over them. Under uvicorn's own --workers the processes share one socket
-    and whichever event loop wakes first accepts every connection waiting (asyncio accepts up
-    to its backlog per wake-up): measured here, req/s of the same app came out at ~4,700 or
-    ~6,800 per round depending on whether both workers got connections. Each socket also says
-    it is TCP: uvicorn 0.54 binds with proto 0, so asyncio leaves TCP_NODELAY off on every
-    accepted connection and each keep-alive response waits ~40 ms for the client's delayed
-    ACK (uvicorn issue 3149: 92 req/s for a hello-world app). Both apps alike."""
+def reuseport_workers(port: int, workers: int, run: Callable[[Any], None]) -> None:
+    """`workers` forked processes that each bind their own listening socket to the port with
+    SO_REUSEPORT and call run(sock), so the kernel spreads wrk's connections over them. Under
+    uvicorn's own --workers, or gunicorn's workers of an asyncio app, the processes share one
+    socket and whichever event loop wakes first accepts every connection waiting (asyncio
+    accepts up to its backlog per wake-up): measured here, req/s of the same app came out at
+    ~4,700 or ~6,800 per round depending on whether both workers got connections (Starlette
+    under uvicorn; aiohttp under gunicorn's aiohttp.GunicornWebWorker swung by a third the
+    same way). Each socket also says it is TCP: uvicorn 0.54 binds with proto 0, so asyncio
+    leaves TCP_NODELAY off on every accepted connection and each keep-alive response waits
+    ~40 ms for the client's delayed ACK (uvicorn issue 3149: 92 req/s for a hello-world
+    app). Both apps of a pair alike."""
     import socket
-
-    import uvicorn
 
     children = []
     for _ in range(workers):
         pid = os.fork()
-        if pid == 0:  # a worker: its own socket, one uvicorn server
+        if pid == 0:  # a worker: its own socket, one server
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind(("127.0.0.1", port))
             sock.listen(2048)
-            config = uvicorn.Config("web_peers:e2e_starlette", factory=True, access_log=False,
-                                    log_level="warning")
             try:
-                uvicorn.Server(config).run(sockets=[sock])
+                run(sock)
             finally:
                 os._exit(0)
         children.append(pid)
@@ -682,17 +680,46 @@ def uvicorn_workers(port: int, workers: int = 2) -> None:
         os.waitpid(pid, 0)
 
 
+def uvicorn_workers(port: int, workers: int = 2) -> None:
+    """`uvicorn --workers 2 --factory web_peers:e2e_starlette`, as reuseport_workers."""
+    def run(sock: Any) -> None:
+        import uvicorn
+
+        config = uvicorn.Config("web_peers:e2e_starlette", factory=True, access_log=False,
+                                log_level="warning")
+        uvicorn.Server(config).run(sockets=[sock])
+
+    reuseport_workers(port, workers, run)
+
+
+def aiohttp_workers(port: int, workers: int = 2) -> None:
+    """`gunicorn -w 2 -k aiohttp.GunicornWebWorker 'web_peers:e2e_aiohttp()'`, as
+    reuseport_workers: aiohttp's own web.run_app on each worker's socket (aiohttp sets
+    TCP_NODELAY on every connection it accepts)."""
+    def run(sock: Any) -> None:
+        from aiohttp import web
+
+        web.run_app(e2e_aiohttp(), sock=sock, access_log=None, print=None)
+
+    reuseport_workers(port, workers, run)
+
+
 #: how each framework's app is served: 2 sync gunicorn workers, or 2 uvicorn workers
 SERVE = {"flask": ["gunicorn", "-w", "2", "-k", "sync", "web_peers:e2e_flask()"],
          "django": ["gunicorn", "-w", "2", "-k", "sync", "web_peers:e2e_django()"],
          "starlette": ["uvicorn", "--workers", "2", "--factory web_peers:e2e_starlette"],
-         "aiohttp": ["gunicorn", "-w", "2", "-k", "aiohttp.GunicornWebWorker", "web_peers:e2e_aiohttp()"]}
+         "aiohttp": ["aiohttp", "--workers", "2", "web_peers:e2e_aiohttp()"]}
+
+#: what a record's "served" says for the apps SERVE does not start as written
+SERVED_AS = {"starlette": "2 uvicorn servers, one SO_REUSEPORT socket each (web_peers.uvicorn_workers)",
+             "aiohttp": "2 aiohttp web.run_app servers, one SO_REUSEPORT socket each (web_peers.aiohttp_workers)"}
+
 
 def serve(framework: str, ours: bool, url: str, ttl: int, n: int, port: int) -> Any:
     """Start one app server (its own process group) on 127.0.0.1:port."""
     argv = list(SERVE[base(framework)])
-    if argv[0] == "uvicorn":  # uvicorn's own --workers path leaves TCP_NODELAY off
-        argv = ["-c", f"import web_peers; web_peers.uvicorn_workers({port}, {argv[2]})"]
+    if argv[0] in ("uvicorn", "aiohttp"):  # asyncio workers: one SO_REUSEPORT socket each
+        argv = ["-c", f"import web_peers; web_peers.{argv[0]}_workers({port}, {argv[2]})"]
     else:
         argv = ["-m", *argv[:-1], "-b", f"127.0.0.1:{port}", "--log-level", "warning", argv[-1]]
     here = str(Path(__file__).resolve().parent)

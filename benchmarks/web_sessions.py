@@ -28,7 +28,7 @@ integration does not import yet is skipped with the reason in the record.
 
 End to end (issue 22): per framework and server, --e2e-sessions sessions of --e2e-profile
 (P1 Django logins by default; P2 Flask-Login, reading `_user_id`) per store (the
-loaders), both apps served (web_peers.SERVE: gunicorn or uvicorn, 2 workers) and wrk
+loaders), both apps served (web_peers.SERVE: gunicorn, or 2 asyncio servers with a socket each) and wrk
 (scripts/get-components) on one at a time in interleaved rounds: 90% GET /get/_auth_user_id,
 10% POST /seed {"n": ...}, each with a random stored session's cookie, from 4 connections
 (16 for uvicorn: CONNECTIONS). Per app: req/s and
@@ -460,7 +460,8 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
         "benchmark": "web_sessions", "part": "e2e", "commit": gitstamp.commit(), "server": server,
         "framework": framework, "peer": peer, "profile": profile, "profile_name": NAMES.get(profile, "django_login plus n"), "sessions": n,
         "mix": f"90% GET /get/{E2E_READ_KEY[profile]}, 10% POST /seed {{n}} (a one-key write), random cookie",
-        "served": " ".join(web_peers.SERVE[web_peers.base(framework)][:-1]),
+        "served": web_peers.SERVED_AS.get(web_peers.base(framework),
+                                          " ".join(web_peers.SERVE[web_peers.base(framework)][:-1])),
         "load": f"wrk {wrk.version} -t1 -c{connections} -d{seconds}s", "rounds": rounds,
         "refresh_each_request": not framework.endswith("-norefresh"), "fill": fill or "default",
         "table_row": ["framework", "peer"]}
