@@ -187,6 +187,13 @@ def parse(blob: bytes) -> list[tuple[str, int, Any]] | None:
     return entries
 
 
+#: value types msgpack gives back equal, of the same type, when `convert` passed them on as
+#: they are (an int as int(v): its range is checked there): a tail of only these and ASCII
+#: keys is not unpacked to be compared (a str that `convert` made an ext, a float, a list or
+#: a dict is; so is a subclass of any of these: its own __eq__ or __str__ may differ)
+_EXACT = frozenset({str, int, bool, type(None), bytes})
+
+
 class Table:
     """Codes session data against a table's entries (module docstring). `convert` packs
     an ANY value as payload.py does; `ext_hook` reads payload.py's ext types back."""
@@ -230,6 +237,7 @@ class Table:
         fixed = bytearray()
         tail: list[Any] = []
         given: list[Any] = []  # what the tail must give back
+        exact = True  # every tail value one msgpack gives back as it is (_EXACT): no check
         table = self._codes
         convert = self.convert
         for k, v in data.items():
@@ -239,8 +247,10 @@ class Table:
                     return None
                 codes.append(ESC)
                 tail.append(k)
-                tail.append(convert(v, ("data", k), 2))
+                packed_v = convert(v, ("data", k), 2)
+                tail.append(packed_v)
                 given += (k, v)
+                exact = exact and type(v) in _EXACT and (packed_v is v or type(v) is int)
                 continue
             t = type(v)
             if t is str:
@@ -274,11 +284,14 @@ class Table:
             if e[4] is None:
                 return None
             codes.append(e[4])
-            tail.append(convert(v, ("data", k), 2))
+            packed_v = convert(v, ("data", k), 2)
+            tail.append(packed_v)
             given.append(v)
+            exact = exact and t in _EXACT and (packed_v is v or t is int)
         if tail:
             packed: bytes = msgpack.packb(tail, use_bin_type=True)
-            if msgpack.unpackb(packed, raw=False, ext_hook=self.ext_hook, strict_map_key=True) != given:
+            if not exact and msgpack.unpackb(packed, raw=False, ext_hook=self.ext_hook,
+                                             strict_map_key=True) != given:
                 return None  # payload.py's pack_data then refuses it, with its typed error
             return bytes(codes + fixed) + packed
         return bytes(codes + fixed)

@@ -67,6 +67,26 @@ def test_any_accepted_data_comes_back_equal_in_order_and_typed(data: dict) -> No
         assert repr(LOGIN.table.decode(body)) == repr(data)
 
 
+class _Shown(str):
+    """A str whose str() is other text: what convert packs is not what was given."""
+
+    def __str__(self) -> str:
+        return "other text"
+
+
+def test_a_tail_is_compared_unless_msgpack_gives_it_back_as_it_is() -> None:
+    """Plain str, int, bool, None and bytes in the tail (an ESC key, an ANY value) are not
+    unpacked to be compared (msgpack gives them back as they are); a value of another type,
+    a subclass among them, still is: one that would come back as other data is refused."""
+    plain = {"_auth_user_id": "42", "n": 7, "new": "text", "flag": True, "none": None, "raw": b"\x00\x01"}
+    body = LOGIN.table.encode(plain)
+    assert body is not None and repr(LOGIN.table.decode(body)) == repr(plain)
+    shown = {"_auth_user_id": "42", "new": _Shown("given text")}
+    assert LOGIN.table.encode(shown) is None  # it would come back as "other text"
+    with pytest.raises(SessionDataInvalid):
+        LOGIN.encode(shown)  # pack_data refuses it too, with its typed error
+
+
 def test_the_table_names_each_key_once_with_its_shapes() -> None:
     entries = LOGIN.table.entries
     kinds = {(k, kind) for k, kind, _ in entries}
