@@ -692,13 +692,23 @@ def uvicorn_workers(port: int, workers: int = 2) -> None:
     reuseport_workers(port, workers, run)
 
 
+def _not_connection_lost(record: Any) -> bool:
+    """A logging filter: False for a request the client dropped (ConnectionResetError)."""
+    return not (record.exc_info and isinstance(record.exc_info[1], ConnectionResetError))
+
+
 def aiohttp_workers(port: int, workers: int = 2) -> None:
     """`gunicorn -w 2 -k aiohttp.GunicornWebWorker 'web_peers:e2e_aiohttp()'`, as
     reuseport_workers: aiohttp's own web.run_app on each worker's socket (aiohttp sets
     TCP_NODELAY on every connection it accepts)."""
     def run(sock: Any) -> None:
+        import logging
+
         from aiohttp import web
 
+        # wrk closes its connections at the end of a run with requests in flight: aiohttp
+        # logs each as an error with its traceback (both apps alike); wrk counts real errors
+        logging.getLogger("aiohttp.server").addFilter(_not_connection_lost)
         web.run_app(e2e_aiohttp(), sock=sock, access_log=None, print=None)
 
     reuseport_workers(port, workers, run)

@@ -14,8 +14,9 @@ lives here, once:
     `adrive_many` drive it. A round trip's error is raised out of gather (it cannot say
     whose plan failed) and the unfinished flows are closed;
   * besides plans a flow may yield a `Scan` (the next chunk of keys matching a pattern;
-    an empty chunk when the scan is over) or a `Sleep` (a pause between batches of a long
-    job). A SCAN over a cluster has to visit every node, which only the client knows, so
+    an empty chunk when the scan is over), a `Sleep` (a pause between batches of a long
+    job) or a `Compute` (CPU work the asyncio driver runs in a worker thread, off the event
+    loop). A SCAN over a cluster has to visit every node, which only the client knows, so
     the driver answers these with the client's own scan_iter (every primary of a
     RedisCluster), never the flow;
   * `retrying(make, recover)` runs `make()` again after an error of the given types when
@@ -32,7 +33,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from densekv.errors import WrongType
 from densekv.plan import Plan
@@ -61,9 +62,26 @@ class Sleep:
     seconds: float
 
 
-Ask = list[Plan[Any]] | Scan | Sleep
+@dataclass(frozen=True)
+class Compute:
+    """Ask the driver to run `work()`, CPU only (no I/O, no shared state the flow's own
+    process changes meanwhile without harm), and send its result: drive() calls it in place,
+    adrive() in a worker thread (asyncio.to_thread), so that a computation of tens of
+    milliseconds (a dictionary's training) does not hold an event loop serving other
+    requests. An exception work() raises is thrown into the flow there."""
+
+    work: Callable[[], Any]
+
+
+def computed(work: Callable[[], T]) -> Flow[T]:
+    """work()'s result, asked for as a Compute (in a worker thread under adrive)."""
+    return cast("T", (yield Compute(work)))  # a Compute's reply is work()'s result
+
+
+Ask = list[Plan[Any]] | Scan | Sleep | Compute
 #: A flow: yields plans (one list per round trip; receives their results) or a Scan (receives
-#: the next chunk of keys) or a Sleep (receives []), and returns a T.
+#: the next chunk of keys) or a Sleep (receives []) or a Compute (receives work()'s result),
+#: and returns a T.
 Flow = Generator[Ask, list[Any], T]
 
 
@@ -156,6 +174,8 @@ def drive(flow: Flow[T], executor: RunsPlans) -> T:
                 elif isinstance(ask, Sleep):
                     time.sleep(ask.seconds)
                     reply = []
+                elif isinstance(ask, Compute):
+                    reply = ask.work()
                 else:
                     reply = executor.run_many(ask)
             except Exception as exc:  # noqa: BLE001  # thrown into the flow at its yield (module doc)
@@ -183,6 +203,8 @@ async def adrive(flow: Flow[T], executor: RunsPlansAsync) -> T:
                 elif isinstance(ask, Sleep):
                     await asyncio.sleep(ask.seconds)
                     reply = []
+                elif isinstance(ask, Compute):
+                    reply = await asyncio.to_thread(ask.work)
                 else:
                     reply = await executor.run_many(ask)
             except Exception as exc:  # noqa: BLE001  # as in drive()
@@ -205,8 +227,8 @@ async def adrive_many(flows: Sequence[Flow[Any]], executor: RunsPlansAsync) -> l
 
 class Lockstep:
     """Flows advanced together: `plans()` is the next round trip of all of them, in order;
-    `advance(replies)` hands each flow its share. A flow that asks for a Scan or a Sleep
-    is `asking` until `answer()` resumes it. Used by gather and by flows that send the
+    `advance(replies)` hands each flow its share. A flow that asks for a Scan, a Sleep or
+    a Compute is `asking` until `answer()` resumes it. Used by gather and by flows that send the
     first round trip their own way (a map transaction wraps it in MULTI/EXEC)."""
 
     def __init__(self, flows: Sequence[Flow[Any]]) -> None:
@@ -223,7 +245,7 @@ class Lockstep:
             self.pending.pop(i, None)
             self.results[i] = done.value
 
-    def asking(self) -> tuple[int, Scan | Sleep] | None:
+    def asking(self) -> tuple[int, Scan | Sleep | Compute] | None:
         for i, ask in self.pending.items():
             if not isinstance(ask, list):
                 return i, ask
@@ -238,7 +260,7 @@ class Lockstep:
     def advance(self, replies: Sequence[Any]) -> None:
         pos = 0
         for i, ask in list(self.pending.items()):
-            assert isinstance(ask, list), "answer every Scan/Sleep before a round trip"
+            assert isinstance(ask, list), "answer every Scan/Sleep/Compute before a round trip"
             mine = list(replies[pos : pos + len(ask)])
             pos += len(ask)
             self._send(i, mine)
@@ -281,5 +303,5 @@ def retrying(make: Callable[[], Flow[T]], recover: Callable[[Exception], Flow[bo
     raise AssertionError("unreachable")
 
 
-__all__ = ["Ask", "Flow", "Lockstep", "Scan", "Sleep", "adrive", "adrive_many", "ascan_chunks", "drive",
+__all__ = ["Ask", "Compute", "Flow", "Lockstep", "Scan", "Sleep", "adrive", "adrive_many", "ascan_chunks", "computed", "drive",
            "drive_many", "gather", "retrying", "scan_chunks", "step"]

@@ -26,6 +26,11 @@ a namespace whose sessions keep their shape never gets a second dictionary. Sess
 written keep decoding with the dictionary they name (content ids, codec.py) and take the
 new one at their next write. The look costs the write that makes it ~20 ms of training and
 ~30 ms of framing (P1, 2-core machine), log2(writes / REFIT_FIRST) times in a process's life.
+
+The training and the look are CPU work asked of the driver as a flows.Compute: the sync
+store runs them in its caller's thread, the asyncio store in a worker thread, so a web
+worker's event loop serves other requests meanwhile (a look at shop-like sessions trains
+both the table and zstd: ~100 ms). The write that made the look due waits for it.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from densekv.errors import (
     SessionDataInvalid,
     SessionDataTooLarge,
 )
-from densekv.flows import Flow
+from densekv.flows import Flow, computed
 from densekv.keys import join_digest
 from densekv.plan import Command, Plan
 from densekv.sessions.layouts.base import Layout
@@ -215,9 +220,9 @@ class Payloads:
             recent = list(self.recent)
             self.recent.clear()  # the next look reads the writes just before it
             self.recent_bytes = 0
-            fit = self.fit(layout, recent)
-            if fit is None or not fit.adopt():
-                return
+            fit = yield from computed(lambda: self.fit(layout, recent))  # off an asyncio store's loop
+            if fit is None or not fit.adopt() or self.codec.dictionary is not current:
+                return  # (or another dictionary was adopted while it trained)
             stored = (yield [plan_store(self.namespace, fit.data)])[0]
             self.codec.known[stored.id] = stored.data
             yield from home.name_dictionary(stored.id)
@@ -286,7 +291,7 @@ class Payloads:
 
     def store_dictionary(self, packed: list[bytes], home: DictionaryHome) -> Flow[int]:
         """Train a dictionary on packed payloads, store it and name it in the metadata."""
-        data = train_payloads(packed)
+        data = yield from computed(lambda: train_payloads(packed))  # off an asyncio store's loop
         stored = (yield [plan_store(self.namespace, data)])[0]
         self.codec.known[stored.id] = stored.data
         yield from home.name_dictionary(stored.id)

@@ -15,7 +15,7 @@ import redis.asyncio
 
 from densekv.codec import CONTENT_ID_MIN
 from densekv.dictionaries import dictionary_key
-from densekv.sessions import LAYOUTS, AsyncSessionStore, SessionStore
+from densekv.sessions import LAYOUTS, AsyncSessionStore, SessionStore, payload_flows
 from densekv.sessions.layouts.partitioned import PartitionedLayout
 from densekv.sessions.model import digest_of
 from densekv.sessions.payload_flows import REFIT_FIRST, REFIT_SAMPLES
@@ -198,6 +198,46 @@ def test_the_async_twin_has_the_web_operations(server: ServerProcess) -> None:
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_an_async_store_trains_and_looks_at_its_dictionary_off_the_event_loop(
+        server: ServerProcess, client: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first dictionary's training and the look at its fit (tens of milliseconds of
+    CPU, 100 on shop-like sessions) run in a worker thread under the asyncio store
+    (flows.Compute), so a web worker's event loop serves other requests meanwhile; the sync
+    store runs them in its caller's thread, as before."""
+    seen: dict[str, set[int]] = {"train": set(), "fit": set()}
+    real_train, real_fit = payload_flows.train_payloads, payload_flows.Payloads.fit
+
+    def train(*args: Any) -> bytes:
+        seen["train"].add(threading.get_ident())
+        return real_train(*args)
+
+    def fit(self: payload_flows.Payloads, *args: Any) -> Any:
+        seen["fit"].add(threading.get_ident())
+        return real_fit(self, *args)
+
+    monkeypatch.setattr(payload_flows, "train_payloads", train)
+    monkeypatch.setattr(payload_flows.Payloads, "fit", fit)
+
+    async def main() -> int:
+        aclient = redis.asyncio.Redis(host="127.0.0.1", port=server.port)
+        store = AsyncSessionStore(aclient, namespace="aio", layout="dense", expected_sessions=10_000,
+                                  auto_train=200)
+        await store.create_many([None] * 200, session("P1", 1)[1], batch=100)  # trains on the 200th
+        assert (await store.explain())["dictionary"] is not None
+        tokens = await store.create_many([None] * REFIT_FIRST, session("P1", 2)[1], batch=500)  # looks
+        assert (await store.get(tokens[-1])).data == session("P1", 2)[1]  # type: ignore[union-attr]
+        await aclient.aclose()
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(main())
+    assert seen["train"] and seen["fit"] and loop_thread not in seen["train"] | seen["fit"]
+    seen["train"].clear(), seen["fit"].clear()
+    store = SessionStore(client, namespace="sync", layout="dense", expected_sessions=10_000, auto_train=200)
+    store.create_many([None] * 200, session("P1", 1)[1], batch=100)
+    store.create_many([None] * REFIT_FIRST, session("P1", 2)[1], batch=500)
+    assert seen == {"train": {threading.get_ident()}, "fit": {threading.get_ident()}}
 
 
 def test_the_sync_and_async_stores_expose_the_same_operations() -> None:

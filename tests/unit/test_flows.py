@@ -6,13 +6,15 @@ from a table (command name -> reply), as h11 tests its state machine with tables
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any
 
 import pytest
 import redis
 
 from densekv.errors import WrongType
-from densekv.flows import Flow, Sleep, adrive, drive, drive_many, gather, retrying, step
+from densekv.flows import Flow, Sleep, adrive, computed, drive, drive_many, gather, retrying, step
 from densekv.plan import command
 from tests.unit.canned import ACanned, Canned
 
@@ -141,3 +143,60 @@ def test_the_async_driver_runs_the_same_flows() -> None:
     ex = ACanned(echo)
     assert asyncio.run(adrive(gather([paused(), echoes("x", "y")]), ex)) == [["a", "b"], ["x", "y"]]
     assert ex.trips == [[("ECHO", "a"), ("ECHO", "x")], [("ECHO", "b"), ("ECHO", "y")]]  # the pause first
+
+
+def _work_flow(work: Any) -> Flow[tuple[str, Any]]:
+    """A round trip, a Compute of `work`, a round trip; its errors caught at the Compute."""
+    first = yield from echoes("a")
+    try:
+        got = yield from computed(work)
+    except ValueError as exc:
+        got = f"caught {exc}"
+    return first[0], got
+
+
+def test_a_compute_runs_in_place_under_drive_and_its_error_reaches_the_flow() -> None:
+    where: list[int] = []
+
+    def work() -> str:
+        where.append(threading.get_ident())
+        return "done"
+
+    def bad() -> str:
+        raise ValueError("no")
+
+    assert drive(_work_flow(work), Canned(echo)) == ("a", "done")
+    assert where == [threading.get_ident()]  # the caller's thread: a sync store's own
+    assert drive(_work_flow(bad), Canned(echo)) == ("a", "caught no")
+
+
+def test_a_compute_runs_off_the_event_loop_under_adrive() -> None:
+    """The loop keeps serving other tasks while the work runs (a dictionary's training on
+    an asyncio web worker), and gather passes a Compute of one flow through to the driver."""
+    where: list[int] = []
+
+    def work() -> str:
+        where.append(threading.get_ident())
+        time.sleep(0.2)  # CPU work in real life; a sleep holds no GIL, as zstd's trainer
+        return "done"
+
+    async def main() -> tuple[Any, int]:
+        ticks = 0
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop.is_set():
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        got = await adrive(gather([_work_flow(work), echoes("x")]), ACanned(echo))
+        stop.set()
+        await task
+        return got, ticks
+
+    (got, ticks) = asyncio.run(main())
+    assert got == [("a", "done"), ["x"]]
+    assert where and where[0] != threading.get_ident()  # a worker thread, not the loop's
+    assert ticks >= 5  # the loop ran the ticker meanwhile (20 ticks if it had all 0.2 s)
