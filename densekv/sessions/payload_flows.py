@@ -29,8 +29,14 @@ new one at their next write. The look costs the write that makes it ~20 ms of tr
 
 The training and the look are CPU work asked of the driver as a flows.Compute: the sync
 store runs them in its caller's thread, the asyncio store in a worker thread, so a web
-worker's event loop serves other requests meanwhile (a look at shop-like sessions trains
-both the table and zstd: ~100 ms). The write that made the look due waits for it.
+worker's event loop serves other requests meanwhile. The write that made either due waits
+for it. zstd's trainer and compressors let go of the GIL; the key table's Python work does
+not, and while it runs each socket call of the loop waits up to the interpreter's switch
+interval (5 ms) for the GIL back. Measured (benchmarks/loop_lag.py, 16 writer tasks, the
+largest stall of the loop past the training and the first look, four runs): Django logins
+55-57 -> 23-30 ms, Flask-Login 41-43 -> 11-14, shop-like sessions (a look that trains zstd
+too, ~100 ms) 106-110 -> 17. Keeping the table's part on the loop was worse for Django
+logins (31-36 ms).
 """
 
 from __future__ import annotations
