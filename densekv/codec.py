@@ -119,7 +119,7 @@ def read_varint(data: bytes, pos: int, max_shift: int = 35) -> tuple[int, int]:
     n = shift = 0
     while True:
         if pos >= len(data) or shift > max_shift:
-            raise ValueError("truncated dictionary id")
+            raise ValueError("truncated varint (a dictionary id or a key table value)")
         byte = data[pos]
         pos += 1
         n |= (byte & 0x7F) << shift

@@ -252,7 +252,7 @@ class Payloads:
             return None
         datas = [unpack_data(p) if p is not None else codec.decode(f, key=b"recent write") for p, f, _ in recent]
         train, held = datas[0::2], datas[1::2]
-        held_bare = [bare for _, _, bare in recent[1::2]]
+        held_packed, held_bare = [p for p, _, _ in recent[1::2]], [bare for _, _, bare in recent[1::2]]
         if codec.leads_with_table():
             data = retrain_table(dictionary.data, train)
         else:
@@ -260,7 +260,6 @@ class Payloads:
                                    for (p, _, _), d in zip(recent[0::2], train)], train)
         candidate = PayloadCodec(self.codec.max_bytes)
         candidate.use(ZstdDictionary.of(data))
-        held_packed = [p for p, _, _ in recent[1::2]]
         now, then = codec.sizes(held, held_packed), candidate.sizes(held, held_packed)
         known = [bare for bare in held_bare if bare is not None]
         typical = sorted(known)[len(known) // 2] if known else 9  # a record with an int identity

@@ -194,6 +194,11 @@ def parse(blob: bytes) -> list[tuple[str, int, Any]] | None:
 _EXACT = frozenset({str, int, bool, type(None), bytes})
 
 
+def _as_given(value: Any, packed: Any) -> bool:
+    """Whether msgpack gives `value` back as it is from `packed` (convert's form of it)."""
+    return type(value) in _EXACT and (packed is value or type(value) is int)
+
+
 class Table:
     """Codes session data against a table's entries (module docstring). `convert` packs
     an ANY value as payload.py does; `ext_hook` reads payload.py's ext types back."""
@@ -250,7 +255,7 @@ class Table:
                 packed_v = convert(v, ("data", k), 2)
                 tail.append(packed_v)
                 given += (k, v)
-                exact = exact and type(v) in _EXACT and (packed_v is v or type(v) is int)
+                exact = exact and _as_given(v, packed_v)
                 continue
             t = type(v)
             if t is str:
@@ -287,7 +292,7 @@ class Table:
             packed_v = convert(v, ("data", k), 2)
             tail.append(packed_v)
             given.append(v)
-            exact = exact and t in _EXACT and (packed_v is v or t is int)
+            exact = exact and _as_given(v, packed_v)
         if tail:
             packed: bytes = msgpack.packb(tail, use_bin_type=True)
             if not exact and msgpack.unpackb(packed, raw=False, ext_hook=self.ext_hook,
