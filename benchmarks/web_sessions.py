@@ -30,7 +30,8 @@ End to end (issue 22): per framework and server, --e2e-sessions sessions of --e2
 (P1 Django logins by default; P2 Flask-Login, reading `_user_id`) per store (the
 loaders), both apps served (web_peers.SERVE: gunicorn, or 2 asyncio servers with a socket each) and wrk
 (scripts/get-components) on one at a time in interleaved rounds: 90% GET /get/_auth_user_id,
-10% POST /seed {"n": ...}, each with a random stored session's cookie, from 4 connections
+10% POST /seed {"n": ...} (--e2e-writes: another share; 0 and 100 time reads and writes
+apart), each with a random stored session's cookie, from 4 connections
 (16 for uvicorn: CONNECTIONS). Per app: req/s and
 p99 (wrk), and CPU time per request of the app server and of Redis (/proc: it holds up on a
 busy machine, req/s does not), and per request the server's socket reads, writes, bytes and
@@ -46,6 +47,7 @@ Usage: python benchmarks/web_sessions.py [--quick] [--n 100000 --n 1000000]
        [--frameworks flask,flask-norefresh,django,starlette]
        [--requests 1000] [--rounds 12] [--timing-sessions 100000] [--out FILE]
        --parts e2e [--rounds 7] [--seconds 6] [--connections N] [--e2e-sessions 10000] [--e2e-fill F]
+       [--e2e-writes 10]
 Tables: ... | python benchmarks/markdown_table.py                    (bytes per session)
         ... | python benchmarks/markdown_table.py --field x_densekv   (peer / densekv)
         ... | python benchmarks/markdown_table.py --field ratio_paired --row framework,peer
@@ -427,9 +429,9 @@ def server_io(stats: redis.Redis | None) -> dict[str, int]:
 
 def wrk_run(wrk: str, script: Path, port: int, jar: Path, seconds: int, connections: int,
             seed: int, group: int = 0, server_pid: int = 0,
-            stats: redis.Redis | None = None) -> dict[str, Any]:
+            stats: redis.Redis | None = None, writes: int = 10) -> dict[str, Any]:
     argv = [wrk, "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "--timeout", "5s",
-            "-s", str(script), f"http://127.0.0.1:{port}", "--", str(jar), "10", str(seed)]
+            "-s", str(script), f"http://127.0.0.1:{port}", "--", str(jar), str(writes), str(seed)]
     calls, io = command_calls(stats), server_io(stats)
     before = cpu_s(group, server_pid)
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
@@ -449,7 +451,8 @@ def wrk_run(wrk: str, script: Path, port: int, jar: Path, seconds: int, connecti
 
 
 def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
-                connections: int, ttl: int, profile: str = "P1", fill: str | None = None) -> dict[str, Any]:
+                connections: int, ttl: int, profile: str = "P1", fill: str | None = None,
+                writes: int = 10) -> dict[str, Any]:
     """One framework on one server: both apps up at once, wrk on one at a time, the order
     alternating per round (densekv first in even rounds)."""
     from densekv.tools.lab.containers.components import find_component
@@ -459,7 +462,8 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
     record: dict[str, Any] = {
         "benchmark": "web_sessions", "part": "e2e", "commit": gitstamp.commit(), "server": server,
         "framework": framework, "peer": peer, "profile": profile, "profile_name": NAMES.get(profile, "django_login plus n"), "sessions": n,
-        "mix": f"90% GET /get/{E2E_READ_KEY[profile]}, 10% POST /seed {{n}} (a one-key write), random cookie",
+        "mix": f"{100 - writes}% GET /get/{E2E_READ_KEY[profile]}, {writes}% POST /seed {{n}} (a one-key write), "
+               "random cookie",
         "served": web_peers.SERVED_AS.get(web_peers.base(framework),
                                           " ".join(web_peers.SERVE[web_peers.base(framework)][:-1])),
         "load": f"wrk {wrk.version} -t1 -c{connections} -d{seconds}s", "rounds": rounds,
@@ -491,12 +495,12 @@ def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
             runs: dict[str, list[dict[str, Any]]] = {(order := ["densekv", peer])[0]: [], peer: []}
             stats = proc.client()
             for label in order:  # warm-up, not kept
-                wrk_run(str(wrk.bins["wrk"]), script, ports[label], jars[label], 2, connections, 1)
+                wrk_run(str(wrk.bins["wrk"]), script, ports[label], jars[label], 2, connections, 1, writes=writes)
             for r in range(rounds):
                 for label in order if r % 2 == 0 else order[::-1]:
                     runs[label].append(wrk_run(str(wrk.bins["wrk"]), script, ports[label],
                                                jars[label], seconds, connections, r + 2,
-                                               groups[label], proc.proc.pid, stats))
+                                               groups[label], proc.proc.pid, stats, writes))
     finally:
         for p in procs:
             with contextlib.suppress(ProcessLookupError):
@@ -540,7 +544,8 @@ def child(args: argparse.Namespace) -> None:
             rec = measure_memory(args.server, args.store, args.profile, args.n[0], args.ttl)
         elif args.child == "e2e":
             rec = measure_e2e(args.server, args.framework, args.e2e_sessions, args.rounds,
-                              args.seconds, args.connections, args.ttl, args.e2e_profile, args.e2e_fill)
+                              args.seconds, args.connections, args.ttl, args.e2e_profile, args.e2e_fill,
+                              args.e2e_writes)
         else:
             rec = measure_timing(args.server, args.framework, args.timing_sessions,
                                  args.requests, args.rounds, args.ttl)
@@ -615,6 +620,8 @@ def main() -> None:
                     help="densekv's fill (mean sessions per partition at most; e2e): smaller "
                          "listpacks, shorter server scans, more keys; 'none': the densest "
                          "partitions; default: the store's default")
+    ap.add_argument("--e2e-writes", type=int, default=10, metavar="PCT",
+                    help="percent of requests that write one key (e2e; the rest read one)")
     ap.add_argument("--seconds", type=int, default=6, help="wrk run per app per round (e2e)")
     ap.add_argument("--connections", type=int, default=None,
                     help="wrk connections (e2e; default: 4 for gunicorn's sync workers, which take "
@@ -670,7 +677,7 @@ def main() -> None:
                                 "--rounds", str(args.rounds), "--seconds", str(args.seconds),
                                 "--connections", str(args.connections or CONNECTIONS[framework]),
                                 "--e2e-sessions", str(args.e2e_sessions),
-                                "--e2e-profile", args.e2e_profile,
+                                "--e2e-profile", args.e2e_profile, "--e2e-writes", str(args.e2e_writes),
                                 *(["--e2e-fill", str(args.e2e_fill)] if args.e2e_fill else []), *common]), args.out)
     finally:
         shutil.rmtree(FROZEN[0], ignore_errors=True)
