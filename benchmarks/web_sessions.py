@@ -101,6 +101,7 @@ SEEDED = 256  # sessions per app the timed requests cycle through
 READ_KEY = "_auth_user_id"
 #: the key an e2e GET reads, by --e2e-profile (P1 a Django login, P2 Flask-Login)
 E2E_READ_KEY = {"P1": "_auth_user_id", "P1n": "_auth_user_id", "P2": "_user_id", "P3": "_auth_user_id"}
+E2E_WRITES = 10  # percent of e2e requests that write one key (--e2e-writes)
 SCRATCH = {"slowlog-log-slower-than": "-1"}
 #: wrk's connections per framework (e2e): a sync gunicorn worker serves one request at a
 #: time, so 4 keep both busy; a uvicorn worker keeps the keep-alive connections the kernel
@@ -429,7 +430,7 @@ def server_io(stats: redis.Redis | None) -> dict[str, int]:
 
 def wrk_run(wrk: str, script: Path, port: int, jar: Path, seconds: int, connections: int,
             seed: int, group: int = 0, server_pid: int = 0,
-            stats: redis.Redis | None = None, writes: int = 10) -> dict[str, Any]:
+            stats: redis.Redis | None = None, writes: int = E2E_WRITES) -> dict[str, Any]:
     argv = [wrk, "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "--timeout", "5s",
             "-s", str(script), f"http://127.0.0.1:{port}", "--", str(jar), str(writes), str(seed)]
     calls, io = command_calls(stats), server_io(stats)
@@ -452,7 +453,7 @@ def wrk_run(wrk: str, script: Path, port: int, jar: Path, seconds: int, connecti
 
 def measure_e2e(server: str, framework: str, n: int, rounds: int, seconds: int,
                 connections: int, ttl: int, profile: str = "P1", fill: str | None = None,
-                writes: int = 10) -> dict[str, Any]:
+                writes: int = E2E_WRITES) -> dict[str, Any]:
     """One framework on one server: both apps up at once, wrk on one at a time, the order
     alternating per round (densekv first in even rounds)."""
     from densekv.tools.lab.containers.components import find_component
@@ -620,7 +621,7 @@ def main() -> None:
                     help="densekv's fill (mean sessions per partition at most; e2e): smaller "
                          "listpacks, shorter server scans, more keys; 'none': the densest "
                          "partitions; default: the store's default")
-    ap.add_argument("--e2e-writes", type=int, default=10, metavar="PCT",
+    ap.add_argument("--e2e-writes", type=int, default=E2E_WRITES, metavar="PCT",
                     help="percent of requests that write one key (e2e; the rest read one)")
     ap.add_argument("--seconds", type=int, default=6, help="wrk run per app per round (e2e)")
     ap.add_argument("--connections", type=int, default=None,
@@ -633,6 +634,8 @@ def main() -> None:
     ap.add_argument("--profile", help=argparse.SUPPRESS)
     ap.add_argument("--framework", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not 0 <= args.e2e_writes <= 100:
+        ap.error(f"--e2e-writes is a percent, 0 to 100 (got {args.e2e_writes})")
     args.requests = args.requests or (300 if args.quick else 1000)
     args.rounds = args.rounds or (4 if args.quick else 7 if "e2e" in args.parts else 12)
     args.timing_sessions = args.timing_sessions or (5000 if args.quick else 100_000)
